@@ -1,0 +1,97 @@
+"""The stressor catalog: named stressor variants in plan order, versioned by a content hash.
+
+The hash covers the canonical JSON of the entries (name, kernel, class, params) in
+order, not the file's bytes: comments and formatting may change, semantics may not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CatalogError
+
+RESOURCE_CLASSES = ("cpu", "cache", "memory", "disk", "network")
+
+
+def default_catalog_path() -> Path:
+    """The catalog shipped with the code: packaged copy first, then the source tree."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "data" / "catalog.toml", here.parent / "stressors" / "catalog.toml",
+                      Path("/usr/share/mimesys/catalog.toml")):
+        if candidate.is_file():
+            return candidate
+    raise CatalogError("no stressor catalog found (looked in agentd/data, stressors/, /usr/share/mimesys)")
+
+
+@dataclass(frozen=True)
+class Stressor:
+    name: str
+    kernel: str
+    resource_class: str
+    description: str
+    params: dict = field(default_factory=dict)
+
+    def canonical(self) -> dict:
+        return {"name": self.name, "kernel": self.kernel, "class": self.resource_class,
+                "params": self.params}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    stressors: tuple[Stressor, ...]
+    path: Path | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.stressors]
+
+    @property
+    def hash(self) -> str:
+        blob = json.dumps([s.canonical() for s in self.stressors], sort_keys=True,
+                          separators=(",", ":")).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+    def __len__(self) -> int:
+        return len(self.stressors)
+
+    def index(self, name: str) -> int:
+        for i, s in enumerate(self.stressors):
+            if s.name == name:
+                return i
+        raise CatalogError(f"unknown stressor {name!r}; known: {', '.join(self.names)}")
+
+    def by_class(self, resource_class: str) -> list[int]:
+        return [i for i, s in enumerate(self.stressors) if s.resource_class == resource_class]
+
+    def to_dict(self) -> dict:
+        return {"hash": self.hash, "stressors": [
+            {**s.canonical(), "description": s.description} for s in self.stressors]}
+
+
+def load_catalog(path: Path | str | None = None) -> Catalog:
+    path = Path(path) if path else default_catalog_path()
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise CatalogError(f"{path}: cannot read catalog: {e}") from e
+    entries = doc.get("stressor")
+    if not isinstance(entries, list) or not entries:
+        raise CatalogError(f"{path}: no [[stressor]] entries")
+    seen: set[str] = set()
+    out = []
+    for i, e in enumerate(entries):
+        where = f"{path}: stressor #{i + 1}"
+        for key in ("name", "kernel", "class", "description"):
+            if not isinstance(e.get(key), str) or not e[key]:
+                raise CatalogError(f"{where}: missing or empty {key!r}")
+        if e["class"] not in RESOURCE_CLASSES:
+            raise CatalogError(f"{where} ({e['name']}): class {e['class']!r} not one of {RESOURCE_CLASSES}")
+        if e["name"] in seen:
+            raise CatalogError(f"{where}: duplicate name {e['name']!r}")
+        seen.add(e["name"])
+        out.append(Stressor(e["name"], e["kernel"], e["class"], e["description"], dict(e.get("params", {}))))
+    return Catalog(tuple(out), path)

@@ -1,0 +1,11 @@
+"""Host samplers: one per file, registered by name in REGISTRY (agentd/samplers/registry.py).
+
+Contract (see docs/design.md, "Samplers"):
+- probe() decides availability once, at start-up, and returns the sampler's MetricSpecs
+  (unsupported / permission_denied carry the kernel's reason).
+- read() returns raw counters exactly as read (cumulative where the kernel is cumulative),
+  or raises NoData for "nothing this tick"; any other exception marks the sampler failing
+  for that tick without stopping the others.
+- Rates are derived in one pure function per sampler, derive(prev, cur, elapsed_s) -> values,
+  used identically by live sampling, recording and replay.
+"""
