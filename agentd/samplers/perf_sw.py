@@ -1,0 +1,49 @@
+"""Kernel software events, system-wide per CPU, through perf_event_open (pid = -1, cpu = i).
+
+Metrics: ``perf.ctx_switches_per_s``, ``perf.migrations_per_s``, ``perf.page_faults_per_s``
+— summed over all online CPUs. Software events are counted by the kernel itself, so they
+work in VMs without a PMU and never multiplex. Counting everything that runs on a CPU needs
+CAP_PERFMON/CAP_SYS_ADMIN or kernel.perf_event_paranoid <= 0; without that the metrics are
+permission_denied with the kernel's errno string and the paranoid level.
+Cost: 3 file descriptors per CPU, one read(2) per CPU per tick.
+"""
+
+from __future__ import annotations
+
+from ..hostpaths import online_cpus
+from ..metrics import Availability
+from ..perf.events import SW_CONTEXT_SWITCHES, SW_CPU_MIGRATIONS, SW_PAGE_FAULTS, PerfEventError, PerfPermissionError
+from .base import Raw, Sampler
+from .perfgroups import GroupSet, derive_rates
+from .registry import register
+
+EVENTS = ((SW_CONTEXT_SWITCHES, "perf.ctx_switches_per_s"), (SW_CPU_MIGRATIONS, "perf.migrations_per_s"),
+          (SW_PAGE_FAULTS, "perf.page_faults_per_s"))
+
+
+class PerfSoftwareSampler(Sampler):
+    name = "perf_sw"
+
+    def probe(self):
+        self._groups = GroupSet()
+        try:
+            self._groups.add(online_cpus(self.hp), [e for e, _ in EVENTS], [m for _, m in EVENTS])
+        except PerfEventError as e:
+            self._groups.close()
+            av = Availability.PERMISSION_DENIED if isinstance(e, PerfPermissionError) else Availability.UNSUPPORTED
+            return [self.unavailable(m, "1/s", str(e), av) for _, m in EVENTS]
+        return [self.spec(m, "1/s") for _, m in EVENTS]
+
+    def read(self) -> Raw:
+        return self._groups.read()
+
+    @staticmethod
+    def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
+        return derive_rates(prev, cur, elapsed_s)
+
+    def close(self):
+        if getattr(self, "_groups", None):
+            self._groups.close()
+
+
+register(PerfSoftwareSampler)
