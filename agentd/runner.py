@@ -1,0 +1,335 @@
+"""Start mimesys-runner on a plan and turn its line records into events (asyncio).
+
+    handle = await start_runner(plan, RunnerConfig(...), seed=..., repetitions=..., warmup_windows=...)
+    async for event in handle.events():   # WindowStarted | WindowDone | RunnerExit
+        ...
+    await handle.stop()                    # SIGTERM, waits for the runner's clean exit, then SIGKILL
+
+`start_runner` compiles the plan (agentd/schedule.py), starts the runner and returns once
+the runner is set up and has fixed t0 (so a refused plan — no scratch room, no AVX2, a CPU
+that cannot be pinned — raises RunnerError here with the runner's own message). Events
+then arrive as the windows happen: WindowStarted at each boundary, WindowDone when every
+thread has finished that window. Times are CLOCK_MONOTONIC ns, the clock of
+time.monotonic_ns(). Warm-up windows are run but not reported unless
+RunnerConfig.report_warmup is set (they then carry repetition -1).
+
+The runner's stdout protocol is documented at the top of stressors/runner.c.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+import numpy as np
+
+from .catalog import Catalog, load_catalog
+from .errors import RunnerError
+from .hostpaths import online_cpus
+from .plan import Plan
+from .schedule import CompiledSchedule, compile_plan
+
+RUNNER_NAME = "mimesys-runner"
+STOP_GRACE_S = 1.0          # after SIGTERM; the runner itself stops within ~50 ms
+DEFAULT_SCRATCH_BUDGET = 2 << 30
+
+
+def find_runner() -> Path:
+    """$MIMESYS_RUNNER, then the packaged binary, the source-tree build, the Debian path."""
+    here = Path(__file__).resolve().parent
+    env = os.environ.get("MIMESYS_RUNNER")
+    candidates = ([Path(env)] if env else []) + [
+        here / "_bin" / RUNNER_NAME,
+        here.parent / "stressors" / "build" / RUNNER_NAME,
+        Path("/usr/lib/mimesys") / RUNNER_NAME,
+    ]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    if env:
+        raise RunnerError(f"MIMESYS_RUNNER={env} is not an executable file")
+    raise RunnerError(f"{RUNNER_NAME} not found (looked in {', '.join(map(str, candidates))}); "
+                      f"build it with `make -C stressors` or reinstall the package")
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    runner_path: str | None = None         # None: find_runner()
+    cpus: tuple[int, ...] | None = None    # thread k runs on cpus[k % len(cpus)]; None: online CPUs
+    scratch_dir: str | None = None         # None: a fresh directory under /var/tmp, removed after
+    scratch_budget_bytes: int = DEFAULT_SCRATCH_BUDGET
+    udp_sink: str = "127.0.0.1:9"          # HOST:PORT for net_udp_sink
+    catalog_path: str | None = None        # None: the shipped catalog
+    start_delay_ms: int = 30               # t0 = runner ready + this
+    report_warmup: bool = False
+    setup_timeout_s: float = 300.0         # filling scratch files and big buffers takes a while
+
+
+@dataclass(frozen=True)
+class WindowStarted:
+    repetition: int          # -1 for warm-up windows
+    window: int              # plan window index
+    start_ns: int            # when the runner observed the boundary (CLOCK_MONOTONIC)
+    planned_start_ns: int    # t0 + index * W exactly
+    index: int               # executed-window index (warm-up included)
+
+
+@dataclass(frozen=True)
+class WindowDone:
+    repetition: int
+    window: int
+    start_ns: int            # earliest thread wake-up in this window
+    end_ns: int              # latest thread end of work
+    ran_ns: np.ndarray       # int64 [M, K] ns each stressor actually ran
+    ops: np.ndarray          # int64 [M, K] operations completed
+    bytes: np.ndarray        # int64 [M, K] bytes moved (kernel-specific meaning, see catalog)
+    planned_ns: np.ndarray   # int64 [M, K] compiled durations
+    planned_start_ns: int
+    thread_start_ns: np.ndarray  # int64 [K] each thread's wake-up
+    thread_end_ns: np.ndarray    # int64 [K]
+    thread_cpu_ns: np.ndarray    # int64 [K] CPU time each worker thread used in the window
+    index: int
+
+
+@dataclass(frozen=True)
+class RunnerExit:
+    returncode: int
+    status: str              # "done" | "stopped" | "error" | "killed"
+    detail: str = ""
+    stderr_tail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+
+Event = WindowStarted | WindowDone | RunnerExit
+
+
+class RunnerHandle:
+    """A running mimesys-runner. Create with start_runner()."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, schedule: CompiledSchedule, catalog: Catalog,
+                 config: RunnerConfig, owned_scratch: Path | None, tmpdir: Path):
+        self.proc = proc
+        self.schedule = schedule
+        self.catalog = catalog
+        self.config = config
+        self.info: dict[str, str] = {}
+        self.notes: dict[str, str] = {}      # stressor name → note (e.g. O_DIRECT fallback)
+        self.t0_ns: int | None = None
+        self.window_ns = schedule.window_ns
+        self._owned_scratch = owned_scratch
+        self._tmpdir = tmpdir
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._stderr: deque[str] = deque(maxlen=20)
+        self._ready = asyncio.get_running_loop().create_future()
+        self._exit: RunnerExit | None = None
+        self._exit_status: tuple[str, str] | None = None
+        self._stop_requested = False
+        self._reader = asyncio.create_task(self._read_stdout())
+        self._err_reader = asyncio.create_task(self._read_stderr())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def exit(self) -> RunnerExit | None:
+        return self._exit
+
+    # -- parsing ----------------------------------------------------------------
+    async def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            self._stderr.append(raw.decode(errors="replace").rstrip())
+
+    async def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        M, K = self.schedule.M, self.schedule.K
+        cur: dict | None = None
+        try:
+            async for raw in self.proc.stdout:
+                parts = raw.decode(errors="replace").split()
+                if not parts:
+                    continue
+                tag = parts[0]
+                if tag == "start":
+                    i, rep, win, planned, observed = map(int, parts[1:6])
+                    cur = dict(ran=np.zeros((M, K), np.int64), ops=np.zeros((M, K), np.int64),
+                               bytes=np.zeros((M, K), np.int64), planned=np.zeros((M, K), np.int64),
+                               tstart=np.zeros(K, np.int64), tend=np.zeros(K, np.int64),
+                               tcpu=np.zeros(K, np.int64))
+                    if rep >= 0 or self.config.report_warmup:
+                        self._queue.put_nowait(WindowStarted(rep, win, observed, planned, i))
+                elif tag == "seg" and cur is not None:
+                    _, k, m, planned, ran, ops, nbytes = map(int, parts[1:8])
+                    cur["planned"][m, k] += planned
+                    cur["ran"][m, k] += ran
+                    cur["ops"][m, k] += ops
+                    cur["bytes"][m, k] += nbytes
+                elif tag == "thread" and cur is not None:
+                    _, k, t_start, t_end, cpu = map(int, parts[1:6])
+                    cur["tstart"][k], cur["tend"][k], cur["tcpu"][k] = t_start, t_end, cpu
+                elif tag == "done" and cur is not None:
+                    i, rep, win, planned, end = map(int, parts[1:6])
+                    if rep >= 0 or self.config.report_warmup:
+                        self._queue.put_nowait(WindowDone(
+                            rep, win, int(cur["tstart"].min()), end, cur["ran"], cur["ops"], cur["bytes"],
+                            cur["planned"], planned, cur["tstart"], cur["tend"], cur["tcpu"], i))
+                    cur = None
+                elif tag == "ready":
+                    self.t0_ns = int(parts[1])
+                    if not self._ready.done():
+                        self._ready.set_result(None)
+                elif tag == "info":
+                    self.info[parts[1]] = " ".join(parts[2:])
+                elif tag == "note":
+                    self.notes[parts[1]] = " ".join(parts[2:])
+                elif tag == "exit":
+                    self._exit_status = (parts[1], " ".join(parts[2:]))
+                elif tag == "error":
+                    self._exit_status = ("error", " ".join(parts[1:]))
+        finally:
+            rc = await self.proc.wait()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._err_reader, 1.0)
+            if self._exit_status:
+                status, detail = self._exit_status
+            elif rc < 0:
+                status, detail = "killed", f"killed by {signal.Signals(-rc).name}"
+            else:
+                status, detail = "error", f"exited with status {rc} without an exit record"
+            self._exit = RunnerExit(rc, status, detail, "\n".join(self._stderr))
+            if not self._ready.done():
+                self._ready.set_result(None)
+            self._queue.put_nowait(self._exit)
+            self._queue.put_nowait(None)
+            self._cleanup_files()
+
+    def _cleanup_files(self) -> None:
+        shutil.rmtree(self._tmpdir, ignore_errors=True)
+        if self._owned_scratch is not None:
+            shutil.rmtree(self._owned_scratch, ignore_errors=True)
+
+    # -- public -----------------------------------------------------------------
+    async def wait_ready(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except asyncio.TimeoutError:
+            await self.stop()
+            raise RunnerError(f"{RUNNER_NAME} did not finish setting up within {timeout:.0f} s") from None
+        if self.t0_ns is None:
+            await self._reader
+            ex = self._exit
+            raise RunnerError(f"{RUNNER_NAME} refused the plan: {ex.detail}" if ex and ex.detail else
+                              f"{RUNNER_NAME} exited during setup (status {ex.returncode if ex else '?'})"
+                              + (f": {ex.stderr_tail}" if ex and ex.stderr_tail else ""))
+
+    async def events(self) -> AsyncIterator[Event]:
+        """WindowStarted / WindowDone as they happen, then exactly one RunnerExit."""
+        while True:
+            ev = await self._queue.get()
+            if ev is None:
+                return
+            yield ev
+
+    async def wait(self) -> RunnerExit:
+        await asyncio.shield(self._reader)
+        assert self._exit is not None
+        return self._exit
+
+    async def stop(self) -> RunnerExit:
+        """SIGTERM; the runner stops its threads within ~50 ms and exits. SIGKILL after
+        STOP_GRACE_S if it has not (scratch files are unlinked at creation either way)."""
+        self._stop_requested = True
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._reader), STOP_GRACE_S)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+        return await self.wait()
+
+
+def plan_uses_disk(plan: Plan, catalog: Catalog) -> bool:
+    disk = catalog.by_class("disk")
+    return bool(disk) and bool((plan.compositions[:, disk, :] > 0).any())
+
+
+async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, seed: int | None = None,
+                       repetitions: int = 1, warmup_windows: int = 0,
+                       catalog: Catalog | None = None) -> RunnerHandle:
+    """Compile `plan`, start the runner, wait until it has set up; raise RunnerError if refused."""
+    catalog = catalog or load_catalog(config.catalog_path)
+    schedule = compile_plan(plan, catalog, seed=seed, repetitions=repetitions, warmup_windows=warmup_windows)
+    runner = Path(config.runner_path) if config.runner_path else find_runner()
+    tmpdir = Path(tempfile.mkdtemp(prefix="mimesys-schedule-"))
+    sched_path = tmpdir / "schedule.bin"
+    schedule.write(sched_path)
+    owned_scratch = None
+    scratch = config.scratch_dir
+    if scratch is None and plan_uses_disk(plan, catalog):
+        owned_scratch = Path(tempfile.mkdtemp(prefix="mimesys-scratch-", dir="/var/tmp"))
+        scratch = str(owned_scratch)
+    cpus = config.cpus or tuple(online_cpus())
+    args = [str(runner), "--schedule", str(sched_path), "--cpus", ",".join(map(str, cpus)),
+            "--scratch-budget", str(int(config.scratch_budget_bytes)), "--udp-sink", config.udp_sink,
+            "--start-delay-ms", str(int(config.start_delay_ms))]
+    if scratch:
+        args += ["--scratch-dir", str(scratch)]
+    try:
+        proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.DEVNULL,
+                                                    stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+    except OSError as e:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        if owned_scratch:
+            shutil.rmtree(owned_scratch, ignore_errors=True)
+        raise RunnerError(f"cannot start {runner}: {e}") from e
+    handle = RunnerHandle(proc, schedule, catalog, config, owned_scratch, tmpdir)
+    try:
+        await handle.wait_ready(config.setup_timeout_s)
+    except BaseException:
+        if proc.returncode is None:
+            await handle.stop()
+        raise
+    return handle
+
+
+@dataclass
+class RunResult:
+    windows: list[WindowDone] = field(default_factory=list)
+    starts: list[WindowStarted] = field(default_factory=list)
+    exit: RunnerExit | None = None
+    t0_ns: int | None = None
+    notes: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+
+async def run_to_completion(plan: Plan, config: RunnerConfig = RunnerConfig(), **kw) -> RunResult:
+    """Run a plan start to end and collect every event (tests, calibration, benchmarks)."""
+    handle = await start_runner(plan, config, **kw)
+    result = RunResult(t0_ns=handle.t0_ns, notes=handle.notes, info=handle.info)
+    try:
+        async for ev in handle.events():
+            if isinstance(ev, WindowDone):
+                result.windows.append(ev)
+            elif isinstance(ev, WindowStarted):
+                result.starts.append(ev)
+            else:
+                result.exit = ev
+    finally:
+        if handle.exit is None:
+            await handle.stop()
+    return result

@@ -1,0 +1,67 @@
+/* Helpers for the disk kernels (not a kernel itself): scratch file, per-thread ranges. */
+#define _GNU_SOURCE
+#include "disk_io.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int disk_setup_file(struct stressor *s, int fill, uint64_t dflt_io, char *err) {
+    struct disk_shared *sh = calloc(1, sizeof *sh);
+    if (param_u64(s, "file_bytes", 128ull << 20, &sh->file_bytes, err) ||
+        param_u64(s, "io_bytes", dflt_io, &sh->io_bytes, err)) { free(sh); return -1; }
+    if (sh->io_bytes < 4096) sh->io_bytes = 4096;
+    sh->io_bytes &= ~4095ull;
+    sh->file_bytes = sh->file_bytes / sh->io_bytes * sh->io_bytes;
+    int want_direct = param_bool(s, "direct", 0), ok = 0;
+    char why[ERRLEN] = "";
+    sh->fd = scratch_file(s, sh->file_bytes, fill, want_direct, &ok, why);
+    if (sh->fd < 0) { snprintf(err, ERRLEN, "%s", why); free(sh); return -1; }
+    sh->direct = ok;
+    if (want_direct && !ok)
+        snprintf(s->note, ERRLEN, "O_DIRECT refused by the filesystem under %s (%s): buffered IO with "
+                 "posix_fadvise(DONTNEED) after each read instead", s->env->scratch_dir, why);
+    s->shared = sh;
+    return 0;
+}
+
+void *disk_thread_setup_range(struct stressor *s, int thread, char *err) {
+    struct disk_shared *sh = s->shared;
+    struct disk_state *st = calloc(1, sizeof *st);
+    if (posix_memalign((void **)&st->buf, 4096, sh->io_bytes)) {
+        snprintf(err, ERRLEN, "%s: cannot allocate IO buffer", s->name);
+        return NULL;
+    }
+    memset(st->buf, 0x5A, sh->io_bytes);
+    /* each thread owns a contiguous slice, so concurrent sequential streams stay sequential */
+    uint64_t ios = sh->file_bytes / sh->io_bytes, n = (uint64_t)s->env->nthreads;
+    uint64_t per = ios / n ? ios / n : 1;
+    st->lo = ((uint64_t)thread % n) * per * sh->io_bytes;
+    st->hi = st->lo + per * sh->io_bytes;
+    if (st->hi > sh->file_bytes) st->hi = sh->file_bytes;
+    st->pos = st->lo;
+    st->x = 0x51ED270B2A1ull + (uint64_t)thread;
+    return st;
+}
+
+void disk_thread_teardown(struct stressor *s, void *ts) {
+    (void)s;
+    struct disk_state *st = ts;
+    free(st->buf);
+    free(st);
+}
+
+void disk_teardown(struct stressor *s) {
+    struct disk_shared *sh = s->shared;
+    if (!sh) return;
+    close(sh->fd);   /* the file was unlinked at creation: closing frees its blocks */
+    free(sh);
+}
+
+uint64_t disk_scratch_bytes(const struct stressor *s) {
+    uint64_t b = 0;
+    char err[ERRLEN];
+    param_u64(s, "file_bytes", 128ull << 20, &b, err);
+    return b;
+}

@@ -1,0 +1,591 @@
+/* mimesys-runner: executes a compiled schedule (written by agentd/schedule.py, whose
+ * docstring documents the binary format) on pinned threads with absolute deadlines.
+ *
+ *   mimesys-runner --schedule FILE [--cpus LIST] [--scratch-dir DIR] [--scratch-budget BYTES]
+ *                  [--udp-sink HOST:PORT] [--start-delay-ms N]
+ *   mimesys-runner --list-kernels
+ *
+ * Timing. Executed window i starts at exactly t0 + i*W on CLOCK_MONOTONIC (absolute, so
+ * lateness in one window never shifts the next). Within a window each worker thread runs
+ * its segments in the compiled order; a segment ends at min(its start + duration, window
+ * end); work is done in steps sized to ~50 us (adapted per thread and stressor from the
+ * measured step time, and shrunk to the time left), each followed by a clock read; the
+ * rest of the window sleeps (pthread_cond_timedwait on CLOCK_MONOTONIC, absolute).
+ *
+ * Output: line records on stdout, flushed as they happen (agentd/runner.py parses them):
+ *   info KEY VALUE...                          facts about the host/setup
+ *   note STRESSOR TEXT...                      e.g. "O_DIRECT refused ... buffered"
+ *   ready T0_NS WINDOW_NS WINDOWS THREADS STRESSORS
+ *   start I REP WIN PLANNED_NS OBSERVED_NS     at each window boundary
+ *   seg I THREAD STRESSOR PLANNED_NS RAN_NS OPS BYTES      after the window, per segment
+ *   thread I THREAD START_NS END_NS CPU_NS     actual wake-up, last work, thread CPU time
+ *   done I REP WIN PLANNED_NS END_NS           closes window I's records
+ *   exit done|stopped|error DETAIL...
+ *   error MESSAGE                              setup failed / refused (also on stderr)
+ * REP is -1 for warm-up windows. Exit status: 0 done, 4 stopped by a signal,
+ * 2 usage, 3 refused or setup failed, 5 failed while running.
+ *
+ * Life cycle. PR_SET_PDEATHSIG(SIGTERM) ties the runner to its parent; SIGTERM, SIGINT
+ * and SIGHUP stop every thread within one work step (~100 us) and exit. Scratch files are
+ * unlinked the moment they are created, so they vanish with the process however it ends.
+ */
+#define _GNU_SOURCE
+#include "stressor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAGIC "MIMSCHD1"
+#define SCHEDULE_VERSION 1
+#define RING 64                     /* windows a worker may run ahead of the printer */
+#define STEP_TARGET_NS 50000ull     /* aim for 50 us of work between clock reads */
+
+enum { EXIT_DONE = 0, EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_STOPPED = 4, EXIT_FAILED = 5 };
+
+struct seg { uint16_t stressor; uint64_t dur_ns; };
+struct seg_result { uint16_t stressor; uint64_t planned, ran, ops, bytes; };
+struct win_result { uint64_t start, end, cpu; int nseg; struct seg_result *segs; };
+
+struct schedule {
+    uint32_t M, K, T, reps, warmup, E;
+    uint64_t window_ns, seed;
+    struct stressor *stressors;      /* [M] */
+    int32_t *rep, *win;              /* [E] */
+    uint32_t *seg_off;               /* [E*K] index into segs */
+    uint16_t *seg_n;                 /* [E*K] */
+    struct seg *segs;
+    uint8_t *used;                   /* [K*M] thread k uses stressor m */
+};
+
+struct adapt { uint64_t units; double ns_per_unit; };
+
+struct worker {
+    int k, cpu;
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;               /* with mu: window sleeps */
+    pthread_cond_t gcv;              /* with g.mu: start signal, printer progress */
+    void **ts;                       /* [M] per-thread kernel state */
+    struct adapt *adapt;             /* [M] */
+    struct win_result ring[RING];
+    uint64_t done;                   /* windows finished (guarded by g.mu) */
+    char err[ERRLEN];
+};
+
+static struct {
+    struct schedule sch;
+    struct runner_env env;
+    struct worker *w;
+    int *cpus, ncpus;
+    pthread_mutex_t mu;              /* guards done/printed/ready counters */
+    pthread_cond_t cv;               /* main waits here for workers; workers for the printer */
+    pthread_condattr_t cattr;
+    int ready, failed, go;
+    uint64_t printed;
+    uint64_t t0;
+    volatile sig_atomic_t stop_sig;
+    int stop;                        /* read with __atomic in the hot loop */
+} g;
+
+static void out(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+}
+
+static void die(int code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    printf("error %s\n", msg);
+    fflush(stdout);
+    fprintf(stderr, "mimesys-runner: %s\n", msg);
+    exit(code);
+}
+
+static int stopping(void) { return __atomic_load_n(&g.stop, __ATOMIC_RELAXED); }
+
+static struct timespec ts_of(uint64_t ns) {
+    struct timespec t = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
+    return t;
+}
+
+static uint64_t thread_cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Sleep until an absolute CLOCK_MONOTONIC deadline, or until a stop is requested. */
+static void sleep_until(pthread_mutex_t *mu, pthread_cond_t *cv, uint64_t deadline) {
+    struct timespec ts = ts_of(deadline);
+    pthread_mutex_lock(mu);
+    while (!stopping() && now_ns() < deadline)
+        if (pthread_cond_timedwait(cv, mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(mu);
+}
+
+/* ---------------------------------------------------------------- schedule */
+
+struct reader { const uint8_t *p, *end; const char *path; };
+
+static void need(struct reader *r, size_t n, const char *what) {
+    if ((size_t)(r->end - r->p) < n) die(EXIT_USAGE, "%s: truncated schedule while reading %s", r->path, what);
+}
+static uint16_t rd16(struct reader *r, const char *w) { uint16_t v; need(r, 2, w); memcpy(&v, r->p, 2); r->p += 2; return v; }
+static uint32_t rd32(struct reader *r, const char *w) { uint32_t v; need(r, 4, w); memcpy(&v, r->p, 4); r->p += 4; return v; }
+static uint64_t rd64(struct reader *r, const char *w) { uint64_t v; need(r, 8, w); memcpy(&v, r->p, 8); r->p += 8; return v; }
+static void rdstr(struct reader *r, char *dst, size_t cap, const char *w) {
+    uint16_t n = rd16(r, w);
+    need(r, n, w);
+    if (n >= cap) die(EXIT_USAGE, "%s: %s too long (%u bytes)", r->path, w, n);
+    memcpy(dst, r->p, n);
+    dst[n] = 0;
+    r->p += n;
+}
+
+static void load_schedule(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die(EXIT_USAGE, "%s: cannot open schedule: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)size + 1);
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) die(EXIT_USAGE, "%s: short read", path);
+    fclose(f);
+    struct reader r = {buf, buf + size, path};
+    struct schedule *s = &g.sch;
+
+    need(&r, 8, "magic");
+    if (memcmp(r.p, MAGIC, 8)) die(EXIT_USAGE, "%s: not a mimesys compiled schedule (bad magic)", path);
+    r.p += 8;
+    uint32_t version = rd32(&r, "version");
+    if (version != SCHEDULE_VERSION)
+        die(EXIT_USAGE, "%s: schedule version %u, this runner reads %d", path, version, SCHEDULE_VERSION);
+    s->M = rd32(&r, "M"); s->K = rd32(&r, "K"); s->T = rd32(&r, "T");
+    s->reps = rd32(&r, "repetitions"); s->warmup = rd32(&r, "warmup_windows");
+    s->window_ns = rd64(&r, "window_ns"); s->seed = rd64(&r, "seed");
+    s->E = rd32(&r, "executed windows");
+    rd32(&r, "reserved");
+    if (!s->M || !s->K || !s->E || s->K > 4096 || s->M > 4096)
+        die(EXIT_USAGE, "%s: bad sizes M=%u K=%u E=%u", path, s->M, s->K, s->E);
+    if (s->window_ns < 1000000ull) die(EXIT_USAGE, "%s: window %llu ns is below 1 ms", path, (unsigned long long)s->window_ns);
+
+    s->stressors = calloc(s->M, sizeof *s->stressors);
+    for (uint32_t m = 0; m < s->M; m++) {
+        struct stressor *st = &s->stressors[m];
+        st->index = (int)m;
+        rdstr(&r, st->name, sizeof st->name, "stressor name");
+        rdstr(&r, st->kernel, sizeof st->kernel, "kernel name");
+        rdstr(&r, st->params, sizeof st->params, "params");
+        st->ops = find_kernel(st->kernel);
+        if (!st->ops) die(EXIT_USAGE, "%s: stressor %s names kernel %s, which this runner does not have "
+                          "(mimesys-runner --list-kernels)", path, st->name, st->kernel);
+        st->env = &g.env;
+    }
+    s->rep = calloc(s->E, sizeof *s->rep);
+    s->win = calloc(s->E, sizeof *s->win);
+    s->seg_off = calloc((size_t)s->E * s->K, sizeof *s->seg_off);
+    s->seg_n = calloc((size_t)s->E * s->K, sizeof *s->seg_n);
+    s->used = calloc((size_t)s->K * s->M, 1);
+    size_t cap = 1024, n = 0;
+    s->segs = malloc(cap * sizeof *s->segs);
+    for (uint32_t i = 0; i < s->E; i++) {
+        s->rep[i] = (int32_t)rd32(&r, "window repetition");
+        s->win[i] = (int32_t)rd32(&r, "window index");
+        for (uint32_t k = 0; k < s->K; k++) {
+            uint16_t ns = rd16(&r, "segment count");
+            uint64_t sum = 0;
+            s->seg_off[(size_t)i * s->K + k] = (uint32_t)n;
+            s->seg_n[(size_t)i * s->K + k] = ns;
+            for (uint16_t j = 0; j < ns; j++) {
+                if (n == cap) { cap *= 2; s->segs = realloc(s->segs, cap * sizeof *s->segs); }
+                uint16_t m = rd16(&r, "segment stressor");
+                uint64_t d = rd64(&r, "segment duration");
+                if (m >= s->M) die(EXIT_USAGE, "%s: executed window %u thread %u: stressor index %u >= M=%u", path, i, k, m, s->M);
+                sum += d;
+                s->segs[n++] = (struct seg){m, d};
+                if (d) s->used[(size_t)k * s->M + m] = 1;
+            }
+            if (sum > s->window_ns)
+                die(EXIT_USAGE, "%s: executed window %u (plan window %d) thread %u: segments sum to %llu ns > window %llu ns",
+                    path, i, s->win[i], k, (unsigned long long)sum, (unsigned long long)s->window_ns);
+        }
+    }
+    if (r.p != r.end) die(EXIT_USAGE, "%s: %ld trailing bytes after the last window", path, (long)(r.end - r.p));
+    free(buf);
+}
+
+/* ---------------------------------------------------------------- workers */
+
+/* Run one stressor until `deadline` (or stop); returns the ns it ran. */
+static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t deadline,
+                            uint64_t *ops, uint64_t *bytes) {
+    struct adapt *a = &w->adapt[st->index];
+    void *ts = w->ts[st->index];
+    uint64_t start = now_ns(), t = start;
+    while (t < deadline && !stopping()) {
+        uint64_t left = deadline - t, n = a->units;
+        if (a->ns_per_unit > 0) {
+            uint64_t fit = (uint64_t)((double)left / a->ns_per_unit);
+            if (fit < n) n = fit;
+            if (n == 0) {
+                /* less than one unit of time left: stop if that is closer to the deadline */
+                if ((double)left < a->ns_per_unit / 2) break;
+                n = 1;
+            }
+        }
+        *ops += st->ops->step(st, ts, n, bytes);
+        uint64_t t2 = now_ns();
+        double per = (double)(t2 - t) / (double)n;
+        a->ns_per_unit = a->ns_per_unit > 0 ? 0.75 * a->ns_per_unit + 0.25 * per : per;
+        double want = (double)STEP_TARGET_NS / (a->ns_per_unit > 1 ? a->ns_per_unit : 1);
+        a->units = want < 1 ? 1 : want > (1 << 24) ? (1 << 24) : (uint64_t)want;
+        t = t2;
+    }
+    return t - start;
+}
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    struct schedule *s = &g.sch;
+    char err[ERRLEN] = "";
+    prctl(PR_SET_TIMERSLACK, 1ul);   /* wake at the deadline, not up to 50 us after it */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(w->cpu, &set);
+    int fail = 0;
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
+        snprintf(w->err, ERRLEN, "thread %d: cannot pin to CPU %d (not allowed or offline)", w->k, w->cpu);
+        fail = 1;
+    }
+    /* per-thread kernel state, only for the stressors this thread uses, before t0 */
+    for (uint32_t m = 0; m < s->M && !fail; m++) {
+        w->adapt[m].units = 1;
+        if (!s->used[(size_t)w->k * s->M + m]) continue;
+        struct stressor *st = &s->stressors[m];
+        if (st->ops->thread_setup) {
+            w->ts[m] = st->ops->thread_setup(st, w->k, err);
+            if (!w->ts[m]) {
+                snprintf(w->err, ERRLEN, "thread %d: %s", w->k, err[0] ? err : st->name);
+                fail = 1;
+            }
+        }
+    }
+    pthread_mutex_lock(&g.mu);
+    if (fail) g.failed = 1; else g.ready++;
+    pthread_cond_broadcast(&g.cv);
+    while (!g.go && !g.stop) pthread_cond_wait(&w->gcv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    if (fail || stopping()) return NULL;
+
+    for (uint32_t i = 0; i < s->E && !stopping(); i++) {
+        /* never overwrite a result the printer has not written out yet */
+        pthread_mutex_lock(&g.mu);
+        while (i >= g.printed + RING && !g.stop) pthread_cond_wait(&w->gcv, &g.mu);
+        pthread_mutex_unlock(&g.mu);
+        uint64_t win_start = g.t0 + (uint64_t)i * s->window_ns, win_end = win_start + s->window_ns;
+        sleep_until(&w->mu, &w->cv, win_start);
+        if (stopping()) break;
+        struct win_result *res = &w->ring[i % RING];
+        uint64_t cpu0 = thread_cpu_ns(), t = now_ns();
+        res->start = t;
+        size_t base = s->seg_off[(size_t)i * s->K + w->k];
+        int nseg = s->seg_n[(size_t)i * s->K + w->k];
+        res->nseg = 0;
+        for (int j = 0; j < nseg; j++) {
+            struct seg *sg = &s->segs[base + j];
+            struct seg_result *sr = &res->segs[res->nseg++];
+            *sr = (struct seg_result){.stressor = sg->stressor, .planned = sg->dur_ns};
+            if (!sg->dur_ns || stopping()) continue;
+            uint64_t deadline = t + sg->dur_ns < win_end ? t + sg->dur_ns : win_end;
+            sr->ran = run_segment(w, &s->stressors[sg->stressor], deadline, &sr->ops, &sr->bytes);
+            t = now_ns();
+        }
+        res->end = t;
+        res->cpu = thread_cpu_ns() - cpu0;
+        pthread_mutex_lock(&g.mu);
+        w->done = i + 1;
+        pthread_cond_broadcast(&g.cv);
+        pthread_mutex_unlock(&g.mu);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- signals */
+
+static void request_stop(void) {
+    __atomic_store_n(&g.stop, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&g.mu);
+    pthread_cond_broadcast(&g.cv);
+    for (uint32_t k = 0; g.w && k < g.sch.K; k++) pthread_cond_broadcast(&g.w[k].gcv);
+    pthread_mutex_unlock(&g.mu);
+    for (uint32_t k = 0; g.w && k < g.sch.K; k++) {
+        pthread_mutex_lock(&g.w[k].mu);
+        pthread_cond_broadcast(&g.w[k].cv);
+        pthread_mutex_unlock(&g.w[k].mu);
+    }
+}
+
+static void *signal_main(void *arg) {
+    sigset_t *set = arg;
+    int sig;
+    if (sigwait(set, &sig) == 0) {
+        g.stop_sig = sig;
+        request_stop();
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void print_kernel(const char *name) { printf("%s\n", name); }
+
+static void parse_cpus(const char *text) {
+    g.cpus = calloc(4096, sizeof *g.cpus);
+    const char *p = text;
+    while (*p) {
+        char *end;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (end == p) die(EXIT_USAGE, "--cpus %s: expected a list like 0-3,6", text);
+        if (*end == '-') { p = end + 1; hi = strtol(p, &end, 10); if (end == p) die(EXIT_USAGE, "--cpus %s: bad range", text); }
+        if (lo < 0 || hi < lo || hi >= 4096) die(EXIT_USAGE, "--cpus %s: bad range %ld-%ld", text, lo, hi);
+        for (long c = lo; c <= hi && g.ncpus < 4096; c++) g.cpus[g.ncpus++] = (int)c;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) die(EXIT_USAGE, "--cpus %s: unexpected %c", text, *p);
+    }
+    if (!g.ncpus) die(EXIT_USAGE, "--cpus is empty");
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: mimesys-runner --schedule FILE [--cpus LIST] [--scratch-dir DIR] "
+                    "[--scratch-budget BYTES] [--udp-sink HOST:PORT] [--start-delay-ms N]\n"
+                    "       mimesys-runner --list-kernels\n");
+    exit(EXIT_USAGE);
+}
+
+int main(int argc, char **argv) {
+    /* die with the parent: SIGTERM takes the normal stop path (threads end, files go) */
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) return EXIT_STOPPED;   /* the parent died before prctl took effect */
+
+    const char *sched_path = NULL, *cpus = NULL, *sink = "127.0.0.1:9";
+    long start_delay_ms = 30;
+    g.env.scratch_budget = 2ull << 30;
+    static struct option opts[] = {
+        {"schedule", required_argument, 0, 's'}, {"cpus", required_argument, 0, 'c'},
+        {"scratch-dir", required_argument, 0, 'd'}, {"scratch-budget", required_argument, 0, 'b'},
+        {"udp-sink", required_argument, 0, 'u'}, {"start-delay-ms", required_argument, 0, 'w'},
+        {"list-kernels", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sched_path = optarg; break;
+        case 'c': cpus = optarg; break;
+        case 'd': g.env.scratch_dir = optarg; break;
+        case 'b': g.env.scratch_budget = strtoull(optarg, NULL, 10); break;
+        case 'u': sink = optarg; break;
+        case 'w': start_delay_ms = strtol(optarg, NULL, 10); break;
+        case 'l': list_kernels(print_kernel); return 0;
+        default: usage();
+        }
+    }
+    if (!sched_path) usage();
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* UDP sink "host:port" ([v6]:port accepted) */
+    static char host[256];
+    const char *colon = strrchr(sink, ':');
+    if (!colon || colon == sink) die(EXIT_USAGE, "--udp-sink %s: expected HOST:PORT", sink);
+    snprintf(host, sizeof host, "%.*s", (int)(colon - sink), sink);
+    if (host[0] == '[') { memmove(host, host + 1, strlen(host)); host[strcspn(host, "]")] = 0; }
+    g.env.udp_sink_host = host;
+    g.env.udp_sink_port = atoi(colon + 1);
+    if (g.env.udp_sink_port <= 0 || g.env.udp_sink_port > 65535) die(EXIT_USAGE, "--udp-sink %s: bad port", sink);
+
+    load_schedule(sched_path);
+    struct schedule *s = &g.sch;
+    g.env.nthreads = (int)s->K;
+    if (cpus) parse_cpus(cpus);
+    else {
+        cpu_set_t set;
+        sched_getaffinity(0, sizeof set, &set);
+        g.cpus = calloc(CPU_SETSIZE, sizeof *g.cpus);
+        for (int i = 0; i < CPU_SETSIZE; i++) if (CPU_ISSET(i, &set)) g.cpus[g.ncpus++] = i;
+    }
+
+    /* which stressors does the schedule use at all? only those are set up */
+    uint8_t *used = calloc(s->M, 1);
+    for (uint32_t k = 0; k < s->K; k++)
+        for (uint32_t m = 0; m < s->M; m++) used[m] |= s->used[(size_t)k * s->M + m];
+
+    /* the scratch budget and the disk's free room, before anything is written */
+    uint64_t scratch = 0;
+    for (uint32_t m = 0; m < s->M; m++)
+        if (used[m] && s->stressors[m].ops->scratch_bytes) scratch += s->stressors[m].ops->scratch_bytes(&s->stressors[m]);
+    if (scratch) {
+        if (!g.env.scratch_dir) die(EXIT_REFUSED, "the schedule uses disk stressors; give --scratch-dir");
+        struct stat sb;
+        if (stat(g.env.scratch_dir, &sb) || !S_ISDIR(sb.st_mode))
+            die(EXIT_REFUSED, "--scratch-dir %s is not a directory", g.env.scratch_dir);
+        if (scratch > g.env.scratch_budget)
+            die(EXIT_REFUSED, "disk stressors need %llu MiB of scratch space, over --scratch-budget %llu MiB",
+                (unsigned long long)(scratch >> 20), (unsigned long long)(g.env.scratch_budget >> 20));
+        struct statvfs vs;
+        if (statvfs(g.env.scratch_dir, &vs)) die(EXIT_REFUSED, "statvfs %s: %s", g.env.scratch_dir, strerror(errno));
+        uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize, margin = scratch / 10 > (256ull << 20) ? scratch / 10 : 256ull << 20;
+        if (avail < scratch + margin)
+            die(EXIT_REFUSED, "%s has %llu MiB free; disk stressors need %llu MiB plus %llu MiB margin",
+                g.env.scratch_dir, (unsigned long long)(avail >> 20), (unsigned long long)(scratch >> 20),
+                (unsigned long long)(margin >> 20));
+    }
+
+    /* signals: one thread waits for them; every other thread has them blocked */
+    static sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM); sigaddset(&sigs, SIGINT); sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    pthread_t sig_tid;
+    pthread_create(&sig_tid, NULL, signal_main, &sigs);
+    pthread_detach(sig_tid);
+
+    pthread_condattr_init(&g.cattr);
+    pthread_condattr_setclock(&g.cattr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, &g.cattr);
+    prctl(PR_SET_TIMERSLACK, 1ul);
+
+    out("info cpus");
+    for (uint32_t k = 0; k < s->K; k++) out(" %d", g.cpus[k % (uint32_t)g.ncpus]);
+    out("\ninfo cache l1d=%llu l2=%llu llc=%llu\n", (unsigned long long)cache_bytes("l1d"),
+        (unsigned long long)cache_bytes("l2"), (unsigned long long)cache_bytes("llc"));
+    __builtin_cpu_init();
+    out("info avx2 %d\ninfo scratch_bytes %llu\n", __builtin_cpu_supports("avx2") ? 1 : 0, (unsigned long long)scratch);
+    fflush(stdout);
+
+    /* shared state (big shared buffers, scratch files) of used stressors */
+    for (uint32_t m = 0; m < s->M && !stopping(); m++) {
+        struct stressor *st = &s->stressors[m];
+        char err[ERRLEN] = "";
+        if (used[m] && st->ops->setup && st->ops->setup(st, err)) {
+            for (uint32_t j = 0; j < m; j++)
+                if (used[j] && s->stressors[j].ops->teardown) s->stressors[j].ops->teardown(&s->stressors[j]);
+            die(EXIT_REFUSED, "%s", err);
+        }
+        if (st->note[0]) { out("note %s %s\n", st->name, st->note); fflush(stdout); }
+    }
+
+    g.w = calloc(s->K, sizeof *g.w);
+    uint32_t max_seg = 0;
+    for (size_t i = 0; i < (size_t)s->E * s->K; i++) if (s->seg_n[i] > max_seg) max_seg = s->seg_n[i];
+    for (uint32_t k = 0; k < s->K; k++) {
+        struct worker *w = &g.w[k];
+        w->k = (int)k;
+        w->cpu = g.cpus[k % (uint32_t)g.ncpus];
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, &g.cattr);
+        pthread_cond_init(&w->gcv, &g.cattr);
+        w->ts = calloc(s->M, sizeof *w->ts);
+        w->adapt = calloc(s->M, sizeof *w->adapt);
+        for (int r = 0; r < RING; r++) w->ring[r].segs = calloc(max_seg ? max_seg : 1, sizeof(struct seg_result));
+        if (pthread_create(&w->tid, NULL, worker_main, w)) die(EXIT_FAILED, "cannot create thread %u", k);
+    }
+
+    /* wait until every worker is pinned and set up, then fix t0 */
+    pthread_mutex_lock(&g.mu);
+    while (g.ready + g.failed < (int)s->K && !g.failed && !g.stop) pthread_cond_wait(&g.cv, &g.mu);
+    int failed = g.failed;
+    if (!failed && !g.stop) {
+        g.t0 = now_ns() + (uint64_t)start_delay_ms * 1000000ull;
+        g.go = 1;
+    }
+    for (uint32_t k = 0; k < s->K; k++) pthread_cond_broadcast(&g.w[k].gcv);
+    pthread_mutex_unlock(&g.mu);
+
+    int code = EXIT_DONE;
+    const char *why = "done";
+    char detail[ERRLEN] = "";
+    if (failed) {
+        for (uint32_t k = 0; k < s->K; k++) if (g.w[k].err[0]) { snprintf(detail, sizeof detail, "%s", g.w[k].err); break; }
+        request_stop();
+        out("error %s\n", detail);
+        fprintf(stderr, "mimesys-runner: %s\n", detail);
+        code = EXIT_REFUSED;
+        why = "error";
+    } else if (!stopping()) {
+        out("ready %llu %llu %u %u %u\n", (unsigned long long)g.t0, (unsigned long long)s->window_ns, s->E, s->K, s->M);
+        fflush(stdout);
+        for (uint32_t i = 0; i < s->E && !stopping(); i++) {
+            uint64_t planned = g.t0 + (uint64_t)i * s->window_ns;
+            sleep_until(&g.mu, &g.cv, planned);
+            if (stopping()) break;
+            out("start %u %d %d %llu %llu\n", i, s->rep[i], s->win[i], (unsigned long long)planned,
+                (unsigned long long)now_ns());
+            if (fflush(stdout)) { code = EXIT_FAILED; why = "error"; snprintf(detail, sizeof detail, "stdout closed"); request_stop(); break; }
+            pthread_mutex_lock(&g.mu);
+            for (;;) {
+                uint32_t k = 0;
+                while (k < s->K && g.w[k].done > i) k++;
+                if (k == s->K || g.stop) break;
+                pthread_cond_wait(&g.cv, &g.mu);
+            }
+            pthread_mutex_unlock(&g.mu);
+            if (stopping()) break;
+            uint64_t end = 0;
+            for (uint32_t k = 0; k < s->K; k++) {
+                struct win_result *res = &g.w[k].ring[i % RING];
+                for (int j = 0; j < res->nseg; j++) {
+                    struct seg_result *sr = &res->segs[j];
+                    out("seg %u %u %u %llu %llu %llu %llu\n", i, k, sr->stressor, (unsigned long long)sr->planned,
+                        (unsigned long long)sr->ran, (unsigned long long)sr->ops, (unsigned long long)sr->bytes);
+                }
+                out("thread %u %u %llu %llu %llu\n", i, k, (unsigned long long)res->start,
+                    (unsigned long long)res->end, (unsigned long long)res->cpu);
+                if (res->end > end) end = res->end;
+            }
+            out("done %u %d %d %llu %llu\n", i, s->rep[i], s->win[i], (unsigned long long)planned, (unsigned long long)end);
+            pthread_mutex_lock(&g.mu);
+            g.printed = i + 1;
+            for (uint32_t k = 0; k < s->K; k++) pthread_cond_broadcast(&g.w[k].gcv);
+            pthread_mutex_unlock(&g.mu);
+            if (fflush(stdout)) { code = EXIT_FAILED; why = "error"; snprintf(detail, sizeof detail, "stdout closed"); request_stop(); break; }
+        }
+        request_stop();
+    }
+    if (g.stop_sig && code == EXIT_DONE) {
+        code = EXIT_STOPPED;
+        why = "stopped";
+        snprintf(detail, sizeof detail, "%s", strsignal(g.stop_sig));
+    }
+    for (uint32_t k = 0; k < s->K; k++) pthread_join(g.w[k].tid, NULL);
+    out("exit %s %s\n", why, detail);
+    fflush(stdout);
+    /* Stopped by a signal: scratch files are already unlinked and the kernel frees memory
+     * faster than per-buffer teardown would, so leave at once (the 50 ms stop budget). */
+    if (code == EXIT_STOPPED) _exit(code);
+    for (uint32_t k = 0; k < s->K; k++)
+        for (uint32_t m = 0; m < s->M; m++)
+            if (g.w[k].ts[m] && s->stressors[m].ops->thread_teardown) s->stressors[m].ops->thread_teardown(&s->stressors[m], g.w[k].ts[m]);
+    for (uint32_t m = 0; m < s->M; m++)
+        if (used[m] && s->stressors[m].ops->teardown) s->stressors[m].ops->teardown(&s->stressors[m]);
+    return code;
+}

@@ -1,0 +1,82 @@
+/* The interface between mimesys-runner and its stressor kernels.
+ *
+ * A kernel (one file in kernels/) does one kind of work; a catalog variant is a kernel
+ * plus fixed parameters (stressors/catalog.toml, passed to the runner inside the compiled
+ * schedule as "key=value" lines). The runner calls, for every variant the schedule uses
+ * (and only those, so a plan that never runs mem_random_1G never allocates its 1 GiB):
+ *
+ *   setup()          once, before t0, in the main thread: shared state (big buffers
+ *                    shared by all threads, scratch files);
+ *   thread_setup()   once per worker thread that uses it, before t0, on that thread's CPU;
+ *   step(units)      many times: do `units` units of work and return the operations done,
+ *                    adding the bytes moved to *bytes. The runner sizes `units` so that one
+ *                    step takes about 50 us (and never much more than the time left in the
+ *                    segment), which is what lets it stop at a deadline;
+ *   thread_teardown(), teardown()  at exit (also on SIGTERM).
+ */
+#ifndef MIMESYS_STRESSOR_H
+#define MIMESYS_STRESSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#define ERRLEN 512
+
+struct runner_env {
+    const char *scratch_dir;     /* NULL when not given */
+    uint64_t scratch_budget;     /* bytes the IO stressors may place under scratch_dir */
+    const char *udp_sink_host;   /* "127.0.0.1" */
+    int udp_sink_port;           /* 9 (discard) */
+    int nthreads;
+};
+
+struct stressor {
+    int index;                   /* position in the catalog (plan M axis) */
+    char name[64];
+    char kernel[64];
+    char params[512];            /* "key=value\n" lines */
+    const struct kernel_ops *ops;
+    const struct runner_env *env;
+    void *shared;                /* kernel's shared state, from setup() */
+    char note[ERRLEN];           /* a fact worth reporting, e.g. "O_DIRECT refused, buffered" */
+};
+
+struct kernel_ops {
+    const char *name;
+    int (*setup)(struct stressor *s, char *err);
+    void *(*thread_setup)(struct stressor *s, int thread, char *err);
+    uint64_t (*step)(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes);
+    void (*thread_teardown)(struct stressor *s, void *ts);
+    void (*teardown)(struct stressor *s);
+    /* scratch bytes this variant will place under scratch_dir (0 for non-IO kernels) */
+    uint64_t (*scratch_bytes)(const struct stressor *s);
+};
+
+/* kernels.c: the one place that lists every kernel by name */
+const struct kernel_ops *find_kernel(const char *name);
+void list_kernels(void (*fn)(const char *name));
+
+/* common.c helpers */
+/* Integer parameter; accepts plain integers and host cache names "l1d", "l2", "llc",
+ * optionally followed by "/N" or "*N" (read from /sys/devices/system/cpu/cpu0/cache). */
+int param_u64(const struct stressor *s, const char *key, uint64_t dflt, uint64_t *out, char *err);
+int param_bool(const struct stressor *s, const char *key, int dflt);
+uint64_t cache_bytes(const char *which);   /* "l1d", "l2", "llc"; 0 if unknown */
+void *alloc_touched(size_t bytes, char *err);  /* mmap + touch every page (so RSS shows it) */
+void free_touched(void *p, size_t bytes);
+/* Create a scratch file of `bytes` under env->scratch_dir and unlink it at once, so it
+ * disappears with the process whatever way the process ends (SIGKILL included).
+ * fill: 0 = leave sparse, 1 = write real data, fsync and drop it from the page cache.
+ * want_direct: try to switch the fd to O_DIRECT; *direct_ok says whether the filesystem
+ * accepted (if not, err holds the reason and the fd stays buffered). Returns fd or -1. */
+int scratch_file(const struct stressor *s, uint64_t bytes, int fill, int want_direct, int *direct_ok,
+                 char *err);
+static inline uint64_t xorshift64(uint64_t *x) {
+    uint64_t v = *x;
+    v ^= v << 13; v ^= v >> 7; v ^= v << 17;
+    return *x = v;
+}
+uint64_t now_ns(void);
+
+#endif
