@@ -1,0 +1,189 @@
+"""Prometheus range-query JSON (`/api/v1/query_range` answers) with node_exporter metric names.
+
+Input: one answer object `{"status": "success", "data": {"resultType": "matrix", "result":
+[{"metric": {"__name__": ..., labels}, "values": [[ts, "value"], ...]}, ...]}}`, or a JSON list
+of such answers (one per query). The series are the raw counters and gauges (query them by
+name, e.g. `node_cpu_seconds_total`); rates are computed here, per pair of consecutive samples
+of a series, so the windows get exact counter differences. A counter that decreases was reset
+and restarted from 0: its increase is its new value (Prometheus' own rule).
+
+What becomes what:
+- node_cpu_seconds_total{cpu, mode}: per cpu, busy = user + nice + system + irq + softirq over
+  all modes (idle, iowait, steal included) -> `cpu.util.core<r>` (r = rank of the cpu label),
+  `cpu.util` = mean over cores (the same definition as agentd's cpu sampler)
+- node_disk_read_bytes_total, node_disk_written_bytes_total, node_disk_reads_completed_total,
+  node_disk_writes_completed_total {device} -> `disk.read_Bps`, `disk.write_Bps`,
+  `disk.read_iops`, `disk.write_iops` (sums over whole physical disks), node_disk_io_time_seconds_total
+  -> `disk.busy` (max over disks)
+- node_network_{receive,transmit}_{bytes,packets}_total {device} -> `net.rx_Bps`, `net.tx_Bps`,
+  `net.rx_pps`, `net.tx_pps` (loopback and virtual interfaces excluded)
+- node_memory_{MemTotal,MemFree,Buffers,Cached,SReclaimable}_bytes -> `mem.used_B` =
+  MemTotal − MemFree − Buffers − Cached − SReclaimable, `mem.cache_B` = Buffers + Cached
+- node_context_switches_total -> `perf.ctx_switches_per_s`
+Every other series is dropped and reported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from agentd.metrics import MetricSpec
+
+from . import register
+from .base import EXCLUDED_DISK, EXCLUDED_NET, ImportReport, IntervalData, TraceImportError, build_trace, unit_for
+
+_BUSY_MODES = {"user", "nice", "system", "irq", "softirq"}
+_DISK = {"node_disk_read_bytes_total": "disk.read_Bps", "node_disk_written_bytes_total": "disk.write_Bps",
+         "node_disk_reads_completed_total": "disk.read_iops", "node_disk_writes_completed_total": "disk.write_iops"}
+_NET = {"node_network_receive_bytes_total": "net.rx_Bps", "node_network_transmit_bytes_total": "net.tx_Bps",
+        "node_network_receive_packets_total": "net.rx_pps", "node_network_transmit_packets_total": "net.tx_pps"}
+_MEM = ("MemTotal", "MemFree", "Buffers", "Cached", "SReclaimable")
+
+
+def _series(doc, path) -> list[dict]:
+    answers = doc if isinstance(doc, list) else [doc]
+    out = []
+    for k, ans in enumerate(answers):
+        where = f"answer {k}" if isinstance(doc, list) else "the answer"
+        if not isinstance(ans, dict) or ans.get("status") != "success":
+            raise TraceImportError(path, f"{where} has status {ans.get('status') if isinstance(ans, dict) else type(ans).__name__!r}",
+                                   expected='{"status": "success", "data": {...}}')
+        data = ans.get("data") or {}
+        if data.get("resultType") != "matrix":
+            raise TraceImportError(path, f"{where} has resultType {data.get('resultType')!r}",
+                                   expected='"matrix" (a range query, /api/v1/query_range)')
+        for j, s in enumerate(data.get("result") or []):
+            if not isinstance(s, dict) or "metric" not in s or not isinstance(s.get("values"), list):
+                raise TraceImportError(path, f"{where}, result {j} lacks metric/values",
+                                       expected='{"metric": {...}, "values": [[ts, "v"], ...]}')
+            try:
+                vals = np.array([[float(t), float(v)] for t, v in s["values"]], dtype=np.float64).reshape(-1, 2)
+            except (TypeError, ValueError) as e:
+                raise TraceImportError(path, f"{where}, result {j} ({s['metric'].get('__name__')}): bad sample ({e})",
+                                       expected='[unix_seconds, "number"] pairs') from None
+            out.append({"name": s["metric"].get("__name__", ""), "labels": s["metric"], "samples": vals})
+    return out
+
+
+def load(path: Path | str, *, window_s: float = 1.0) -> tuple:
+    path = Path(path)
+    report = ImportReport(source_format="prometheus", source_path=str(path))
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TraceImportError(path, f"cannot read: {e.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        line = getattr(e, "lineno", None)
+        raise TraceImportError(path, f"not JSON: {getattr(e, 'msg', e)}", line=line,
+                               expected="a Prometheus query_range answer") from None
+    series = _series(doc, path)
+    if not series:
+        raise TraceImportError(path, "no series in the answer", expected="at least one result")
+    grid = np.unique(np.concatenate([s["samples"][:, 0] for s in series]))
+    if len(grid) < 2:
+        raise TraceImportError(path, "fewer than two sample times; rates need two")
+    n = len(grid) - 1
+
+    def rate(samples, counter=True) -> np.ndarray:
+        """Per grid interval [n]: counter increase / dt between this series' samples (or the gauge
+        value at the end of the interval), NaN where the series has no sample pair."""
+        out = np.full(n, np.nan)
+        t, v = samples[:, 0], samples[:, 1]
+        for a in range(len(t) - 1):
+            i0, i1 = np.searchsorted(grid, t[a]), np.searchsorted(grid, t[a + 1])
+            if counter:
+                inc = v[a + 1] - v[a] if v[a + 1] >= v[a] else v[a + 1]
+                out[i0:i1] = inc / (t[a + 1] - t[a])
+            else:
+                out[i0:i1] = v[a + 1]
+        return out
+
+    cols: dict[str, np.ndarray] = {}
+    cpu_busy: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
+    cpu_total: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
+    sums: dict[str, np.ndarray] = {}
+    busy_disks: list[np.ndarray] = []
+    mem: dict[str, np.ndarray] = {}
+    used_dev = defaultdict(set)
+    excl_dev = defaultdict(set)
+    for s in series:
+        name, labels = s["name"], s["labels"]
+        if name == "node_cpu_seconds_total":
+            r = rate(s["samples"])
+            cpu_total[labels.get("cpu", "?")] += r
+            if labels.get("mode") in _BUSY_MODES:
+                cpu_busy[labels.get("cpu", "?")] += r
+            report.map("node_cpu_seconds_total{mode}", "cpu.util.core<rank>, cpu.util")
+        elif name in _DISK or name == "node_disk_io_time_seconds_total":
+            dev = labels.get("device", "")
+            if EXCLUDED_DISK.search(dev):
+                excl_dev["disk"].add(dev)
+                continue
+            used_dev["disk"].add(dev)
+            r = rate(s["samples"])
+            if name == "node_disk_io_time_seconds_total":
+                busy_disks.append(np.minimum(r, 1.0))
+                report.map(name, "disk.busy (max over disks)")
+            else:
+                sums[_DISK[name]] = sums.get(_DISK[name], 0) + r
+                report.map(name, f"{_DISK[name]} (sum over disks)")
+        elif name in _NET:
+            dev = labels.get("device", "")
+            if EXCLUDED_NET.search(dev):
+                excl_dev["net"].add(dev)
+                continue
+            used_dev["net"].add(dev)
+            sums[_NET[name]] = sums.get(_NET[name], 0) + rate(s["samples"])
+            report.map(name, f"{_NET[name]} (sum over NICs)")
+        elif name.startswith("node_memory_") and name[12:-6] in _MEM and name.endswith("_bytes"):
+            mem[name[12:-6]] = rate(s["samples"], counter=False)
+        elif name == "node_context_switches_total":
+            cols["perf.ctx_switches_per_s"] = rate(s["samples"])
+            report.map(name, "perf.ctx_switches_per_s")
+        else:
+            report.drop(name or "(unnamed series)", "no counterpart in agentd's metric schema")
+    if cpu_total:
+        ids = sorted(cpu_total, key=lambda c: (0, int(c)) if c.isdigit() else (1, c))
+        utils = []
+        for r, cid in enumerate(ids):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                u = np.clip(np.where(cpu_total[cid] > 0, cpu_busy[cid] / cpu_total[cid], np.nan), 0, 1)
+            cols[f"cpu.util.core{r}"] = u
+            utils.append(u)
+        with np.errstate(all="ignore"):
+            cols["cpu.util"] = np.nanmean(np.stack(utils), axis=0) if utils else np.full(n, np.nan)
+    for k in ("disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops",
+              "net.rx_Bps", "net.tx_Bps", "net.rx_pps", "net.tx_pps"):
+        if k in sums:
+            cols[k] = sums[k]
+    if busy_disks:
+        cols["disk.busy"] = np.max(np.stack(busy_disks), axis=0)
+    if mem:
+        if all(k in mem for k in _MEM):
+            cols["mem.used_B"] = mem["MemTotal"] - mem["MemFree"] - mem["Buffers"] - mem["Cached"] - mem["SReclaimable"]
+            report.map("node_memory_{MemTotal,MemFree,Buffers,Cached,SReclaimable}_bytes", "mem.used_B")
+        else:
+            report.missing.append(("mem.used_B", f"needs node_memory_*_bytes for {', '.join(_MEM)}; "
+                                                 f"have {', '.join(sorted(mem))}"))
+        if "Buffers" in mem and "Cached" in mem:
+            cols["mem.cache_B"] = mem["Buffers"] + mem["Cached"]
+            report.map("node_memory_{Buffers,Cached}_bytes", "mem.cache_B")
+    for kind in ("disk", "net"):
+        if excl_dev[kind]:
+            report.drop(f"{kind} devices {' '.join(sorted(excl_dev[kind]))}",
+                        "partition, loopback or virtual device (counted elsewhere)")
+    if not cols:
+        raise TraceImportError(path, "none of the series is a node_exporter metric this importer knows",
+                               expected="node_cpu_seconds_total, node_disk_*_total, node_network_*_total, node_memory_*_bytes")
+    names = list(cols)
+    specs = [MetricSpec(k, unit_for(k), source="prometheus") for k in names]
+    data = IntervalData(grid, np.stack([cols[k] for k in names], axis=1), specs)
+    trace = build_trace(data, window_s, report, path, provenance={"series": len(series)})
+    return trace, report
+
+
+register("prometheus", load, "Prometheus query_range JSON with node_exporter metric names")
