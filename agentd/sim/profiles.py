@@ -1,0 +1,83 @@
+"""What each stressor does to the simulated host, per thread running it for a whole window.
+
+The figures are plausible orders of magnitude for a small x86 server (4 cores, one
+DDR4 channel pair, one SATA SSD, a 10 GbE NIC), chosen so that the simulated metric
+space has the shapes a real host has: memory bandwidth that saturates, LLC misses that
+depend on who else is polluting the cache, disk threads that wait instead of computing.
+They are NOT measurements of any host; the simulated host is labelled as such.
+
+A profile is looked up by the catalog entry's kernel name; a kernel this table does not
+know gets its resource class's profile, so a catalog that grows keeps simulating.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GB = 1e9
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class StressorProfile:
+    cpu: float = 1.0              # CPU-busy fraction while scheduled (the rest waits on IO)
+    mem_Bps: float = 0.0          # DRAM traffic demanded at full speed
+    llc_miss_per_s: float = 0.0   # LLC misses at full speed, warm cache, no contention
+    llc_sensitive: float = 0.0    # extra misses/s when its LLC working set is evicted or cold
+    llc_polluter: float = 0.0     # how strongly it evicts others' LLC lines (0..1 per thread)
+    disk_read_Bps: float = 0.0    # demanded device read bandwidth
+    disk_write_Bps: float = 0.0   # demanded device write bandwidth
+    io_bytes: float = 1 * MB      # bytes per IO request (IOPS = bytes / io_bytes)
+    write_lag: float = 0.0        # fraction of this window's writes the kernel flushes next window
+    lo_Bps: float = 0.0           # loopback bytes per second (counted as both tx and rx on lo)
+    nic_tx_Bps: float = 0.0       # bytes sent out of the physical NIC
+    packet_bytes: float = 1500.0
+    resident_B: float = 0.0       # memory it holds while it runs on a thread
+    shared_resident_B: float = 0.0  # memory it holds once, however many threads run it
+    page_cache_B: float = 0.0     # page cache its files occupy
+    mem_pressure: float = 0.0     # PSI memory 'some' contribution (page faults, reclaim)
+
+
+KERNEL_PROFILES: dict[str, StressorProfile] = {
+    "int_crc32": StressorProfile(llc_miss_per_s=0.02 * MB),
+    "fp_poly": StressorProfile(llc_miss_per_s=0.01 * MB),
+    "simd_dist": StressorProfile(mem_Bps=0.05 * GB, llc_miss_per_s=0.05 * MB),
+    "zstd_compress": StressorProfile(mem_Bps=0.25 * GB, llc_miss_per_s=1.5 * MB, llc_sensitive=1.0 * MB,
+                                     llc_polluter=0.1, resident_B=8 * MB),
+    "memcpy": StressorProfile(mem_Bps=0.02 * GB, llc_miss_per_s=0.05 * MB, llc_sensitive=0.5 * MB,
+                              llc_polluter=0.05),
+    "pointer_chase": StressorProfile(mem_Bps=0.15 * GB, llc_miss_per_s=1.0 * MB, llc_sensitive=13 * MB,
+                                     llc_polluter=0.3, resident_B=16 * MB),
+    "stream_triad": StressorProfile(mem_Bps=7.5 * GB, llc_miss_per_s=110 * MB, llc_polluter=1.0,
+                                    resident_B=256 * 2**20, mem_pressure=0.01),
+    "random_access": StressorProfile(mem_Bps=2.4 * GB, llc_miss_per_s=38 * MB, llc_polluter=0.8,
+                                     shared_resident_B=1 * 2**30, mem_pressure=0.03),
+    "hashmap_insert": StressorProfile(mem_Bps=1.6 * GB, llc_miss_per_s=25 * MB, llc_polluter=0.6,
+                                      llc_sensitive=4 * MB, shared_resident_B=512 * 2**20, mem_pressure=0.05),
+    "disk_seq_read": StressorProfile(cpu=0.12, mem_Bps=0.45 * GB, disk_read_Bps=480 * MB, io_bytes=1 * 2**20,
+                                     llc_miss_per_s=0.5 * MB, page_cache_B=0.0),
+    "disk_seq_write": StressorProfile(cpu=0.3, mem_Bps=0.6 * GB, disk_write_Bps=380 * MB, io_bytes=1 * 2**20,
+                                      write_lag=0.15, llc_miss_per_s=1.0 * MB, page_cache_B=64 * MB),
+    "disk_rand_read": StressorProfile(cpu=0.18, mem_Bps=0.06 * GB, disk_read_Bps=60 * MB, io_bytes=4096,
+                                      llc_miss_per_s=0.3 * MB),
+    "disk_fallocate": StressorProfile(cpu=0.5, disk_write_Bps=6 * MB, io_bytes=16384, write_lag=0.6,
+                                      llc_miss_per_s=0.2 * MB),
+    "disk_readahead": StressorProfile(cpu=0.35, mem_Bps=0.7 * GB, disk_read_Bps=350 * MB, io_bytes=128 * 1024,
+                                      llc_miss_per_s=2.0 * MB, llc_polluter=0.2, page_cache_B=256 * 2**20),
+    "tcp_loopback": StressorProfile(cpu=1.0, mem_Bps=1.2 * GB, lo_Bps=2.2 * GB, packet_bytes=65536,
+                                    llc_miss_per_s=4 * MB, llc_polluter=0.3, resident_B=4 * MB),
+    "udp_sink": StressorProfile(cpu=0.85, mem_Bps=0.2 * GB, nic_tx_Bps=0.45 * GB, packet_bytes=1442,
+                                llc_miss_per_s=0.8 * MB),
+}
+
+CLASS_PROFILES: dict[str, StressorProfile] = {
+    "cpu": KERNEL_PROFILES["int_crc32"],
+    "cache": KERNEL_PROFILES["pointer_chase"],
+    "memory": KERNEL_PROFILES["random_access"],
+    "disk": KERNEL_PROFILES["disk_seq_read"],
+    "network": KERNEL_PROFILES["tcp_loopback"],
+}
+
+
+def profile_for(kernel: str, resource_class: str) -> StressorProfile:
+    return KERNEL_PROFILES.get(kernel) or CLASS_PROFILES.get(resource_class) or StressorProfile()

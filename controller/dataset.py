@@ -1,0 +1,222 @@
+"""The training dataset: profiled transitions (a_{t-1}, a_t, o_{t-1}, o_t) as HDF5.
+
+On disk (the contract in docs/design.md "Formats"):
+
+    /prev_action  float32 [S, M, K]   composition of the previous window
+    /action       float32 [S, M, K]   composition of the window measured in /obs
+    /prev_obs     float32 [S, N]      metrics of the previous window (mean over repetitions)
+    /obs          float32 [S, N]      metrics of this window (mean over repetitions)
+    /obs_spread   float32 [S, N]      max - min of /obs over the repetitions (0 with one)
+    /round        int32 [S]           optional: collection round that produced the sample
+    attrs: format="mimesys.dataset", schema_version, metrics (JSON MetricSpec list),
+           catalog_names (JSON), catalog_hash, host_fingerprint (JSON), window_s,
+           simulated (bool), provenance (JSON)
+
+A dataset is bound to one host fingerprint (the campaign refuses to mix hosts unless told
+to). `simulated` is True when any sample came from a simulated host; nothing built on
+such a dataset may present its figures as measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from agentd.errors import ValidationError
+from agentd.h5io import atomic_h5, get_json, get_str, set_json
+from agentd.metrics import MetricSpec
+
+FORMAT = "mimesys.dataset"
+SCHEMA_VERSION = 1
+ARRAYS = ("prev_action", "action", "prev_obs", "obs", "obs_spread")
+
+
+class DatasetError(ValidationError):
+    """A dataset file is malformed or inconsistent; the message names the file and field."""
+
+
+@dataclass
+class Dataset:
+    prev_action: np.ndarray     # float32 [S, M, K]
+    action: np.ndarray          # float32 [S, M, K]
+    prev_obs: np.ndarray        # float32 [S, N]
+    obs: np.ndarray             # float32 [S, N]
+    obs_spread: np.ndarray      # float32 [S, N]
+    metrics: list[MetricSpec]
+    catalog_names: list[str]
+    catalog_hash: str
+    window_s: float = 1.0
+    host_fingerprint: dict = field(default_factory=dict)
+    simulated: bool = False
+    provenance: dict = field(default_factory=dict)
+    round: np.ndarray | None = None   # int32 [S]
+
+    @property
+    def S(self) -> int:
+        return int(self.action.shape[0])
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    def validate(self, where: str = "dataset") -> "Dataset":
+        S = self.action.shape[0] if self.action.ndim == 3 else -1
+        if self.action.ndim != 3:
+            raise DatasetError(f"{where}: /action must be [S, M, K], got shape {self.action.shape}")
+        if self.prev_action.shape != self.action.shape:
+            raise DatasetError(f"{where}: /prev_action shape {self.prev_action.shape} != /action {self.action.shape}")
+        N = len(self.metrics)
+        for name in ("prev_obs", "obs", "obs_spread"):
+            arr = getattr(self, name)
+            if arr.shape != (S, N):
+                raise DatasetError(f"{where}: /{name} shape {arr.shape}, expected ({S}, {N}) "
+                                   f"(S samples x N={N} metrics)")
+        if len(self.catalog_names) != self.action.shape[1]:
+            raise DatasetError(f"{where}: catalog_names lists {len(self.catalog_names)} stressors, "
+                               f"/action has M={self.action.shape[1]}")
+        if self.round is not None and self.round.shape != (S,):
+            raise DatasetError(f"{where}: /round shape {self.round.shape}, expected ({S},)")
+        for name in ("prev_action", "action"):
+            arr = getattr(self, name)
+            bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
+            if bad.any():
+                s, m, k = map(int, np.argwhere(bad)[0])
+                raise DatasetError(f"{where}: /{name}[{s}] stressor {self.catalog_names[m]!r} thread {k}: "
+                                   f"value {arr[s, m, k]} outside [0, 1]")
+        for name in ("prev_obs", "obs", "obs_spread"):
+            arr = getattr(self, name)
+            if np.isinf(arr).any():
+                s, n = map(int, np.argwhere(np.isinf(arr))[0])
+                raise DatasetError(f"{where}: /{name}[{s}] metric {self.names[n]!r} is infinite")
+        return self
+
+    # -- HDF5 -----------------------------------------------------------------------------
+    def write(self, path: Path | str) -> None:
+        """Atomic: a crash leaves the old file (or none), never half of this one."""
+        self.validate(str(path))
+        with atomic_h5(path) as f:
+            for name in ARRAYS:
+                f.create_dataset(name, data=np.asarray(getattr(self, name), np.float32),
+                                 compression="gzip", compression_opts=4, shuffle=True)
+            if self.round is not None:
+                f.create_dataset("round", data=np.asarray(self.round, np.int32))
+            f.attrs["format"] = FORMAT
+            f.attrs["schema_version"] = SCHEMA_VERSION
+            f.attrs["window_s"] = float(self.window_s)
+            f.attrs["simulated"] = bool(self.simulated)
+            f.attrs["catalog_hash"] = self.catalog_hash
+            set_json(f.attrs, "metrics", [m.to_dict() for m in self.metrics])
+            set_json(f.attrs, "catalog_names", list(self.catalog_names))
+            set_json(f.attrs, "host_fingerprint", self.host_fingerprint)
+            set_json(f.attrs, "provenance", self.provenance)
+
+    @classmethod
+    def read(cls, path: Path | str) -> "Dataset":
+        try:
+            with h5py.File(path, "r") as f:
+                fmt = get_str(f.attrs, "format")
+                if fmt != FORMAT:
+                    raise DatasetError(f"{path}: attribute format={fmt!r}, expected {FORMAT!r}")
+                version = int(f.attrs.get("schema_version", 0))
+                if not 1 <= version <= SCHEMA_VERSION:
+                    raise DatasetError(f"{path}: dataset schema_version {version} not supported "
+                                       f"(this build reads 1..{SCHEMA_VERSION})")
+                for name in ARRAYS:
+                    if name not in f:
+                        raise DatasetError(f"{path}: no /{name} dataset")
+                arrays = {name: np.asarray(f[name][()], np.float32) for name in ARRAYS}
+                ds = cls(**arrays,
+                         metrics=[MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [])],
+                         catalog_names=list(get_json(f.attrs, "catalog_names", [])),
+                         catalog_hash=get_str(f.attrs, "catalog_hash", ""),
+                         window_s=float(f.attrs.get("window_s", 1.0)),
+                         host_fingerprint=get_json(f.attrs, "host_fingerprint", {}) or {},
+                         simulated=bool(f.attrs.get("simulated", False)),
+                         provenance=get_json(f.attrs, "provenance", {}) or {},
+                         round=np.asarray(f["round"][()], np.int32) if "round" in f else None)
+        except (OSError, KeyError, ValueError) as e:
+            if isinstance(e, DatasetError):
+                raise
+            raise DatasetError(f"{path}: not a readable mimesys dataset: {e}") from e
+        return ds.validate(str(path))
+
+    def summary(self) -> dict:
+        """What `mimesys dataset info` prints: sizes, provenance and per-metric ranges."""
+        ranges = {}
+        for j, m in enumerate(self.metrics):
+            col = self.obs[:, j]
+            ok = np.isfinite(col)
+            ranges[m.name] = None if not ok.any() else {
+                "min": float(col[ok].min()), "max": float(col[ok].max()), "mean": float(col[ok].mean()),
+                "unit": m.unit}
+        return {"samples": self.S, "stressors": len(self.catalog_names), "threads": int(self.action.shape[2]),
+                "metrics": len(self.metrics), "window_s": self.window_s, "simulated": self.simulated,
+                "catalog_hash": self.catalog_hash, "host": self.host_fingerprint.get("cpu_model", ""),
+                "rounds": None if self.round is None or not self.S else int(self.round.max()) + 1,
+                "provenance": self.provenance, "ranges": ranges}
+
+
+def samples_from_chain(compositions: np.ndarray, obs_reps: np.ndarray) -> tuple[np.ndarray, ...]:
+    """One executed chain -> its transitions.
+
+    compositions: [L, M, K]; obs_reps: [R, L, N] (window t of repetition r).
+    Returns (prev_action [L-1, M, K], action [L-1, M, K], prev_obs [L-1, N], obs [L-1, N],
+    obs_spread [L-1, N]) for the windows t = 1..L-1, obs being the mean over repetitions and
+    spread max - min over repetitions of window t (NaN-aware).
+    """
+    compositions = np.asarray(compositions, np.float32)
+    obs_reps = np.asarray(obs_reps, np.float32)
+    with np.errstate(invalid="ignore"), _quiet_nan_warnings():
+        mean = np.nanmean(obs_reps, axis=0)              # [L, N]
+        spread = np.nanmax(obs_reps, axis=0) - np.nanmin(obs_reps, axis=0)
+    return (compositions[:-1], compositions[1:], mean[:-1], mean[1:], spread[1:])
+
+
+class _quiet_nan_warnings:
+    """All-NaN columns (unsupported metrics) are expected; their mean is NaN, silently."""
+
+    def __enter__(self):
+        import warnings
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+
+def simulated_dataset(n_chains: int, chain_len: int = 16, *, repetitions: int = 3, n_cpus: int = 4,
+                      seed: int = 0, catalog=None, window_s: float = 1.0) -> Dataset:
+    """A dataset from the simulated host, without HTTP: random sparse compositions chained
+    and run through agentd.sim.model with `repetitions` noisy repetitions per chain.
+
+    For model and alignment development only; the result is marked simulated=True.
+    Returns n_chains * (chain_len - 1) samples.
+    """
+    from agentd.catalog import load_catalog
+    from agentd.sim.model import SimModel, SimParams
+    from .campaign.proposals import random_compositions
+
+    catalog = catalog or load_catalog()
+    params = SimParams(n_cpus=n_cpus)
+    model = SimModel.from_catalog(catalog, params)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for _ in range(n_chains):
+        comps = random_compositions(rng, chain_len, len(catalog), n_cpus)
+        reps = []
+        state = model.idle_state()
+        for _r in range(repetitions):
+            obs, state = model.simulate(comps, state, rng, window_s)
+            reps.append(obs)
+        parts.append(samples_from_chain(comps, np.stack(reps)))
+    cols = [np.concatenate(x) for x in zip(*parts)]
+    fp = params.fingerprint()
+    fp["catalog_hash"] = catalog.hash
+    return Dataset(*cols, metrics=model.schema(), catalog_names=catalog.names, catalog_hash=catalog.hash,
+                   window_s=window_s, host_fingerprint=fp, simulated=True,
+                   provenance={"source": "controller.dataset.simulated_dataset", "seed": seed,
+                               "n_chains": n_chains, "chain_len": chain_len, "repetitions": repetitions})
