@@ -1,0 +1,67 @@
+"""The one app factory: the production agent (`serve`) and every test build the app here.
+
+Long-lived resources are cleanup_ctx generators, started in order and stopped in reverse:
+the backend (closed last), the run manager (a running run is cancelled at shutdown) and
+the monitor hub (its clients get an end frame).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from ..backend import Backend
+from ..catalog import Catalog, load_catalog
+from ..config import Config
+from ..runs import RunManager
+from .middleware import MAX_BODY, auth_middleware, errors_middleware, size_middleware
+from .monitor import MonitorHub
+from .routes import setup_routes
+from .state import BACKEND, CATALOG, CONFIG, GENERATOR, MONITOR, RUNS, STARTED_AT
+
+
+def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
+               catalog: Catalog | None = None) -> web.Application:
+    """The agent's aiohttp application. The app owns `backend` from here on and closes it
+    at shutdown. `token` defaults to the contents of config.api.token_file."""
+    token = token if token is not None else config.read_token()
+    app = web.Application(
+        middlewares=[errors_middleware, auth_middleware(token, config.api.public_healthz), size_middleware],
+        client_max_size=config.api.max_body_bytes,
+    )
+    app[CONFIG] = config
+    app[BACKEND] = backend
+    app[CATALOG] = catalog if catalog is not None else load_catalog(config.agent.catalog)
+    app[MAX_BODY] = config.api.max_body_bytes
+    app[GENERATOR] = {"generator": None, "lock": asyncio.Lock()}
+    app[STARTED_AT] = time.monotonic()
+    app.cleanup_ctx.extend([_backend_ctx, _runs_ctx, _monitor_ctx])
+    setup_routes(app)
+    return app
+
+
+async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:
+    yield
+    await app[BACKEND].close()
+
+
+async def _runs_ctx(app: web.Application) -> AsyncIterator[None]:
+    cfg = app[CONFIG]
+    backend = app[BACKEND]
+    # A backend may describe fewer threads than this host's CPUs (the simulated host).
+    max_threads = getattr(backend, "max_threads", None) or len(cfg.agent.resolved_cpus())
+    app[RUNS] = RunManager(backend, app[CATALOG], state_dir=cfg.agent.state_dir, max_threads=max_threads,
+                           keep=cfg.runs.keep, stream_buffer_bytes=cfg.runs.stream_buffer_mib << 20)
+    yield
+    await app[RUNS].close()
+
+
+async def _monitor_ctx(app: web.Application) -> AsyncIterator[None]:
+    cfg = app[CONFIG]
+    app[MONITOR] = MonitorHub(app[BACKEND], interval_s=cfg.monitor.interval_s,
+                              client_queue=cfg.monitor.client_queue, max_clients=cfg.monitor.max_clients)
+    yield
+    await app[MONITOR].close()

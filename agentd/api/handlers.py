@@ -1,0 +1,183 @@
+"""Thin request handlers: parse (bodies.py), call the run manager / monitor hub / backend,
+pack the reply. Errors are raised, never formatted here (middleware.py maps them)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from aiohttp import WSMsgType, web
+
+from .. import __version__, wire
+from ..errors import NotImplementedYet, ValidationError
+from . import bodies, prometheus
+from .state import BACKEND, CATALOG, CONFIG, GENERATOR, MONITOR, RUNS, STARTED_AT
+
+log = logging.getLogger(__name__)
+
+
+def reply(obj: dict, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=wire.pack(obj), content_type=wire.CONTENT_TYPE)
+
+
+async def read_body(request: web.Request) -> bytes:
+    return await request.read()  # bounded by client_max_size (413 above it)
+
+
+# -- info, health, metrics ---------------------------------------------------------
+async def info(request: web.Request) -> web.Response:
+    app = request.app
+    backend, cfg = app[BACKEND], app[CONFIG]
+    binfo = backend.info()
+    states = getattr(backend, "sampler_states", None)
+    runs = app[RUNS]
+    return reply({
+        "version": __version__,
+        "backend": binfo.name,
+        "simulated": bool(binfo.simulated),
+        "fingerprint": binfo.fingerprint,
+        "calibration": binfo.calibration,
+        "schema": [m.to_dict() for m in backend.metric_schema()],
+        "catalog": app[CATALOG].to_dict(),
+        "samplers": states() if callable(states) else {},
+        "max_threads": runs.max_threads,
+        "current_run": runs.current.run_id if runs.current and runs.current.state.value == "running" else None,
+        "limits": {"max_body_bytes": cfg.api.max_body_bytes, "max_ws_message_bytes": cfg.api.max_ws_message_kib * 1024,
+                   "max_repetitions": cfg.runs.max_repetitions, "max_warmup_windows": cfg.runs.max_warmup_windows},
+        "monitor_interval_s": cfg.monitor.interval_s,
+        "uptime_s": time.monotonic() - app[STARTED_AT],
+    })
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return reply({"ok": True})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(text=prometheus.render(request.app), content_type="text/plain",
+                        charset="utf-8", headers={"X-Prometheus-Exposition": "0.0.4"})
+
+
+# -- runs ---------------------------------------------------------------------------
+async def create_run(request: web.Request) -> web.Response:
+    cfg, runs = request.app[CONFIG], request.app[RUNS]
+    obj = bodies.body_map(await read_body(request), allowed=("plan", "options"), required=("plan",),
+                          max_bytes=cfg.api.max_body_bytes)
+    options = bodies.run_options(obj, max_repetitions=cfg.runs.max_repetitions,
+                                 max_warmup_windows=cfg.runs.max_warmup_windows)
+    plan = await asyncio.to_thread(bodies.plan_field, obj)
+    run = await runs.start(plan, options)
+    return reply({"run_id": run.run_id, "windows_total": run.windows_total}, status=201)
+
+
+async def get_run(request: web.Request) -> web.Response:
+    return reply(request.app[RUNS].status(request.match_info["run_id"]))
+
+
+async def delete_run(request: web.Request) -> web.Response:
+    state = await request.app[RUNS].cancel(request.match_info["run_id"])
+    return reply({"state": state.value})
+
+
+async def get_run_trace_file(request: web.Request) -> web.StreamResponse:
+    path = request.app[RUNS].trace_path(request.match_info["run_id"])
+    return web.FileResponse(path, headers={"Content-Type": "application/x-hdf5"})
+
+
+async def _websocket(request: web.Request) -> web.WebSocketResponse:
+    cfg = request.app[CONFIG]
+    ws = web.WebSocketResponse(max_msg_size=cfg.api.max_ws_message_kib * 1024, heartbeat=30.0)
+    await ws.prepare(request)
+    return ws
+
+
+async def _drain_incoming(ws: web.WebSocketResponse) -> None:
+    """Clients only ever send close/ping; anything else is ignored, oversized is closed by aiohttp."""
+    async for msg in ws:
+        if msg.type == WSMsgType.ERROR:
+            break
+
+
+async def _pump(ws: web.WebSocketResponse, frames) -> None:
+    """Send frames until they end or the client goes away."""
+    receiver = asyncio.create_task(_drain_incoming(ws))
+    try:
+        async for frame in frames:
+            if receiver.done() or ws.closed:
+                break
+            await ws.send_bytes(frame)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        receiver.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await receiver
+        if not ws.closed:
+            with contextlib.suppress(Exception):
+                await ws.close()
+
+
+async def run_trace_ws(request: web.Request) -> web.WebSocketResponse:
+    log_ = request.app[RUNS].frames(request.match_info["run_id"])  # 404 before upgrading
+    ws = await _websocket(request)
+    await _pump(ws, log_.follow())
+    return ws
+
+
+async def monitor_ws(request: web.Request) -> web.WebSocketResponse:
+    hub = request.app[MONITOR]
+    sub = hub.subscribe()  # 503 before upgrading when full
+    try:
+        ws = await _websocket(request)
+
+        async def frames():
+            yield hub.header()
+            while True:
+                frame = await sub.get()
+                if frame is None:
+                    return
+                yield frame
+
+        await _pump(ws, frames())
+    finally:
+        hub.unsubscribe(sub)
+    return ws
+
+
+# -- generation ---------------------------------------------------------------------
+async def generate(request: web.Request) -> web.Response:
+    cfg = request.app[CONFIG]
+    obj = bodies.body_map(await read_body(request), allowed=("trace", "seed"), required=("trace",),
+                          max_bytes=cfg.api.max_body_bytes)
+    seed = bodies.seed_field(obj)
+    trace = await asyncio.to_thread(bodies.trace_field, obj)
+    if trace.T == 0:
+        raise ValidationError("trace: has no windows")
+    generator = await _generator(request.app)
+    plan = await asyncio.to_thread(generator.generate, trace, seed=seed if seed is not None else 0)
+    return reply({"plan": await asyncio.to_thread(plan.to_bytes), "windows": plan.T})
+
+
+async def _generator(app: web.Application):
+    """The local model, loaded on first use and kept. 501 until one is installed."""
+    holder = app[GENERATOR]
+    if holder.get("generator") is not None:
+        return holder["generator"]
+    model_dir = app[CONFIG].agent.model_dir
+    if not (model_dir / "manifest.json").is_file():
+        raise NotImplementedYet(f"no generation model installed: {model_dir}/manifest.json not found; export "
+                                f"one with `mimesys export` and copy the directory to {model_dir}")
+    try:
+        from ..generate import load_generator
+    except ImportError as e:
+        raise NotImplementedYet(f"this agent build has no local generator (agentd.generate: {e})") from None
+    async with holder["lock"]:
+        if holder.get("generator") is None:
+            try:
+                holder["generator"] = await asyncio.to_thread(load_generator, model_dir)
+            except Exception as e:
+                log.error("loading the model from %s failed: %s", model_dir, e)
+                raise NotImplementedYet(f"the model in {model_dir} could not be loaded: {e}") from None
+    return holder["generator"]

@@ -1,0 +1,85 @@
+"""The three middlewares, outermost first: errors → auth → body size.
+
+- errors: the ONE place where exceptions become HTTP statuses. agentd.errors exceptions
+  carry `http_status` (and optionally `details`, merged into the body); aiohttp's own HTTP
+  errors (404 route, 405 method, 413 from client_max_size) keep their status; anything
+  else is a bug: logged with its traceback and answered 500 without internals.
+  Error bodies are msgpack maps {"v", "error": message, **details}.
+- auth: `Authorization: Bearer <token>` on every request, WebSocket upgrades included,
+  compared in constant time (hmac.compare_digest). /healthz may be public (config).
+- size: a declared Content-Length above the limit is refused before reading (413);
+  chunked bodies are cut off by aiohttp's client_max_size while reading (also 413).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+
+from aiohttp import web
+
+from .. import wire
+from ..errors import AuthError, MimesysError, PayloadTooLarge
+
+log = logging.getLogger(__name__)
+
+
+def error_response(status: int, message: str, details: dict | None = None) -> web.Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="mimesys-agent"'} if status == 401 else None
+    return web.Response(status=status, body=wire.pack({"error": message, **(details or {})}),
+                        content_type=wire.CONTENT_TYPE, headers=headers)
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except MimesysError as e:
+        if e.http_status >= 500:
+            log.error("%s %s: %s", request.method, request.path, e)
+        return error_response(e.http_status, str(e), getattr(e, "details", None))
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        if e.status == 413:
+            return error_response(413, f"request body exceeds the limit of {request.app[MAX_BODY]} bytes")
+        return error_response(e.status, e.text if e.text and not e.text.startswith(f"{e.status}:") else e.reason)
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(500, "internal error in the agent (its log has the details)")
+
+
+def auth_middleware(token: bytes, public_healthz: bool):
+    if not token:
+        raise ValueError("an empty API token would let everyone in")
+
+    @web.middleware
+    async def auth(request: web.Request, handler):
+        if public_healthz and request.path == "/healthz":
+            return await handler(request)
+        header = request.headers.get("Authorization")
+        if header is None:
+            raise AuthError("missing Authorization header; send 'Authorization: Bearer <token>'")
+        scheme, _, credential = header.partition(" ")
+        given = credential.strip().encode("utf-8", "surrogateescape")
+        # Compare even for a wrong scheme, so timing does not tell the two failures apart.
+        ok = hmac.compare_digest(given, token)
+        if scheme.lower() != "bearer" or not ok:
+            raise AuthError("invalid bearer token")
+        return await handler(request)
+
+    return auth
+
+
+MAX_BODY = web.AppKey("max_body_bytes", int)
+
+
+@web.middleware
+async def size_middleware(request: web.Request, handler):
+    limit = request.app[MAX_BODY]
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"request body of {request.content_length} bytes exceeds the limit of {limit} bytes")
+    return await handler(request)

@@ -1,0 +1,37 @@
+"""What the agent's subcommands share: the --config/--backend options and loading them,
+with every MimesysError turned into a one-line click error (no tracebacks for bad input)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+
+from ..backends import BACKENDS
+from ..errors import MimesysError
+
+
+def config_options(f):
+    f = click.option("--backend", type=click.Choice(list(BACKENDS)), default=None,
+                     help="Execution backend (overrides agent.backend); 'sim' is the simulated host.")(f)
+    f = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Config file (default: $MIMESYS_CONFIG or /etc/mimesys/agent.toml, plus agent.d/).")(f)
+    return f
+
+
+def load(config_path: Path | None, backend: str | None):
+    from ..config import load_config
+    cfg = load_config(config_path)
+    return cfg.with_backend(backend) if backend else cfg
+
+
+def friendly_errors(f):
+    """MimesysError → 'Error: <message>' and exit status 1, never a traceback."""
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+        try:
+            return f(*args, **kw)
+        except MimesysError as e:
+            raise click.ClickException(str(e)) from None
+    return wrapper

@@ -1,0 +1,264 @@
+"""The real host: mimesys-runner executes the plan, the host samplers measure it.
+
+Alignment. The samplers are read at every window boundary the runner reports
+(WindowStarted), so window t's values are derive(sample at start of t, sample at start
+of t+1): window t of the trace measures exactly window t of the plan, not a 1 Hz grid
+that drifts against it. The last window ends with a sample taken when the runner reports
+it done. How late each boundary sample was (our read time minus the runner's reported
+start) is kept per run in `boundary_lag_ns` and shown in /v1/info.
+
+Warm-up windows (repetition -1 from the runner) are executed and sampled but not yielded;
+the boundary between the last warm-up and window 0 is the first window's start sample.
+
+Monitoring (/v1/monitor, `record`) reads the same SamplerSet on its own absolute 1 Hz
+grid; both paths use the samplers' one pure derive.
+
+Threading. The SamplerSet is probed, read and closed on one dedicated thread, never on the
+event loop's: pyroute2's synchronous netlink API (the net sampler) runs an asyncio loop of
+its own and fails inside a running one, and reads (~1.5 ms here) then never stall the
+loop that serves hundreds of WebSocket clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import platform
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import AsyncIterator
+
+import numpy as np
+
+from .backend import Backend, BackendInfo, ExecutedWindow, MonitorSample, RunOptions
+from .catalog import Catalog, load_catalog
+from .errors import RunnerError
+from .hostpaths import HostPaths, online_cpus
+from .metrics import MetricSpec
+from .plan import Plan
+
+log = logging.getLogger(__name__)
+
+
+def clear_scratch(scratch_dir: Path) -> int:
+    """Remove everything inside scratch_dir (left by an agent that was killed); returns the
+    number of entries removed. The directory itself is kept (it may be a StateDirectory)."""
+    scratch_dir.mkdir(parents=True, exist_ok=True)
+    removed = 0
+    for entry in scratch_dir.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+class HostBackend(Backend):
+    def __init__(self, *, cpus: tuple[int, ...], scratch_dir: Path, scratch_budget_bytes: int,
+                 catalog: Catalog, samplers, runner_binary: Path | None = None, state_dir: Path | None = None,
+                 hostpaths: HostPaths | None = None,
+                 sampler_thread: concurrent.futures.ThreadPoolExecutor | None = None):
+        self.cpus = tuple(cpus)
+        self.max_threads = len(self.cpus)
+        self.scratch_dir = Path(scratch_dir)
+        self.scratch_budget_bytes = int(scratch_budget_bytes)
+        self.catalog = catalog
+        self.samplers = samplers
+        self._thread = sampler_thread or concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samplers")
+        self.runner_binary = runner_binary
+        self.state_dir = state_dir
+        self.hp = hostpaths or HostPaths.from_env()
+        self._schema = samplers.schema()
+        self._fingerprint: dict | None = None
+        self.boundary_lag_ns: list[int] = []   # last run: how late each boundary sample was
+
+    @classmethod
+    def from_config(cls, config) -> "HostBackend":
+        from .samplers import SamplerSet
+        hp = HostPaths.from_env()
+        thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samplers")
+        try:
+            samplers = thread.submit(SamplerSet.from_config, config.samplers, hp).result()
+        except BaseException:
+            thread.shutdown()
+            raise
+        try:
+            return cls(cpus=config.agent.resolved_cpus(), scratch_dir=config.agent.scratch_dir,
+                       scratch_budget_bytes=config.agent.scratch_budget_mib << 20,
+                       catalog=load_catalog(config.agent.catalog), samplers=samplers,
+                       runner_binary=config.agent.runner, state_dir=config.agent.state_dir, hostpaths=hp,
+                       sampler_thread=thread)
+        except BaseException:
+            thread.submit(samplers.close).result()
+            thread.shutdown()
+            raise
+
+    # -- description ---------------------------------------------------------------
+    def info(self) -> BackendInfo:
+        if self._fingerprint is None:
+            self._fingerprint = host_fingerprint(self.hp, self.cpus, self._schema)
+        return BackendInfo(name="host", simulated=False, fingerprint=self._fingerprint,
+                           calibration=self._calibration())
+
+    def metric_schema(self) -> list[MetricSpec]:
+        return list(self._schema)
+
+    def sampler_states(self) -> dict:
+        states = self.samplers.states()
+        if self.boundary_lag_ns:
+            lags = sorted(self.boundary_lag_ns)
+            states["_alignment"] = {"state": "ok", "errors": 0, "no_data": 0,
+                                    "reason": f"last run: boundary sample lag median "
+                                              f"{statistics.median(lags) / 1e6:.3f} ms, max {lags[-1] / 1e6:.3f} ms"}
+        return states
+
+    def _calibration(self) -> dict:
+        import json
+        if self.state_dir is None:
+            return {}
+        path = Path(self.state_dir) / "calibration.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    async def read(self):
+        """One RawSample, read on the sampler thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self.samplers.read)
+
+    # -- execution -----------------------------------------------------------------
+    async def execute(self, plan: Plan, options: RunOptions) -> AsyncIterator[ExecutedWindow]:
+        from .runner import RunnerConfig, RunnerExit, WindowDone, WindowStarted, start_runner
+
+        plan.validate(self.catalog, max_threads=self.max_threads)
+        cfg = RunnerConfig(cpus=self.cpus[:plan.K], scratch_dir=self.scratch_dir,
+                           scratch_budget_bytes=self.scratch_budget_bytes,
+                           **({"binary": self.runner_binary} if self.runner_binary else {}))
+        self.boundary_lag_ns = []
+        handle = await start_runner(plan, cfg, seed=options.seed if options.seed is not None else plan.seed,
+                                    repetitions=options.repetitions, warmup_windows=options.warmup_windows)
+        derive, read = self.samplers.derive, self.read
+        open_window = None          # (repetition, window, start_ns, start RawSample)
+        measured: dict[tuple[int, int], tuple[int, np.ndarray]] = {}   # awaiting their WindowDone
+        done: dict[tuple[int, int], object] = {}                         # WindowDone awaiting values
+        try:
+            async for ev in handle.events():
+                if isinstance(ev, WindowStarted):
+                    raw = await read()
+                    self.boundary_lag_ns.append(raw.monotonic_ns - ev.start_ns)
+                    if open_window is not None:
+                        rep, win, start_ns, start_raw = open_window
+                        measured[(rep, win)] = (start_ns, derive(start_raw, raw))
+                    open_window = (ev.repetition, ev.window, ev.start_ns, raw)
+                elif isinstance(ev, WindowDone):
+                    key = (ev.repetition, ev.window)
+                    if open_window is not None and open_window[:2] == key:
+                        # Nothing started after it (the last window): its end is now.
+                        raw = await read()
+                        self.boundary_lag_ns.append(raw.monotonic_ns - ev.end_ns)
+                        rep, win, start_ns, start_raw = open_window
+                        measured[key] = (start_ns, derive(start_raw, raw))
+                        open_window = None
+                    done[key] = ev
+                elif isinstance(ev, RunnerExit):
+                    if not ev.ok:
+                        raise RunnerError(f"mimesys-runner: {ev.detail}")
+                for key in sorted(set(measured) & set(done)):
+                    start_ns, values = measured.pop(key)
+                    d = done.pop(key)
+                    if key[0] < 0:
+                        continue  # warm-up window: executed and sampled, not reported
+                    yield ExecutedWindow(repetition=key[0], window=key[1], start_ns=start_ns, values=values,
+                                         ran_ns=np.asarray(d.ran_ns, np.int64), ops=np.asarray(d.ops, np.int64))
+        finally:
+            await handle.stop()
+
+    async def monitor(self, interval_s: float = 1.0) -> AsyncIterator[MonitorSample]:
+        """One sample per interval on an absolute grid (lateness never accumulates)."""
+        period = int(interval_s * 1e9)
+        prev = await self.read()
+        due = prev.monotonic_ns + period
+        while True:
+            await asyncio.sleep(max(0, due - time.monotonic_ns()) / 1e9)
+            cur = await self.read()
+            values = self.samplers.derive(prev, cur)
+            yield MonitorSample(timestamp_ns=time.time_ns(), values=values)
+            prev = cur
+            due += period
+            now = time.monotonic_ns()
+            if due <= now:  # suspended or starved for a whole interval: skip, do not burst
+                due = now + period - (now - due) % period
+
+    async def close(self) -> None:
+        if self._thread is not None:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self.samplers.close)
+            self._thread.shutdown()
+            self._thread = None
+
+
+# -- host fingerprint ------------------------------------------------------------------
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def host_fingerprint(hp: HostPaths, cpus: tuple[int, ...], schema: list[MetricSpec]) -> dict:
+    """What a plan or trace needs to know about the host it came from: CPU, caches, memory,
+    disks, NICs, kernel, PMU availability. `threads` = CPUs plans may use on this agent."""
+    model = ""
+    for line in _read(hp.p("cpuinfo")).splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    caches = []
+    cache_root = hp.s("devices/system/cpu/cpu0/cache")
+    if cache_root.is_dir():
+        for idx in sorted(cache_root.glob("index*")):
+            caches.append({"level": int(_read(idx / "level") or 0), "type": _read(idx / "type"),
+                           "size": _read(idx / "size"),
+                           "shared_cpu_list": _read(idx / "shared_cpu_list")})
+    mem_total = 0
+    for line in _read(hp.p("meminfo")).splitlines():
+        if line.startswith("MemTotal:"):
+            mem_total = int(line.split()[1]) * 1024
+            break
+    disks = []
+    block = hp.s("block")
+    if block.is_dir():
+        for dev in sorted(block.iterdir()):
+            if not (dev / "device").exists():
+                continue  # loop, ram, zram, dm: not a physical disk
+            disks.append({"name": dev.name, "rotational": _read(dev / "queue/rotational") == "1",
+                          "size_B": int(_read(dev / "size") or 0) * 512})
+    nics = []
+    net = hp.s("class/net")
+    if net.is_dir():
+        for nic in sorted(net.iterdir()):
+            if (nic / "device").exists():
+                speed = _read(nic / "speed")
+                nics.append({"name": nic.name, "speed_mbps": int(speed) if speed.lstrip("-").isdigit() else None})
+    hw = [m for m in schema if m.source == "perf_hw"]
+    return {
+        "simulated": False,
+        "hostname": platform.node(),
+        "cpu_model": model,
+        "cores": len(online_cpus(hp)),
+        "threads": len(cpus),
+        "cpus": list(cpus),
+        "caches": caches,
+        "memory_B": mem_total,
+        "disks": disks,
+        "nics": nics,
+        "kernel": platform.release(),
+        "arch": platform.machine(),
+        "pmu": any(m.available for m in hw),
+        "pmu_reason": next((m.reason for m in hw if not m.available), ""),
+        "page_size": os.sysconf("SC_PAGE_SIZE"),
+    }
