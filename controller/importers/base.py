@@ -155,7 +155,7 @@ def grid_from_timestamps(timestamps_s: np.ndarray, path, lines: list[int] | None
     bad = np.nonzero(np.diff(ts) <= 0)[0]
     if len(bad):
         i = int(bad[0]) + 1
-        raise TraceImportError(path, f"timestamp {ts[i]!r} does not increase over the previous {ts[i - 1]!r}",
+        raise TraceImportError(path, f"timestamp {float(ts[i]):g} does not increase over the previous {float(ts[i - 1]):g}",
                                line=lines[i] if lines else None, expected="strictly increasing timestamps")
     return ts
 
