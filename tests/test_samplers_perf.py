@@ -229,3 +229,26 @@ def test_mem_bw_resctrl_mbm_on_a_fixture_tree(tmp_path):
 def test_mem_bw_bad_source_option_is_a_config_error():
     with pytest.raises(ConfigError, match=r"samplers\.mem_bw: source 'dram' is not one of auto, imc, umc, resctrl"):
         SamplersConfig.from_dict({"mem_bw": {"source": "dram"}})
+
+
+# -- contention probe ------------------------------------------------------------------
+def test_mem_latency_probe_is_off_by_default_and_sees_dram_beyond_llc():
+    from agentd.samplers.probe_mem_latency import MemLatencyProbe, random_cycle
+    assert "probe.mem_latency_ns" not in [m.name for m in SamplerSet.from_config(None, HostPaths()).schema()]
+    nxt = random_cycle(1000, 3)
+    seen, i = set(), 0
+    for _ in range(1000):  # one cycle through every slot
+        seen.add(i)
+        i = int(nxt[i])
+    assert i == 0 and len(seen) == 1000
+
+    def median_latency(mib):
+        p = MemLatencyProbe(HostPaths(), MemLatencyProbe.Options(buffer_mib=mib, loads_per_tick=2000))
+        assert p.probe()[0].available
+        vals = sorted(MemLatencyProbe.derive({}, p.read(), 1.0)["probe.mem_latency_ns"] for _ in range(9))
+        p.close()
+        return vals[4]
+
+    cache_resident = median_latency(1)   # 1 MiB: fits this VM's 32 MiB L3
+    dram = median_latency(64)            # 64 MiB: 2× the L3
+    assert dram > cache_resident + 30, (dram, cache_resident)

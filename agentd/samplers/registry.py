@@ -47,7 +47,8 @@ def samplers() -> dict[str, type]:
     if not _loaded:
         from . import __path__ as pkg_path
         for m in pkgutil.iter_modules(pkg_path):
-            importlib.import_module(f"{__package__}.{m.name}")
+            if not m.name.startswith("_"):  # __main__ is the measuring tool, not a sampler
+                importlib.import_module(f"{__package__}.{m.name}")
         _loaded = True
     return dict(sorted(REGISTRY.items()))
 
