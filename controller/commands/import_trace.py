@@ -1,0 +1,88 @@
+"""`mimesys import FILE --format FORMAT -o trace.h5 [--host HOST] [--window S]`: a foreign trace
+into a mimesys trace, optionally mapped onto a target host, with a report of what was
+mapped, scaled and dropped. Nothing is written when the input is malformed."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+from pathlib import Path
+
+import click
+
+from agentd.errors import ConfigError, MimesysError
+from controller import importers
+from controller.mapping import CORE_STRATEGIES, HostProfile, MappingOptions, map_trace, parse_peaks
+
+
+def load_host(host: str, token_file: str | None) -> HostProfile:
+    """An agent URL (its /v1/info) or a saved JSON file (/v1/info answer or host fingerprint)."""
+    if host.startswith(("http://", "https://")):
+        from controller.fleet import AgentClient
+
+        token = ""
+        if token_file:
+            token = Path(token_file).read_text().strip()
+        else:
+            token = os.environ.get("MIMESYS_TOKEN", "")
+
+        async def fetch():
+            client = AgentClient(host, token)
+            try:
+                return await client.info()
+            finally:
+                await client.close()
+
+        return HostProfile.from_info(asyncio.run(fetch()), origin=host)
+    if not Path(host).is_file():
+        raise ConfigError(f"--host {host!r}: neither an agent URL (http://...) nor a readable JSON file")
+    return HostProfile.from_file(host)
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", required=True, type=click.Choice(importers.names()), help="Source format.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Trace (HDF5) to write.")
+@click.option("--host", default=None, help="Target host: an agent URL or a saved /v1/info or fingerprint JSON. "
+                                            "Without it the trace keeps its source layout.")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default: $MIMESYS_TOKEN).")
+@click.option("--window", "window_s", default=None, type=float, help="Window length W in seconds (default: the format's).")
+@click.option("--machine", default=None, help="alibaba: the machine_id to import.")
+@click.option("--cores", "core_strategy", default="preserve-total", type=click.Choice(CORE_STRATEGIES),
+              show_default=True, help="How source cores map onto the target's (see controller/mapping.py).")
+@click.option("--source-peak", multiple=True, metavar="METRIC=VALUE", help="The source host's peak of a metric.")
+@click.option("--target-peak", multiple=True, metavar="METRIC=VALUE", help="Override a target host peak.")
+@click.option("--report-json", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the import report as JSON.")
+def import_trace(file, fmt, output, host, token_file, window_s, machine, core_strategy, source_peak, target_peak,
+                 report_json):
+    """Import FILE (a foreign trace) as a mimesys trace."""
+    try:
+        entry = importers.get(fmt)
+        kwargs = {}
+        params = inspect.signature(entry.load).parameters
+        if window_s is not None:
+            kwargs["window_s"] = window_s
+        if machine is not None:
+            if "machine" not in params:
+                raise ConfigError(f"--machine applies to the alibaba format only, not {fmt}")
+            kwargs["machine"] = machine
+        options = MappingOptions(core_strategy, parse_peaks(source_peak, "--source-peak"))
+        overrides = parse_peaks(target_peak, "--target-peak")
+        target = load_host(host, token_file).with_peaks(overrides) if host else None
+        trace, report = entry.load(file, **kwargs)
+        if target is not None:
+            trace = map_trace(trace, target, options, report)
+        trace.provenance["import_report"] = report.to_dict()
+        trace.write(output)
+        if report_json:
+            tmp = report_json.with_name(f".{report_json.name}.tmp")
+            tmp.write_text(json.dumps(report.to_dict(), indent=2))
+            tmp.replace(report_json)
+    except MimesysError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(report.render())
+    where = f" mapped onto {target.origin} ({target.cpus} CPUs{', simulated' if target.simulated else ''})" if target else ""
+    click.echo(f"wrote {output}: {trace.T} windows x {len(trace.metrics)} metrics, W = {trace.window_s:g} s{where}")
