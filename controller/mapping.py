@@ -5,7 +5,8 @@ makes the translation explicit, and every step lands in the ImportReport.
 
 Target host (`HostProfile`): from an agent's `/v1/info` (`HostProfile.from_info`, fetched by
 controller/fleet.py) or from a saved JSON file (`HostProfile.from_file`: a saved /v1/info
-answer, or a bare fingerprint). Fields used:
+answer, a bare fingerprint, or the agent's calibration file, read with agentd.calibration.read:
+its `peaks` and the length of its `cpus` list). Fields used:
 - CPUs: the number of `cpu.util.core<i>` metrics in `schema`; else `max_threads`; else the
   fingerprint's `cpu.logical_cpus` (real hosts) or `threads` (the simulated host).
 - Peaks (metric name -> value, e.g. {"mem.bw_Bps": 1.4e10}): `calibration.peaks` (what the
@@ -99,6 +100,11 @@ class HostProfile:
             raise ConfigError(f"{path}: not JSON: {e}") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: expected a JSON object (a /v1/info answer or a host fingerprint)")
+        if doc.get("format") == "mimesys.calibration":
+            from agentd import calibration
+            doc = calibration.read(path)   # the runner room's reader validates the file
+            return cls.from_info({"calibration": doc, "fingerprint": doc.get("host") or {},
+                                  "max_threads": len(doc.get("cpus") or []) or None}, origin=str(path))
         info = doc if ("fingerprint" in doc or "schema" in doc) else {"fingerprint": doc}
         return cls.from_info(info, origin=str(path))
 
