@@ -21,9 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
-import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +38,7 @@ from .schedule import CompiledSchedule, compile_plan
 RUNNER_NAME = "mimesys-runner"
 STOP_GRACE_S = 1.0          # after SIGTERM; the runner itself stops within ~50 ms
 DEFAULT_SCRATCH_BUDGET = 2 << 30
+DEFAULT_SCRATCH_DIR = "/var/tmp"
 
 
 def find_runner() -> Path:
@@ -62,9 +61,9 @@ def find_runner() -> Path:
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    runner_path: str | None = None         # None: find_runner()
+    binary: str | Path | None = None       # the mimesys-runner executable; None: find_runner()
     cpus: tuple[int, ...] | None = None    # thread k runs on cpus[k % len(cpus)]; None: online CPUs
-    scratch_dir: str | None = None         # None: a fresh directory under /var/tmp, removed after
+    scratch_dir: str | Path | None = None  # None: /var/tmp (files are unlinked at creation)
     scratch_budget_bytes: int = DEFAULT_SCRATCH_BUDGET
     udp_sink: str = "127.0.0.1:9"          # HOST:PORT for net_udp_sink
     catalog_path: str | None = None        # None: the shipped catalog
@@ -118,7 +117,7 @@ class RunnerHandle:
     """A running mimesys-runner. Create with start_runner()."""
 
     def __init__(self, proc: asyncio.subprocess.Process, schedule: CompiledSchedule, catalog: Catalog,
-                 config: RunnerConfig, owned_scratch: Path | None, tmpdir: Path):
+                 config: RunnerConfig):
         self.proc = proc
         self.schedule = schedule
         self.catalog = catalog
@@ -127,8 +126,6 @@ class RunnerHandle:
         self.notes: dict[str, str] = {}      # stressor name → note (e.g. O_DIRECT fallback)
         self.t0_ns: int | None = None
         self.window_ns = schedule.window_ns
-        self._owned_scratch = owned_scratch
-        self._tmpdir = tmpdir
         self._queue: asyncio.Queue = asyncio.Queue()
         self._stderr: deque[str] = deque(maxlen=20)
         self._ready = asyncio.get_running_loop().create_future()
@@ -213,12 +210,6 @@ class RunnerHandle:
                 self._ready.set_result(None)
             self._queue.put_nowait(self._exit)
             self._queue.put_nowait(None)
-            self._cleanup_files()
-
-    def _cleanup_files(self) -> None:
-        shutil.rmtree(self._tmpdir, ignore_errors=True)
-        if self._owned_scratch is not None:
-            shutil.rmtree(self._owned_scratch, ignore_errors=True)
 
     # -- public -----------------------------------------------------------------
     async def wait_ready(self, timeout: float) -> None:
@@ -273,32 +264,30 @@ async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, see
     """Compile `plan`, start the runner, wait until it has set up; raise RunnerError if refused."""
     catalog = catalog or load_catalog(config.catalog_path)
     schedule = compile_plan(plan, catalog, seed=seed, repetitions=repetitions, warmup_windows=warmup_windows)
-    runner = Path(config.runner_path) if config.runner_path else find_runner()
-    tmpdir = Path(tempfile.mkdtemp(prefix="mimesys-schedule-"))
-    sched_path = tmpdir / "schedule.bin"
-    schedule.write(sched_path)
-    owned_scratch = None
+    runner = Path(config.binary) if config.binary else find_runner()
     scratch = config.scratch_dir
     if scratch is None and plan_uses_disk(plan, catalog):
-        owned_scratch = Path(tempfile.mkdtemp(prefix="mimesys-scratch-", dir="/var/tmp"))
-        scratch = str(owned_scratch)
+        scratch = DEFAULT_SCRATCH_DIR
     cpus = config.cpus or tuple(online_cpus())
-    args = [str(runner), "--schedule", str(sched_path), "--cpus", ",".join(map(str, cpus)),
+    # The schedule goes in on stdin: no file to clean up, whatever happens to this process.
+    args = [str(runner), "--schedule", "-", "--cpus", ",".join(map(str, cpus)),
             "--scratch-budget", str(int(config.scratch_budget_bytes)), "--udp-sink", config.udp_sink,
             "--start-delay-ms", str(int(config.start_delay_ms))]
     if scratch:
         args += ["--scratch-dir", str(scratch)]
     try:
-        proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.DEVNULL,
+        proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.PIPE,
                                                     stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.PIPE)
     except OSError as e:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        if owned_scratch:
-            shutil.rmtree(owned_scratch, ignore_errors=True)
         raise RunnerError(f"cannot start {runner}: {e}") from e
-    handle = RunnerHandle(proc, schedule, catalog, config, owned_scratch, tmpdir)
+    handle = RunnerHandle(proc, schedule, catalog, config)
     try:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it exited: the reader says why
+            proc.stdin.write(schedule.data)
+            await proc.stdin.drain()
+            proc.stdin.close()
         await handle.wait_ready(config.setup_timeout_s)
     except BaseException:
         if proc.returncode is None:

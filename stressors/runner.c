@@ -1,7 +1,7 @@
 /* mimesys-runner: executes a compiled schedule (written by agentd/schedule.py, whose
  * docstring documents the binary format) on pinned threads with absolute deadlines.
  *
- *   mimesys-runner --schedule FILE [--cpus LIST] [--scratch-dir DIR] [--scratch-budget BYTES]
+ *   mimesys-runner --schedule FILE|- [--cpus LIST] [--scratch-dir DIR] [--scratch-budget BYTES]
  *                  [--udp-sink HOST:PORT] [--start-delay-ms N]
  *   mimesys-runner --list-kernels
  *
@@ -161,14 +161,18 @@ static void rdstr(struct reader *r, char *dst, size_t cap, const char *w) {
 }
 
 static void load_schedule(const char *path) {
-    FILE *f = fopen(path, "rb");
+    /* "-" = stdin: the agent pipes the schedule in, so no file is left behind if it dies */
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) die(EXIT_USAGE, "%s: cannot open schedule: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)size + 1);
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) die(EXIT_USAGE, "%s: short read", path);
-    fclose(f);
+    size_t cap = 1 << 20, size = 0, got;
+    uint8_t *buf = malloc(cap);
+    while ((got = fread(buf + size, 1, cap - size, f)) > 0) {
+        size += got;
+        if (size == cap) buf = realloc(buf, cap *= 2);
+    }
+    if (ferror(f)) die(EXIT_USAGE, "%s: read error: %s", path, strerror(errno));
+    if (f != stdin) fclose(f);
+    if (!strcmp(path, "-")) path = "schedule on stdin";
     struct reader r = {buf, buf + size, path};
     struct schedule *s = &g.sch;
 
@@ -204,8 +208,8 @@ static void load_schedule(const char *path) {
     s->seg_off = calloc((size_t)s->E * s->K, sizeof *s->seg_off);
     s->seg_n = calloc((size_t)s->E * s->K, sizeof *s->seg_n);
     s->used = calloc((size_t)s->K * s->M, 1);
-    size_t cap = 1024, n = 0;
-    s->segs = malloc(cap * sizeof *s->segs);
+    size_t segcap = 1024, n = 0;
+    s->segs = malloc(segcap * sizeof *s->segs);
     for (uint32_t i = 0; i < s->E; i++) {
         s->rep[i] = (int32_t)rd32(&r, "window repetition");
         s->win[i] = (int32_t)rd32(&r, "window index");
@@ -215,7 +219,7 @@ static void load_schedule(const char *path) {
             s->seg_off[(size_t)i * s->K + k] = (uint32_t)n;
             s->seg_n[(size_t)i * s->K + k] = ns;
             for (uint16_t j = 0; j < ns; j++) {
-                if (n == cap) { cap *= 2; s->segs = realloc(s->segs, cap * sizeof *s->segs); }
+                if (n == segcap) { segcap *= 2; s->segs = realloc(s->segs, segcap * sizeof *s->segs); }
                 uint16_t m = rd16(&r, "segment stressor");
                 uint64_t d = rd64(&r, "segment duration");
                 if (m >= s->M) die(EXIT_USAGE, "%s: executed window %u thread %u: stressor index %u >= M=%u", path, i, k, m, s->M);

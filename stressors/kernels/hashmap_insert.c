@@ -4,6 +4,7 @@
  * every slot, so the footprint stays fixed and no window pays for a big memset.
  * One unit = 32 inserts; one op = one insert; bytes = 64 per probed cache line. */
 #include "../stressor.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 #define EPOCH_SHIFT 48
@@ -12,6 +13,10 @@ struct hm_shared { uint64_t *slots; uint64_t bytes, nslots; uint64_t epoch, inse
 struct hm_state { uint64_t x; };
 
 static int hm_setup(struct stressor *s, char *err) {
+    if (!param_bool(s, "shared", 1)) {
+        snprintf(err, ERRLEN, "%s: shared=false is not implemented by kernel %s (its buffer is shared)", s->name, s->kernel);
+        return -1;
+    }
     struct hm_shared *sh = calloc(1, sizeof *sh);
     if (param_u64(s, "table_bytes", 512ull << 20, &sh->bytes, err)) { free(sh); return -1; }
     sh->nslots = sh->bytes / 8;

@@ -4,6 +4,7 @@
  * shared read-only by all threads (each thread walks from its own starting node).
  * One unit = 64 loads; one op = one load; bytes = 64 per load (one cache line). */
 #include "../stressor.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 #define LINE 64
@@ -11,6 +12,10 @@ struct chase_shared { uint64_t *buf; uint64_t bytes, nodes; };
 struct chase_state { uint64_t pos; uint64_t sink; };
 
 static int chase_setup(struct stressor *s, char *err) {
+    if (!param_bool(s, "shared", 1)) {
+        snprintf(err, ERRLEN, "%s: shared=false is not implemented by kernel %s (its buffer is shared)", s->name, s->kernel);
+        return -1;
+    }
     struct chase_shared *sh = calloc(1, sizeof *sh);
     if (param_u64(s, "working_set_bytes", 1 << 20, &sh->bytes, err)) { free(sh); return -1; }
     sh->nodes = sh->bytes / LINE;

@@ -3,12 +3,17 @@
  * by design (the data is noise). One unit = 64 updates; one op = one update;
  * bytes = 64 per update (each touches one cache line). */
 #include "../stressor.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 struct ra_shared { uint64_t *buf; uint64_t bytes, words; };
 struct ra_state { uint64_t x; };
 
 static int ra_setup(struct stressor *s, char *err) {
+    if (!param_bool(s, "shared", 1)) {
+        snprintf(err, ERRLEN, "%s: shared=false is not implemented by kernel %s (its buffer is shared)", s->name, s->kernel);
+        return -1;
+    }
     struct ra_shared *sh = calloc(1, sizeof *sh);
     if (param_u64(s, "working_set_bytes", 1ull << 30, &sh->bytes, err)) { free(sh); return -1; }
     sh->words = sh->bytes / 8;

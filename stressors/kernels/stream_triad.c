@@ -3,6 +3,7 @@
  * memory bandwidth. One unit = 4096 elements; bytes = 24 per element (STREAM's count:
  * two 8-byte reads and one 8-byte write). */
 #include "../stressor.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 #define UNIT 4096
@@ -10,6 +11,10 @@ struct triad_state { double *a, *b, *c; uint64_t n, pos, bytes; };
 
 static void *triad_thread_setup(struct stressor *s, int thread, char *err) {
     (void)thread;
+    if (param_bool(s, "shared", 0)) {
+        snprintf(err, ERRLEN, "%s: shared=true is not implemented by kernel %s (arrays are per thread)", s->name, s->kernel);
+        return NULL;
+    }
     struct triad_state *st = calloc(1, sizeof *st);
     uint64_t ws;
     if (param_u64(s, "working_set_bytes", 256ull << 20, &ws, err)) { free(st); return NULL; }

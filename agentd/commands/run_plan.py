@@ -1,0 +1,141 @@
+"""`mimesys-agent run-plan plan.h5`: execute a plan on this host with mimesys-runner,
+show progress, and print planned vs achieved time per stressor (optionally as JSON)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ..errors import MimesysError
+from ..hostpaths import online_cpus, parse_cpu_list
+
+
+def summarize(result, catalog, window_ns: int) -> dict:
+    """Planned vs achieved per stressor, and the timing figures, from a RunResult."""
+    wins = result.windows
+    M = len(catalog)
+    planned = np.zeros(M, np.int64)
+    ran = np.zeros(M, np.int64)
+    ops = np.zeros(M, np.int64)
+    nbytes = np.zeros(M, np.int64)
+    errors = []
+    for w in wins:
+        planned += w.planned_ns.sum(axis=1)
+        ran += w.ran_ns.sum(axis=1)
+        ops += w.ops.sum(axis=1)
+        nbytes += w.bytes.sum(axis=1)
+        mask = w.planned_ns > 0      # one segment per (stressor, thread) and window
+        errors.append(np.abs(w.ran_ns[mask] - w.planned_ns[mask]))
+    err = np.concatenate(errors) if errors else np.zeros(0, np.int64)
+    lateness = np.array([(w.thread_start_ns - w.planned_start_ns).max() for w in wins]) if wins else np.zeros(0)
+    stressors = {}
+    for m, s in enumerate(catalog.stressors):
+        if planned[m] == 0 and ran[m] == 0:
+            continue
+        stressors[s.name] = {"class": s.resource_class, "planned_s": planned[m] / 1e9, "ran_s": ran[m] / 1e9,
+                             "ops": int(ops[m]), "bytes": int(nbytes[m]),
+                             "bytes_per_s": float(nbytes[m] / ran[m] * 1e9) if ran[m] else 0.0}
+    return {
+        "windows": len(wins),
+        "exit": result.exit.status if result.exit else None,
+        "exit_detail": result.exit.detail if result.exit else "",
+        "stressors": stressors,
+        "timing": {
+            "segments": int(err.size),
+            "p50_segment_error_ms": float(np.percentile(err, 50) / 1e6) if err.size else None,
+            "p99_segment_error_ms": float(np.percentile(err, 99) / 1e6) if err.size else None,
+            "max_segment_error_ms": float(err.max() / 1e6) if err.size else None,
+            "max_start_lateness_ms": float(lateness.max() / 1e6) if lateness.size else None,
+            "drift_ms": float(lateness[-1] / 1e6) if lateness.size else None,
+        },
+        "notes": dict(result.notes),
+    }
+
+
+async def _run(plan, cfg, seed, repetitions, warmup, progress):
+    from ..runner import RunResult, RunnerExit, WindowDone, start_runner
+    handle = await start_runner(plan, cfg, seed=seed, repetitions=repetitions, warmup_windows=warmup)
+    result = RunResult(t0_ns=handle.t0_ns, notes=handle.notes, info=handle.info)
+    try:
+        async for ev in handle.events():
+            if isinstance(ev, WindowDone):
+                result.windows.append(ev)
+                progress.update(1)
+            elif isinstance(ev, RunnerExit):
+                result.exit = ev
+    finally:
+        if handle.exit is None:
+            await handle.stop()
+            result.exit = handle.exit
+    return result
+
+
+@click.command("run-plan")
+@click.argument("plan_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--scratch-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for the disk stressors' files (default: a temporary one under /var/tmp).")
+@click.option("--scratch-budget-mib", type=click.IntRange(1), default=2048, show_default=True)
+@click.option("--cpus", default=None, help="CPUs for the plan's threads, e.g. 0-1 (default: online CPUs).")
+@click.option("--seed", type=int, default=None, help="Segment-order seed (default: the plan's).")
+@click.option("--repetitions", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--warmup-windows", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--udp-sink", default="127.0.0.1:9", show_default=True, help="HOST:PORT for net_udp_sink.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the summary as JSON here.")
+@click.option("--catalog", "catalog_path", type=click.Path(exists=True, dir_okay=False), default=None)
+def run_plan(plan_path, scratch_dir, scratch_budget_mib, cpus, seed, repetitions, warmup_windows, udp_sink,
+             report_path, catalog_path):
+    """Execute PLAN_PATH (HDF5) on this host and report planned vs achieved time per stressor."""
+    from tqdm import tqdm
+
+    from ..catalog import load_catalog
+    from ..plan import Plan
+    from ..runner import RunnerConfig
+
+    try:
+        catalog = load_catalog(catalog_path)
+        plan = Plan.read(plan_path)
+        cpu_list = tuple(parse_cpu_list(cpus)) if cpus else tuple(online_cpus())
+        plan.validate(catalog)
+        if scratch_dir is not None:
+            scratch_dir.mkdir(parents=True, exist_ok=True)
+        cfg = RunnerConfig(cpus=cpu_list, scratch_dir=str(scratch_dir) if scratch_dir else None,
+                           scratch_budget_bytes=scratch_budget_mib << 20, udp_sink=udp_sink,
+                           catalog_path=catalog_path)
+        total = plan.T * repetitions
+        click.echo(f"{plan_path}: {plan.T} windows x {plan.window_s:g} s, {plan.K} threads on CPUs "
+                   f"{','.join(map(str, cpu_list))}, {repetitions} repetition(s), {warmup_windows} warm-up window(s)")
+        with tqdm(total=total, unit="win", desc="run-plan") as bar:
+            result = asyncio.run(_run(plan, cfg, seed, repetitions, warmup_windows, bar))
+    except ValueError as e:
+        raise click.ClickException(f"--cpus {cpus!r}: {e}") from None
+    except MimesysError as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        raise click.ClickException("interrupted; the runner was stopped and its scratch files removed") from None
+
+    summary = summarize(result, catalog, int(round(plan.window_s * 1e9)))
+    summary.update(plan=str(plan_path), threads=plan.K, window_s=plan.window_s, repetitions=repetitions,
+                   seed=plan.seed if seed is None else seed, cpus=list(cpu_list))
+    for name, note in summary["notes"].items():
+        click.echo(f"note: {name}: {note}")
+    click.echo(f"{'stressor':28s} {'planned s':>10s} {'ran s':>10s} {'ran/plan':>9s} {'MB/s':>10s}")
+    for name, s in summary["stressors"].items():
+        ratio = s["ran_s"] / s["planned_s"] if s["planned_s"] else float("nan")
+        click.echo(f"{name:28s} {s['planned_s']:10.3f} {s['ran_s']:10.3f} {ratio:9.4f} {s['bytes_per_s'] / 1e6:10.1f}")
+    t = summary["timing"]
+    if t["segments"]:
+        click.echo(f"segments: {t['segments']}, |ran - planned| p50 {t['p50_segment_error_ms']:.3f} ms, "
+                   f"p99 {t['p99_segment_error_ms']:.3f} ms, max {t['max_segment_error_ms']:.3f} ms; "
+                   f"window start lateness max {t['max_start_lateness_ms']:.3f} ms, last {t['drift_ms']:.3f} ms")
+    click.echo(f"runner: {summary['exit']} {summary['exit_detail']}".rstrip())
+    if report_path:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        report_path.write_text(json.dumps(summary, indent=1) + "\n")
+        click.echo(f"report: {report_path}")
+    if summary["exit"] != "done":
+        raise SystemExit(1)
