@@ -6,11 +6,18 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-APT_DEPS := gcc make pkg-config libzstd-dev libsystemd-dev
-DEB_DEPS := debhelper dh-python python3-all dpkg-dev fakeroot lintian systemd
-TORCH_CPU ?= torch==2.13.0
+# python3-venv/python3-dev: Debian's python3 makes the virtualenv; systemd-python builds
+# against libsystemd-dev. The same list serves CI on a fresh Debian 12 machine.
+APT_DEPS := gcc make pkg-config libzstd-dev libsystemd-dev python3-venv python3-dev
+DEB_DEPS := debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
+            python3-wheel dpkg-dev fakeroot lintian systemd
+# The CPU build of PyTorch: from a local wheel or index if pip already sees one, else
+# from PyTorch's CPU index (PyPI's default Linux wheel is the CUDA build, gigabytes more).
+TORCH_CPU ?= torch==2.13.0+cpu
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+DEMO_ARGS ?=
 
-.PHONY: setup build test demo bench deb clean
+.PHONY: setup build test demo bench deb deb-check deb-install-test clean
 
 setup: $(STAMP) build
 
@@ -22,7 +29,8 @@ $(STAMP): pyproject.toml
 	  else echo "missing system packages (install them as root): $$missing"; exit 1; fi; fi
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(TORCH_CPU)
+	$(BIN)/pip install -q '$(TORCH_CPU)' 2>/dev/null || \
+	  $(BIN)/pip install -q --extra-index-url $(TORCH_CPU_INDEX) '$(TORCH_CPU)'
 	$(BIN)/pip install -q -e '.[controller,systemd,dev]'
 	touch $(STAMP)
 
@@ -33,15 +41,28 @@ test: setup
 	$(BIN)/python -m pytest -q tests
 
 demo: setup
-	$(BIN)/mimesys demo
+	$(BIN)/mimesys demo $(DEMO_ARGS)
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# The agent's Debian package: debian-build/mimesys-agent_<version>_<arch>.deb
+# (packaging/README.md says how it is built and why it vendors two wheels).
 deb:
 	@missing=$$(for p in $(DEB_DEPS) $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing package build dependencies: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing build dependencies (install them as root): $$missing"; exit 1; fi; fi
 	packaging/build-deb.sh
+
+deb-check: deb
+	packaging/check-deb.sh
+
+# apt install of the .deb into a throwaway Debian 12 root (debootstrap; needs root and a
+# Debian mirror), then the agent started from it, then purge.
+deb-install-test: deb
+	packaging/test-install.sh
 
 clean:
 	$(MAKE) -C stressors clean
