@@ -137,7 +137,8 @@ def test_disk_skips_partitions_and_counts_totals_over_physical_only(tmp_path):
 def test_disk_counter_reset_gives_no_value():
     p = parse_diskstats(" 8 0 sda 100 0 800 0 0 0 0 0 0 50 0 0 0 0 0 0 0")
     c = parse_diskstats(" 8 0 sda 1 0 8 0 0 0 0 0 0 1 0 0 0 0 0 0 0")
-    out = DiskSampler.derive(p | {"physical": ("sda",)}, c | {"physical": ("sda",)}, 1.0)
+    phys = {"/physical": ("sda",)}
+    out = DiskSampler.derive(p | phys, c | phys, 1.0)
     assert "disk.sda.read_Bps" not in out and "disk.read_Bps" not in out
 
 

@@ -252,3 +252,47 @@ def test_mem_latency_probe_is_off_by_default_and_sees_dram_beyond_llc():
     cache_resident = median_latency(1)   # 1 MiB: fits this VM's 32 MiB L3
     dram = median_latency(64)            # 64 MiB: 2× the L3
     assert dram > cache_resident + 30, (dram, cache_resident)
+
+
+@needs_perf
+def test_live_set_with_perf_replays_identically_from_msgpack():
+    """Record = raw samples through the wire format; replay = the same derive."""
+    import msgpack
+    import numpy as np
+    from agentd.samplers import RawSample, derive_values
+    with SamplerSet.from_config(None, HostPaths()) as s:
+        a = s.read()
+        time.sleep(0.2)
+        b = s.read()
+        live = s.derive(a, b)
+        schema = s.schema()
+    names = [m.name for m in schema]
+    assert not math.isnan(live[names.index("perf.ctx_switches_per_s")])
+    a2, b2 = (RawSample.from_dict(msgpack.unpackb(msgpack.packb(x.to_dict()), raw=False)) for x in (a, b))
+    assert np.array_equal(derive_values(schema, a2, b2), live, equal_nan=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to an unprivileged user")
+def test_unprivileged_system_wide_perf_is_permission_denied_with_the_paranoid_hint():
+    """The same sampler run as 'nobody': the kernel refuses system-wide counting (unless
+    perf_event_paranoid <= 0) and the metric says so, with the kernel's words."""
+    import subprocess
+    import sys
+    paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    if paranoid <= 0:
+        pytest.skip("perf_event_paranoid <= 0 lets everyone count system-wide")
+    code = ("import os\n"  # import first: the interpreter's files may not be readable by nobody
+            "from agentd.samplers.perf_sw import PerfSoftwareSampler\n"
+            "from agentd.hostpaths import HostPaths\n"
+            "s = PerfSoftwareSampler(HostPaths())\n"
+            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+            "m = s.probe()[0]\n"
+            "print(m.availability.value); print(m.reason)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
+    state, reason = out.stdout.strip().split("\n", 1)
+    assert state == "permission_denied"
+    assert reason.startswith("perf_event_open(context-switches, cpu 0): Permission denied") or \
+        reason.startswith("perf_event_open(context-switches, cpu 0): Operation not permitted")
+    assert f"kernel.perf_event_paranoid is {paranoid}" in reason

@@ -26,6 +26,7 @@ from .base import ProcFile, Raw, Sampler, availability_of, os_reason
 from .registry import register
 
 SECTOR_B = 512
+PHYSICAL_KEY = "/physical"  # raw key listing the devices in the totals ("/" is never in a device name)
 # /proc/diskstats fields after "major minor name" (Documentation/admin-guide/iostats.rst)
 _READS, _READ_SECTORS, _WRITES, _WRITE_SECTORS, _IO_TICKS_MS = 0, 2, 4, 6, 9
 _KINDS = (("read_Bps", "B/s"), ("write_Bps", "B/s"), ("read_iops", "1/s"), ("write_iops", "1/s"),
@@ -97,18 +98,18 @@ class DiskSampler(Sampler):
     def read(self) -> Raw:
         raw = parse_diskstats(self._file.read_text(), self._devices)
         # Which devices enter the totals travels with the raw sample, so replay needs nothing else.
-        raw["physical"] = tuple(sorted(self._physical))
+        raw[PHYSICAL_KEY] = tuple(sorted(self._physical))
         return raw
 
     @staticmethod
     def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
         out: dict[str, float] = {}
-        physical = set(cur.get("physical", ()))
+        physical = set(cur.get(PHYSICAL_KEY, ()))
         totals = [0.0, 0.0, 0.0, 0.0]
         busiest = None
         for dev, c in cur.items():
             p = prev.get(dev)
-            if dev == "physical" or p is None:
+            if dev == PHYSICAL_KEY or p is None:
                 continue
             r = device_rates(p, c, elapsed_s)
             if r is None:

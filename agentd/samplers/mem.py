@@ -38,9 +38,8 @@ class MemSampler(Sampler):
             return [self.unavailable(n, "B", reason, availability_of(e)) for n in ("mem.used_B", "mem.cache_B")]
         specs = []
         missing = [f for f in _FIELDS if f not in have]
-        used_missing = [f for f in missing]
-        if used_missing:
-            specs.append(self.unavailable("mem.used_B", "B", f"{path}: no {', '.join(used_missing)}"))
+        if missing:
+            specs.append(self.unavailable("mem.used_B", "B", f"{path}: no {', '.join(missing)}"))
         else:
             specs.append(self.spec("mem.used_B", "B"))
         cache_missing = [f for f in ("Buffers", "Cached") if f not in have]

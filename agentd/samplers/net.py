@@ -27,6 +27,7 @@ from .base import NoData, Raw, Sampler
 from .registry import register
 
 IFF_UP = 0x1
+TOTALS_KEY = "/totals"  # raw key listing the interfaces in the totals ("/" is never in a name)
 IFF_LOOPBACK = 0x8
 IFLA_STATS_FILTER_LINK_64 = 1 << 0  # IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64)
 _KINDS = (("rx_Bps", "B/s", "rx_bytes"), ("tx_Bps", "B/s", "tx_bytes"),
@@ -87,18 +88,18 @@ class NetSampler(Sampler):
                 raw[name] = (s["rx_bytes"], s["tx_bytes"], s["rx_packets"], s["tx_packets"])
         if not raw:
             raise NoData("none of the probed interfaces is present")
-        raw["totals"] = self._total_over
+        raw[TOTALS_KEY] = self._total_over
         return raw
 
     @staticmethod
     def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
         out: dict[str, float] = {}
-        total_over = set(cur.get("totals", ()))
+        total_over = set(cur.get(TOTALS_KEY, ()))
         totals = [0.0, 0.0, 0.0, 0.0]
         any_total = False
         for name, c in cur.items():
             p = prev.get(name)
-            if name == "totals" or p is None:
+            if name == TOTALS_KEY or p is None:
                 continue
             d = [c[i] - p[i] for i in range(4)]
             if min(d) < 0:
