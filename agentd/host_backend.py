@@ -136,20 +136,24 @@ class HostBackend(Backend):
         from .runner import RunnerConfig, RunnerExit, WindowDone, WindowStarted, start_runner
 
         plan.validate(self.catalog, max_threads=self.max_threads)
-        cfg = RunnerConfig(cpus=self.cpus[:plan.K], scratch_dir=self.scratch_dir,
+        cfg = RunnerConfig(binary=self.runner_binary,
+                           cpus=self.cpus, scratch_dir=str(self.scratch_dir),
                            scratch_budget_bytes=self.scratch_budget_bytes,
-                           **({"binary": self.runner_binary} if self.runner_binary else {}))
+                           catalog_path=str(self.catalog.path) if self.catalog.path else None)
         self.boundary_lag_ns = []
         handle = await start_runner(plan, cfg, seed=options.seed if options.seed is not None else plan.seed,
-                                    repetitions=options.repetitions, warmup_windows=options.warmup_windows)
-        derive, read = self.samplers.derive, self.read
-        open_window = None          # (repetition, window, start_ns, start RawSample)
-        measured: dict[tuple[int, int], tuple[int, np.ndarray]] = {}   # awaiting their WindowDone
-        done: dict[tuple[int, int], object] = {}                         # WindowDone awaiting values
+                                    repetitions=options.repetitions, warmup_windows=options.warmup_windows,
+                                    catalog=self.catalog)
+        last = (options.repetitions - 1, plan.T - 1)
+        derive = self.samplers.derive
+        open_window = None          # (repetition, window, start_ns, start RawSample) of the window running now
+        measured: dict[tuple[int, int], tuple[int, np.ndarray]] = {}   # values awaiting their WindowDone
+        done: dict[tuple[int, int], WindowDone] = {}                     # WindowDone awaiting values
         try:
             async for ev in handle.events():
                 if isinstance(ev, WindowStarted):
-                    raw = await read()
+                    # The boundary: this sample ends the previous window and starts this one.
+                    raw = await self.read()
                     self.boundary_lag_ns.append(raw.monotonic_ns - ev.start_ns)
                     if open_window is not None:
                         rep, win, start_ns, start_raw = open_window
@@ -157,9 +161,9 @@ class HostBackend(Backend):
                     open_window = (ev.repetition, ev.window, ev.start_ns, raw)
                 elif isinstance(ev, WindowDone):
                     key = (ev.repetition, ev.window)
-                    if open_window is not None and open_window[:2] == key:
-                        # Nothing started after it (the last window): its end is now.
-                        raw = await read()
+                    if key == last and open_window is not None and open_window[:2] == key:
+                        # Nothing starts after the last window: its end sample is taken now.
+                        raw = await self.read()
                         self.boundary_lag_ns.append(raw.monotonic_ns - ev.end_ns)
                         rep, win, start_ns, start_raw = open_window
                         measured[key] = (start_ns, derive(start_raw, raw))
@@ -167,16 +171,18 @@ class HostBackend(Backend):
                     done[key] = ev
                 elif isinstance(ev, RunnerExit):
                     if not ev.ok:
-                        raise RunnerError(f"mimesys-runner: {ev.detail}")
+                        raise RunnerError(f"mimesys-runner {ev.status}: {ev.detail}"
+                                          + (f" ({ev.stderr_tail})" if ev.stderr_tail else ""))
                 for key in sorted(set(measured) & set(done)):
                     start_ns, values = measured.pop(key)
                     d = done.pop(key)
                     if key[0] < 0:
-                        continue  # warm-up window: executed and sampled, not reported
+                        continue  # warm-up window (only if the runner reports them): not part of the trace
                     yield ExecutedWindow(repetition=key[0], window=key[1], start_ns=start_ns, values=values,
                                          ran_ns=np.asarray(d.ran_ns, np.int64), ops=np.asarray(d.ops, np.int64))
         finally:
-            await handle.stop()
+            if handle.exit is None:
+                await handle.stop()
 
     async def monitor(self, interval_s: float = 1.0) -> AsyncIterator[MonitorSample]:
         """One sample per interval on an absolute grid (lateness never accumulates)."""
