@@ -330,3 +330,24 @@ def test_live_samplerset_sees_loopback_traffic_and_a_busy_core():
     assert v["net.rx_Bps"] * elapsed < v["net.lo.rx_Bps"] * elapsed  # loopback kept out of totals
     assert max(v["cpu.util.core0"], v["cpu.util.core1"]) > 0.5
     assert all(st["state"] == "ok" for st in s.states().values()), s.states()
+
+
+def test_recorded_raw_samples_v1_still_decode_and_derive_the_same():
+    """A recording made with every default sampler on the development VM (cpu, disk, mem,
+    mem_bw, net, perf_hw, perf_sw, psi): old raw samples must keep decoding, and replay must
+    keep giving the values derived at record time."""
+    import msgpack
+    from agentd.metrics import MetricSpec
+    doc = msgpack.unpackb((FIX / "raw_samples_v1.msgpack").read_bytes(), raw=False)
+    schema = [MetricSpec.from_dict(d) for d in doc["schema"]]
+    a, b = (RawSample.from_dict(d) for d in doc["samples"])
+    got = derive_values(schema, a, b)
+    want = np.array([np.nan if x is None else x for x in doc["values"]], dtype=np.float32)
+    assert np.array_equal(got, want, equal_nan=True)
+    names = [m.name for m in schema]
+    assert not np.isnan(got[names.index("perf.page_faults_per_s")]) and np.isnan(got[names.index("mem.bw_Bps")])
+    legacy = dict(doc["samples"][0])
+    legacy.pop("v")
+    assert RawSample.from_dict(legacy).monotonic_ns == a.monotonic_ns
+    with pytest.raises(ValueError, match="raw sample version 99 not supported"):
+        RawSample.from_dict(dict(doc["samples"][0], v=99))

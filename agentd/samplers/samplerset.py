@@ -29,22 +29,32 @@ from .registry import SamplersConfig
 log = logging.getLogger(__name__)
 
 
+RAW_SAMPLE_VERSION = 1
+
+
 @dataclass
 class RawSample:
-    """One tick: each sampler's raw counters (None = no data / failing this tick)."""
+    """One tick: each sampler's raw counters (None = no data / failing this tick).
+
+    ``to_dict`` is plain msgpack/JSON data with a version ("v"); readers accept every
+    version up to RAW_SAMPLE_VERSION and ignore keys they do not know.
+    """
 
     monotonic_ns: int
     readings: dict[str, Raw | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"monotonic_ns": self.monotonic_ns,
+        return {"v": RAW_SAMPLE_VERSION, "monotonic_ns": self.monotonic_ns,
                 "readings": {k: (None if v is None else {n: (list(x) if isinstance(x, tuple) else x)
                                                           for n, x in v.items()})
                              for k, v in self.readings.items()}}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "RawSample":
-        return cls(int(d["monotonic_ns"]), {k: (None if v is None else dict(v)) for k, v in d["readings"].items()})
+        v = d.get("v", 1)
+        if not isinstance(v, int) or not 1 <= v <= RAW_SAMPLE_VERSION:
+            raise ValueError(f"raw sample version {v!r} not supported (this build reads 1..{RAW_SAMPLE_VERSION})")
+        return cls(int(d["monotonic_ns"]), {k: (None if r is None else dict(r)) for k, r in d["readings"].items()})
 
 
 class _Compiled:
