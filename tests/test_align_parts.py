@@ -175,36 +175,3 @@ def test_step_loss_adds_the_kl_penalty_and_reports_clipfrac():
     assert st.clipfrac == 0.5 and st.kl == pytest.approx(0.5)
     assert st.approx_kl == pytest.approx(0.5 * (math.log(2.0) ** 2) / 2)
 
-
-# -- DDIM step with log-prob ----------------------------------------------------------------
-
-from controller.align.ddim_logprob import ddim_step_with_logprob  # noqa: E402
-
-
-def test_ddim_logprob_is_the_gaussian_log_density_of_the_step():
-    g = torch.Generator().manual_seed(1)
-    x_t, eps = torch.randn(5, 3, 2, generator=g), torch.randn(5, 3, 2, generator=g)
-    step = ddim_step_with_logprob(eps, x_t, 0.4, 0.7, eta=1.0, generator=g)
-    dist = torch.distributions.Normal(step.mean, step.std)
-    expected = dist.log_prob(step.prev_sample).reshape(5, -1).mean(1)
-    torch.testing.assert_close(step.log_prob, expected)
-    # σ² = (1−ᾱ_prev)/(1−ᾱ_t)·(1−ᾱ_t/ᾱ_prev) for η = 1
-    assert float(step.std) ** 2 == pytest.approx(0.3 / 0.6 * (1 - 0.4 / 0.7), rel=1e-5)
-    # re-evaluating the recorded sample gives the same log-prob; gradient flows through the mean only
-    eps2 = eps.clone().requires_grad_(True)
-    again = ddim_step_with_logprob(eps2, x_t, 0.4, 0.7, eta=1.0, prev_sample=step.prev_sample)
-    torch.testing.assert_close(again.log_prob, step.log_prob)
-    again.log_prob.sum().backward()
-    assert eps2.grad is not None and eps2.grad.abs().sum() > 0
-
-
-def test_ddim_mean_reduces_to_deterministic_ddim_as_eta_goes_to_zero():
-    g = torch.Generator().manual_seed(2)
-    x_t, eps = torch.randn(4, 6, generator=g), torch.randn(4, 6, generator=g)
-    a_t, a_prev = 0.3, 0.8
-    x0 = (x_t - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)
-    ddim = math.sqrt(a_prev) * x0 + math.sqrt(1 - a_prev) * eps
-    step = ddim_step_with_logprob(eps, x_t, a_t, a_prev, eta=1e-4, generator=g)
-    torch.testing.assert_close(step.mean, ddim, atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="σ = 0"):
-        ddim_step_with_logprob(eps, x_t, a_t, 1.0, eta=1.0)

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from controller.model.policy import Context
+
 from .advantages import WindowStatTracker
 from .checkpoint import AlignState
 from .config import AlignConfig
@@ -60,10 +62,9 @@ def assert_invariants(run: AlignRun) -> None:
     assert run.targets and all(np.isfinite(t.values).any() for t in run.targets), "targets without measured metrics"
     # The recorded log-probabilities must be reproducible by re-evaluating a step; otherwise every
     # PPO ratio is off from the start (dropout left on, a sampler/step mismatch, a dtype change).
-    from .policy import Conditions
     t0 = run.targets[0]
     n = min(2, t0.T)
-    cond = Conditions(torch.from_numpy(t0.values[:n]),
+    cond = Context(torch.from_numpy(t0.values[:n]),
                       torch.full_like(torch.from_numpy(t0.values[:n]), float("nan")),
                       torch.zeros(n, len(pol.catalog_names), pol.threads))
     probe = torch.Generator().manual_seed(run.config.seed + 1)   # never the run's generator: resume stays exact

@@ -1,50 +1,30 @@
-"""What alignment needs from the diffusion model, as typed batches and one protocol.
+"""The diffusion model as an alignment policy.
 
-The model room owns the networks and the sampler; alignment only needs to (1) sample a
-composition while recording the denoising path and each step's log-probability, and
-(2) re-evaluate one step's Gaussian (log-prob, mean, std) under the current weights.
-`controller/align/model_policy.py` implements this over the model room's policy.
+The model room's DiffusionPolicy (controller/model/policy.py) already samples with a
+recorded denoising path and per-step log-probabilities, and re-evaluates one step
+(`step_log_prob`, with the DDIM-with-log-prob step of controller/model/schedule.py,
+adapted from kvablack/ddpo-pytorch). `AlignPolicy` fixes the sampler settings alignment
+uses (η > 0, steps, guidance) and returns typed batches the loop can index and stack.
+
+Shapes: B windows, M stressors, K threads, N metrics, S denoising steps.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import torch
+from torch import nn
+
+from controller.model.policy import Context, DiffusionPolicy
+
+from .config import AlignConfig
 
 
-@dataclass
-class Conditions:
-    """What a composition is conditioned on, for B windows (raw units, model metric order).
-
-    target_obs [B, N]: the window's target metrics (NaN = not in the trace)
-    prev_obs   [B, N]: the previous target window's metrics (NaN at a trace's first window)
-    prev_action [B, M, K]: the composition generated for the previous window (zeros = idle)
-    """
-
-    target_obs: torch.Tensor
-    prev_obs: torch.Tensor
-    prev_action: torch.Tensor
-
-    def __post_init__(self):
-        B = self.target_obs.shape[0]
-        if self.prev_obs.shape != self.target_obs.shape or self.prev_action.ndim != 3 \
-                or self.prev_action.shape[0] != B:
-            raise ValueError(f"conditions: target_obs {tuple(self.target_obs.shape)}, prev_obs "
-                             f"{tuple(self.prev_obs.shape)}, prev_action {tuple(self.prev_action.shape)} "
-                             f"must be [B, N], [B, N], [B, M, K]")
-
-    def __len__(self) -> int:
-        return int(self.target_obs.shape[0])
-
-    def index(self, idx) -> "Conditions":
-        return Conditions(self.target_obs[idx], self.prev_obs[idx], self.prev_action[idx])
-
-    @classmethod
-    def cat(cls, parts: list["Conditions"]) -> "Conditions":
-        return cls(torch.cat([p.target_obs for p in parts]), torch.cat([p.prev_obs for p in parts]),
+def cat_contexts(parts: list[Context]) -> Context:
+    return Context(torch.cat([p.target_obs for p in parts]), torch.cat([p.prev_obs for p in parts]),
                    torch.cat([p.prev_action for p in parts]))
 
 
@@ -52,7 +32,7 @@ class Conditions:
 class Trajectories:
     """B sampled denoising paths.
 
-    latents   [B, S + 1, *X]: x_T, ..., x_0 in the model's sample space
+    latents   [B, S + 1, M, K]: x_T, ..., x_0 as sampled
     log_probs [B, S]: log π(x_{j+1} | x_j, c) of each step as sampled
     actions   [B, M, K] float32 (numpy): the valid compositions the paths decode to
     """
@@ -83,33 +63,72 @@ class Trajectories:
 @dataclass
 class StepDistribution:
     """One denoising step's Gaussian for B samples: log_prob [B] of the given next latent,
-    mean [B, *X], std broadcastable to mean."""
+    mean [B, M, K], std (a scalar tensor: the same σ for every entry of the step)."""
 
     log_prob: torch.Tensor
     mean: torch.Tensor
     std: torch.Tensor
 
 
-class AlignPolicy(Protocol):
-    metric_names: list[str]      # model metric order (N)
-    catalog_names: list[str]     # stressor order (M)
-    catalog_hash: str
-    threads: int                 # K
-    window_s: float
-    steps: int                   # denoising steps S of the η > 0 sampler
+class AlignPolicy(nn.Module):
+    """DiffusionPolicy + the η > 0 sampler settings alignment trains under."""
+
+    def __init__(self, model: DiffusionPolicy, *, eta: float, steps: int | None = None,
+                 guidance: float | None = None):
+        super().__init__()
+        if not eta > 0:
+            raise ValueError(f"alignment needs η > 0 (a log-probability per step), got {eta}")
+        self.model = model
+        self.eta = float(eta)
+        self.sample_steps = int(steps or model.config.sample_steps)
+        self.guidance = float(model.config.guidance if guidance is None else guidance)
+
+    @classmethod
+    def from_config(cls, model: DiffusionPolicy, cfg: AlignConfig) -> "AlignPolicy":
+        return cls(model, eta=cfg.eta, steps=cfg.sample_steps, guidance=cfg.guidance_weight)
+
+    # what rollouts and rewards need to know about the model
+    @property
+    def metric_names(self) -> list[str]:
+        return self.model.spec.metric_names
+
+    @property
+    def catalog_names(self) -> list[str]:
+        return list(self.model.spec.catalog_names)
+
+    @property
+    def catalog_hash(self) -> str:
+        return self.model.spec.catalog_hash
+
+    @property
+    def threads(self) -> int:
+        return self.model.K
+
+    @property
+    def window_s(self) -> float:
+        return self.model.spec.window_s
+
+    @property
+    def steps(self) -> int:
+        return self.model.schedule(self.sample_steps).steps
 
     def normalize_obs(self, values: np.ndarray) -> np.ndarray:
-        """[..., N] raw -> the model's normalized metric space (NaN stays NaN)."""
+        """[..., N] raw -> the model's normalized metric space (z-scores), NaN stays NaN."""
+        return self.model.normalizer.normalize(values)
 
-    def sample(self, cond: Conditions, generator: torch.Generator) -> Trajectories:
-        """Sample one composition per window with the η > 0 DDIM sampler, recording the path."""
+    @torch.no_grad()
+    def sample(self, ctx: Context, generator: torch.Generator) -> Trajectories:
+        out = self.model.sample(ctx, steps=self.sample_steps, guidance=self.guidance, eta=self.eta,
+                                generator=generator)
+        return Trajectories(out.latents, out.log_probs, out.actions.cpu().numpy().astype(np.float32))
 
-    def step(self, cond: Conditions, latents: torch.Tensor, next_latents: torch.Tensor,
-             step: int) -> StepDistribution:
-        """Re-evaluate denoising step `step` (0 = the first, from x_T) under the current weights."""
-
-    def parameters(self):
-        """Trainable parameters."""
+    def step(self, ctx: Context, latents: torch.Tensor, next_latents: torch.Tensor, step: int) -> StepDistribution:
+        st = self.model.step_log_prob(ctx, latents, next_latents, step, steps=self.sample_steps,
+                                      guidance=self.guidance, eta=self.eta)
+        return StepDistribution(st.log_prob, st.mean, torch.as_tensor(st.std, dtype=st.mean.dtype))
 
     def frozen_copy(self) -> "AlignPolicy":
-        """A copy of the current weights with gradients off: the KL reference."""
+        ref = copy.deepcopy(self)
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref.eval()

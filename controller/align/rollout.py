@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from agentd.plan import Plan
+from controller.model.policy import Context
 
 from .executors import Executor
-from .policy import AlignPolicy, Conditions, Trajectories
+from .policy import AlignPolicy, Trajectories, cat_contexts
 from .reward import RewardFunction
 from .targets import Segment, TargetTrace
 
@@ -27,7 +28,7 @@ from .targets import Segment, TargetTrace
 class RolloutBatch:
     """The scored windows of one epoch, flattened over rollouts × windows (B rows)."""
 
-    cond: Conditions
+    cond: Context
     paths: Trajectories
     rewards: np.ndarray                 # float64 [B], finite
     keys: list[tuple[int, int]]         # (target trace index, window index) of each row
@@ -53,16 +54,16 @@ class RolloutReport:
 
 
 def _conditions(targets: list[TargetTrace], segs: list[Segment], window_offset: int,
-                prev_action: np.ndarray) -> Conditions:
+                prev_action: np.ndarray) -> Context:
     target = np.stack([targets[s.trace].values[s.first + window_offset] for s in segs])
     prev = np.stack([targets[s.trace].values[s.first + window_offset - 1] if s.first + window_offset > 0
                      else np.full(targets[s.trace].values.shape[1], np.nan, np.float32) for s in segs])
-    return Conditions(torch.from_numpy(target), torch.from_numpy(prev), torch.from_numpy(prev_action))
+    return Context(torch.from_numpy(target), torch.from_numpy(prev), torch.from_numpy(prev_action))
 
 
 @torch.no_grad()
 def generate_segments(policy: AlignPolicy, targets: list[TargetTrace], segs: list[Segment],
-                      generator: torch.Generator) -> tuple[list[Conditions], list[Trajectories]]:
+                      generator: torch.Generator) -> tuple[list[Context], list[Trajectories]]:
     """Sequential, batched generation. Returns, per generation step i, the conditions and the
     sampled paths of the rollouts that have a window i (segments may differ in length)."""
     M, K = len(policy.catalog_names), policy.threads
@@ -116,7 +117,7 @@ def collect_rollouts(policy: AlignPolicy, targets: list[TargetTrace], segs: list
     if not keys:
         raise RuntimeError("no executed window could be scored: the agents measure none of the "
                            "target traces' metrics")
-    batch = RolloutBatch(Conditions.cat(rows_cond), Trajectories.cat(rows_path),
+    batch = RolloutBatch(cat_contexts(rows_cond), Trajectories.cat(rows_path),
                          np.asarray(rewards, np.float64), keys)
     report = RolloutReport(len(segs), len(keys), unscored, bool(executor.simulated),
                            tuple(res.agent for res in results))
