@@ -83,6 +83,11 @@ class SimBackend(Backend):
         return cls(SimConfig.from_env(default_cpus=len(cpus) if cpus else 4,
                                       catalog=getattr(config.agent, "catalog", None)))
 
+    @property
+    def max_threads(self) -> int:
+        """Plans may use this many threads: the simulated host's CPUs, not this machine's."""
+        return self.config.n_cpus
+
     def info(self) -> BackendInfo:
         p = self.model.params
         fp = p.fingerprint()
