@@ -1,0 +1,151 @@
+"""Evaluation results: one row per (trace, method, metric), grouped by load level, written as
+JSON, CSV and PNGs.
+
+Load level of a target trace (the MIMESYS paper's three classes, §7.2): from its mean CPU
+utilization over all cores and windows, u = mean(cpu.util): low u < 0.30, mid 0.30 <= u <
+0.60, high u >= 0.60. (The paper classifies by the CPU cores allocated to the mix; a trace
+imported from elsewhere carries no allocation, so the measured mean stands in for it, and
+`load_level` can be given explicitly per target.)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from agentd.trace import Trace
+
+LEVELS = ((0.30, "low"), (0.60, "mid"), (math.inf, "high"))
+
+
+def load_level(trace: Trace) -> str:
+    if "cpu.util" not in trace.names:
+        return "unknown"
+    u = trace.column("cpu.util")
+    if not np.isfinite(u).any():
+        return "unknown"
+    m = float(np.nanmean(u))
+    return next(name for bound, name in LEVELS if m < bound)
+
+
+@dataclass
+class Row:
+    trace: str
+    method: str
+    load_level: str
+    metric: str
+    distance: float          # normalized DTW, [0, 1]; NaN = not evaluated
+    scale: float
+    scale_from: str
+    reason: str = ""
+
+
+@dataclass
+class EvaluationResults:
+    rows: list[Row] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)      # host, band, simulated, what ran
+    runs: list[dict] = field(default_factory=list)  # per (trace, method): plan and run ids, timings, errors
+
+    def add(self, trace: str, method: str, level: str, results: dict) -> None:
+        for metric, r in results.items():
+            self.rows.append(Row(trace, method, level, metric, r.distance, r.scale, r.scale_from, r.reason))
+
+    def methods(self) -> list[str]:
+        return list(dict.fromkeys(r.method for r in self.rows))
+
+    def summary(self) -> dict:
+        """method -> level ("all" included) -> metric ("MEAN" included) -> mean distance over traces.
+        MEAN is the mean over the metrics evaluated for that method and level."""
+        acc: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+        for r in self.rows:
+            if math.isfinite(r.distance):
+                for level in (r.load_level, "all"):
+                    acc[r.method][level][r.metric].append(r.distance)
+        out: dict = {}
+        for method, levels in acc.items():
+            out[method] = {}
+            for level, metrics in levels.items():
+                means = {m: float(np.mean(v)) for m, v in metrics.items()}
+                means["MEAN"] = float(np.mean(list(means.values())))
+                out[method][level] = means
+        return out
+
+    def write(self, outdir: Path) -> dict[str, Path]:
+        outdir.mkdir(parents=True, exist_ok=True)
+        paths = {"json": outdir / "results.json", "csv": outdir / "results.csv",
+                 "summary_csv": outdir / "summary.csv"}
+        doc = {"meta": self.meta, "summary": self.summary(), "runs": self.runs,
+               "rows": [{**asdict(r), "distance": None if math.isnan(r.distance) else r.distance,
+                         "scale": None if math.isnan(r.scale) else r.scale} for r in self.rows]}
+        _atomic_text(paths["json"], json.dumps(doc, indent=1, sort_keys=True))
+        tmp = paths["csv"].with_name(".results.csv.tmp")
+        with tmp.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["trace", "method", "load_level", "metric", "dtw_normalized", "scale", "scale_from", "reason"])
+            for r in self.rows:
+                w.writerow([r.trace, r.method, r.load_level, r.metric, "" if math.isnan(r.distance) else f"{r.distance:.6f}",
+                            "" if math.isnan(r.scale) else f"{r.scale:.6g}", r.scale_from, r.reason])
+        tmp.replace(paths["csv"])
+        tmp = paths["summary_csv"].with_name(".summary.csv.tmp")
+        with tmp.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["method", "load_level", "metric", "mean_dtw_normalized"])
+            for method, levels in self.summary().items():
+                for level, metrics in sorted(levels.items()):
+                    for metric, v in metrics.items():
+                        w.writerow([method, level, metric, f"{v:.6f}"])
+        tmp.replace(paths["summary_csv"])
+        return paths
+
+    def render(self) -> str:
+        """A plain table: methods as rows, metrics (+ MEAN) as columns, over all levels."""
+        s = self.summary()
+        metrics = list(dict.fromkeys(m for lv in s.values() for m in lv.get("all", {}) if m != "MEAN")) + ["MEAN"]
+        head = f"{'method':<18}" + "".join(f"{m[:16]:>17}" for m in metrics)
+        lines = [head]
+        for method in s:
+            row = s[method].get("all", {})
+            lines.append(f"{method:<18}" + "".join(f"{row[m]:>17.4f}" if m in row else f"{'-':>17}" for m in metrics))
+        return "\n".join(lines)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def overlay_png(path: Path, title: str, target: Trace, executed: dict[str, Trace], metrics: list[str],
+                *, simulated: bool = False) -> Path:
+    """One panel per metric: the target (black) and each method's executed trace."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in metrics if m in target.names]
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(10, 1.9 * len(metrics) + 0.6), sharex=True, squeeze=False)
+    for ax, m in zip(axes[:, 0], metrics):
+        t = np.arange(target.T) * target.window_s
+        ax.plot(t, target.column(m), color="black", lw=1.6, label="target")
+        for name, tr in executed.items():
+            if m in tr.names:
+                ax.plot(np.arange(tr.T) * tr.window_s, tr.column(m), lw=1.0, label=name)
+        unit = next((s.unit for s in target.metrics if s.name == m), "")
+        ax.set_ylabel(f"{m}\n[{unit}]", fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, ncol=min(5, 1 + len(executed)), loc="upper right")
+    axes[-1, 0].set_xlabel("time [s]")
+    fig.suptitle(title + ("  (SIMULATED host)" if simulated else ""), fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,155 @@
+"""Evaluation: normalized DTW (by hand on small series), results grouped by load level, and
+the driver end to end against a real agent on 127.0.0.1 running the SIMULATED host backend.
+
+The generator used here is a test generator (duty cycle of one CPU stressor matched to each
+core's target utilization), written for this test because it needs no dataset; the product
+methods (the ONNX model, the aligned model, controller/baselines.py) plug into the same
+`generate(trace, *, seed) -> Plan` interface."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import socket
+
+import numpy as np
+import pytest
+
+from agentd.metrics import MetricSpec
+from agentd.plan import Plan
+from agentd.trace import Trace
+from controller.evaluate.dtw import compare, normalized_dtw
+from controller.evaluate.report import EvaluationResults, load_level
+
+from conftest import ROOT, SHARED_TRACES
+
+
+def test_dtw_identical_is_zero_and_opposite_is_one():
+    a = np.array([0.0, 0.5, 1.0, 0.5])
+    assert normalized_dtw(a, a, unit="fraction").distance == 0.0
+    assert normalized_dtw(np.zeros(5), np.ones(5), unit="fraction").distance == pytest.approx(1.0)
+
+
+def test_dtw_by_hand():
+    """target 0,0,1,1 vs executed 0,1,1,1 (fractions, scale 1).
+    Free warping: the path (0,0),(1,0),(2,1),(3,2),(3,3) pairs equal values everywhere: D = 0, |P| = 5.
+    Band 1 (no shift allowed): the diagonal pairs window 1's 0 with 1: D = sqrt(1) = 1, |P| = 4,
+    d = 1/sqrt(4) = 0.5."""
+    r = normalized_dtw([0, 0, 1, 1], [0, 1, 1, 1], unit="fraction", band=None)
+    assert r.raw == 0.0 and r.path_len == 5 and r.distance == 0.0
+    r = normalized_dtw([0, 0, 1, 1], [0, 1, 1, 1], unit="fraction", band=1)
+    assert r.raw == pytest.approx(1.0) and r.path_len == 4 and r.distance == pytest.approx(0.5)
+
+
+def test_dtw_scale_uses_peak_then_max():
+    r = normalized_dtw([0, 5e9], [0, 2.5e9], unit="B/s", peak=1e10, band=1)
+    # scaled 0, 0.5 vs 0, 0.25: sqrt((0.25^2)/2) = 0.1768
+    assert r.scale_from == "peak" and r.distance == pytest.approx(math.sqrt(0.25 ** 2 / 2))
+    r = normalized_dtw([0, 5e9], [0, 2.5e9], unit="B/s", band=1)
+    assert r.scale_from == "max" and r.distance == pytest.approx(math.sqrt(0.5 ** 2 / 2))
+    r = normalized_dtw([np.nan, 1.0], [0.5, 0.5], unit="fraction")
+    assert math.isnan(r.distance) and "fewer than 2" in r.reason
+
+
+def test_load_levels_and_summary(tmp_path):
+    def tr(u):
+        return Trace(np.full((4, 1), u, np.float32), [MetricSpec("cpu.util", "fraction")])
+    assert [load_level(tr(u)) for u in (0.1, 0.3, 0.59, 0.6, 0.95)] == ["low", "mid", "mid", "high", "high"]
+    res = EvaluationResults()
+    for name, u, method in (("a", 0.1, "m"), ("b", 0.9, "m")):
+        res.add(name, method, load_level(tr(u)), compare(tr(u), tr(u + 0.1), ["cpu.util"], band=2))
+    s = res.summary()
+    assert s["m"]["low"]["cpu.util"] == pytest.approx(0.1, abs=1e-6)
+    assert s["m"]["all"]["MEAN"] == pytest.approx(0.1, abs=1e-6)
+    paths = res.write(tmp_path)
+    assert json.loads(paths["json"].read_text())["summary"]["m"]["high"]["cpu.util"] == pytest.approx(0.1, abs=1e-6)
+    assert paths["csv"].read_text().splitlines()[0].startswith("trace,method,load_level,metric,dtw_normalized")
+
+
+# -- end to end on a real agent (simulated host) ----------------------------------------------
+
+class DutyCycleTestGenerator:
+    """Test generator: thread k runs `cpu_int_crc32` for the target's cpu.util.core<k> of each window."""
+
+    def __init__(self, catalog, threads: int, gain: float = 1.0):
+        self.catalog, self.threads, self.gain = catalog, threads, gain
+
+    def generate(self, trace: Trace, *, seed: int = 0) -> Plan:
+        a = np.zeros((trace.T, len(self.catalog), self.threads), np.float32)
+        m = self.catalog.index("cpu_int_crc32")
+        for k in range(self.threads):
+            name = f"cpu.util.core{k}"
+            u = trace.column(name) if name in trace.names else trace.column("cpu.util")
+            a[:, m, k] = np.clip(np.nan_to_num(u) * self.gain, 0, 1)
+        return Plan.from_catalog(a, self.catalog, seed=seed, provenance={"by": "test duty-cycle generator"})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _start_sim_agent(tmp_path, cpus: int):
+    from aiohttp import web
+
+    from agentd.api import create_app
+    from agentd.config import config_from_dict
+    from agentd.sim import SimBackend
+    from agentd.sim.backend import SimConfig
+
+    token = "t" * 32
+    tok = tmp_path / "token"
+    tok.write_text(token)
+    os.chmod(tok, 0o600)
+    cfg = config_from_dict({"agent": {"backend": "sim", "state_dir": str(tmp_path / "state"),
+                                      "scratch_dir": str(tmp_path / "scratch")},
+                            "api": {"token_file": str(tok), "bind": "127.0.0.1", "port": 0}})
+    backend = SimBackend(SimConfig(n_cpus=cpus, noise=0.0))
+    app = create_app(cfg, backend)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = _free_port()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    return runner, f"http://127.0.0.1:{port}", token
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason=f"shared traces directory {SHARED_TRACES} absent")
+def test_driver_end_to_end_on_simulated_agent(tmp_path, catalog):
+    from controller.evaluate.driver import EvalOptions, evaluate
+    from controller.fleet import AgentClient
+    from controller.importers import get
+
+    imported, _ = get("tacc_stats").load(SHARED_TRACES / "stats-num_vms_1_7.txt")
+    low = Trace(np.full((20, 2), 0.1, np.float32), [MetricSpec("cpu.util.core0", "fraction"),
+                                                     MetricSpec("cpu.util.core1", "fraction")])
+
+    async def main():
+        runner, url, token = await _start_sim_agent(tmp_path, cpus=2)
+        client = AgentClient(url, token)
+        try:
+            methods = {"duty": DutyCycleTestGenerator(catalog, 2), "half-duty": DutyCycleTestGenerator(catalog, 2, 0.5)}
+            return await evaluate({"num_vms_1_7": imported, "flat10": low}, methods, client,
+                                  EvalOptions(outdir=tmp_path / "eval", band=5, plots=True))
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    res = asyncio.run(main())
+    assert res.meta["simulated"] is True
+    assert not [r for r in res.runs if "error" in r], res.runs
+    s = res.summary()
+    # the full duty cycle follows the target's CPU better than half of it, on both targets
+    assert s["duty"]["all"]["cpu.util"] < s["half-duty"]["all"]["cpu.util"]
+    assert {r.load_level for r in res.rows} <= {"low", "mid", "high"}
+    out = tmp_path / "eval"
+    for f in ("results.json", "results.csv", "summary.csv", "num_vms_1_7.png", "flat10.png",
+              "executed/num_vms_1_7__duty.h5", "plans/flat10__half-duty.h5"):
+        assert (out / f).exists(), f
+    ex = Trace.read(out / "executed/num_vms_1_7__duty.h5")
+    assert ex.simulated and ex.T == imported.T
+    mapping = next(r["mapping"] for r in res.runs if r["trace"] == "num_vms_1_7")
+    assert any("preserve-total" in src for src, _ in mapping["mapped"])
