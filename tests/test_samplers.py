@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import socket
+import struct
 import time
 from pathlib import Path
 
@@ -351,3 +353,46 @@ def test_recorded_raw_samples_v1_still_decode_and_derive_the_same():
     assert RawSample.from_dict(legacy).monotonic_ns == a.monotonic_ns
     with pytest.raises(ValueError, match="raw sample version 99 not supported"):
         RawSample.from_dict(dict(doc["samples"][0], v=99))
+
+
+# -- netlink ------------------------------------------------------------------------
+def test_stats_dump_parser_agrees_with_pyroute2_on_recorded_bytes():
+    from pyroute2.netlink.rtnl.ifstatsmsg import ifstatsmsg
+    from agentd.samplers.net import RTM_NEWSTATS, parse_stats_dump
+    data = (FIX / "rtm_getstats_dump_seq42.bin").read_bytes()
+    ours, done = parse_stats_dump(data, 42)
+    assert done and sorted(ours) == [1, 2, 3, 4]
+    theirs, off = {}, 0
+    while off < len(data):
+        length, mtype = struct.unpack_from("=IH", data, off)
+        if mtype == RTM_NEWSTATS:
+            m = ifstatsmsg(data[off:off + length])
+            m.decode()
+            st = m.get_attr("IFLA_STATS_LINK_64")
+            theirs[m["ifindex"]] = (st["rx_bytes"], st["tx_bytes"], st["rx_packets"], st["tx_packets"])
+        off += (length + 3) & ~3
+    assert ours == theirs
+    assert ours[1][0] > 0  # loopback had traffic
+    # A reply to another request (stale sequence number) is ignored, not mixed in.
+    assert parse_stats_dump(data, 7) == ({}, False)
+    with pytest.raises(ValueError, match="claims"):
+        parse_stats_dump(data[:40], 42)
+
+
+def test_stats_dump_error_message_raises_the_kernels_errno():
+    from agentd.samplers.net import NLMSG_ERROR, parse_stats_dump
+    msg = struct.pack("=IHHII", 36, NLMSG_ERROR, 0, 5, 0) + struct.pack("=i", -95) + b"\0" * 16
+    with pytest.raises(OSError, match="Operation not supported"):
+        parse_stats_dump(msg, 5)
+
+
+def test_net_sampler_keeps_one_socket_across_ticks():
+    from agentd.samplers.net import NetSampler
+    s = NetSampler(HostPaths())
+    s.probe()
+    fd = s._stats.sock.fileno()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        s.read()
+    assert s._stats.sock.fileno() == fd and len(os.listdir("/proc/self/fd")) == before
+    s.close()

@@ -1,9 +1,13 @@
 """Network throughput per interface from netlink (pyroute2), loopback separately.
 
-Counters come from one RTM_GETSTATS dump with only IFLA_STATS_LINK_64 requested (the
-kernel's 64-bit rtnl_link_stats64). It is the same data ``ip -s link`` shows, but about 5×
-cheaper to fetch and parse than a full RTM_GETLINK dump (0.47 ms vs 2.3 ms for 4 links on
-the development VM). The netlink socket is opened once at probe time and kept.
+pyroute2 finds the interfaces at probe time (RTM_GETLINK: names, flags, ifindex). Each
+tick then sends one RTM_GETSTATS dump request with only IFLA_STATS_LINK_64 (the kernel's
+64-bit rtnl_link_stats64, what ``ip -s link`` shows) on a netlink socket opened at probe
+time and kept, and ``parse_stats_dump`` — a pure function tested on recorded bytes against
+pyroute2's own decoder — takes the four counters out of the reply. Why not pyroute2 per
+tick: its generic decoder cost ~45 µs per interface here (0.35 ms/tick with 1 interface,
+4.8 ms with 101 veths in a test netns: 0.5 % of a core at 1 Hz on a container host, over
+the budget), and its sync API cannot run on a thread with a running asyncio loop.
 
 Which interfaces: those that are up (IFF_UP) at probe time; the list is fixed then (an
 interface created later is not reported; one removed later reads NaN). Interfaces that are
@@ -20,6 +24,9 @@ Metrics: ``net.<if>.rx_Bps``, ``tx_Bps``, ``rx_pps``, ``tx_pps`` and the four to
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
 from dataclasses import dataclass
 
 from ..metrics import Availability
@@ -29,7 +36,17 @@ from .registry import register
 IFF_UP = 0x1
 TOTALS_KEY = "/totals"  # raw key listing the interfaces in the totals ("/" is never in a name)
 IFF_LOOPBACK = 0x8
-IFLA_STATS_FILTER_LINK_64 = 1 << 0  # IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64)
+# include/uapi/linux/{netlink,rtnetlink,if_link}.h
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+RTM_NEWSTATS, RTM_GETSTATS = 92, 94
+IFLA_STATS_LINK_64 = 1
+IFLA_STATS_FILTER_LINK_64 = 1 << (IFLA_STATS_LINK_64 - 1)  # IFLA_STATS_FILTER_BIT
+NLA_TYPE_MASK = 0x3FFF
+_NLMSGHDR = struct.Struct("=IHHII")        # len, type, flags, seq, pid
+_IF_STATS_MSG = struct.Struct("=BBHII")    # family, pad1, pad2, ifindex, filter_mask
+_NLATTR = struct.Struct("=HH")             # len, type
+_STATS64_HEAD = struct.Struct("=4Q")       # rx_packets, tx_packets, rx_bytes, tx_bytes
 _KINDS = (("rx_Bps", "B/s", "rx_bytes"), ("tx_Bps", "B/s", "tx_bytes"),
           ("rx_pps", "1/s", "rx_packets"), ("tx_pps", "1/s", "tx_packets"))
 
@@ -39,6 +56,72 @@ class NetOptions:
     interfaces: tuple[str, ...] | None = None  # explicit interface names; None = every up interface
 
 
+def _align4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+def parse_stats_dump(data, seq: int | None = None) -> tuple[dict[int, tuple[int, int, int, int]], bool]:
+    """Bytes of RTM_GETSTATS dump replies -> ({ifindex: (rx_bytes, tx_bytes, rx_packets,
+    tx_packets)}, done). done is True once NLMSG_DONE was seen. Messages of another
+    sequence number are skipped; NLMSG_ERROR raises OSError with the kernel's errno."""
+    out: dict[int, tuple[int, int, int, int]] = {}
+    done = False
+    off, end = 0, len(data)
+    while off + _NLMSGHDR.size <= end:
+        length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, off)
+        if length < _NLMSGHDR.size or off + length > end:
+            raise ValueError(f"netlink message at offset {off} claims {length} bytes, {end - off} left")
+        if seq is None or mseq == seq:
+            if mtype == NLMSG_DONE:
+                done = True
+            elif mtype == NLMSG_ERROR:
+                err = -struct.unpack_from("=i", data, off + _NLMSGHDR.size)[0]
+                if err:
+                    raise OSError(err, f"RTM_GETSTATS: {os.strerror(err)}")
+            elif mtype == RTM_NEWSTATS:
+                body = off + _NLMSGHDR.size
+                ifindex = _IF_STATS_MSG.unpack_from(data, body)[3]
+                a = body + _align4(_IF_STATS_MSG.size)
+                while a + _NLATTR.size <= off + length:
+                    alen, atype = _NLATTR.unpack_from(data, a)
+                    if alen < _NLATTR.size:
+                        break
+                    if atype & NLA_TYPE_MASK == IFLA_STATS_LINK_64 and alen >= _NLATTR.size + _STATS64_HEAD.size:
+                        rxp, txp, rxb, txb = _STATS64_HEAD.unpack_from(data, a + _NLATTR.size)
+                        out[ifindex] = (rxb, txb, rxp, txp)
+                    a += _align4(alen)
+        off += _align4(length)
+    return out, done
+
+
+class StatsSocket:
+    """A NETLINK_ROUTE socket kept open across ticks for RTM_GETSTATS dumps."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE)
+        self.sock.bind((0, 0))
+        self.sock.settimeout(1.0)  # the kernel answers a dump at once; never hang a tick
+        self.seq = 0
+        self.buf = bytearray(1 << 16)
+
+    def dump(self) -> dict[int, tuple[int, int, int, int]]:
+        self.seq = (self.seq + 1) & 0xFFFFFFFF
+        req = _NLMSGHDR.pack(_NLMSGHDR.size + _IF_STATS_MSG.size, RTM_GETSTATS, NLM_F_REQUEST | NLM_F_DUMP,
+                             self.seq, 0) + _IF_STATS_MSG.pack(0, 0, 0, 0, IFLA_STATS_FILTER_LINK_64)
+        self.sock.send(req)
+        out: dict[int, tuple[int, int, int, int]] = {}
+        view = memoryview(self.buf)
+        while True:
+            n = self.sock.recv_into(self.buf)
+            part, done = parse_stats_dump(view[:n], self.seq)
+            out.update(part)
+            if done:
+                return out
+
+    def close(self):
+        self.sock.close()
+
+
 class NetSampler(Sampler):
     name = "net"
     Options = NetOptions
@@ -46,10 +129,12 @@ class NetSampler(Sampler):
     def probe(self):
         try:
             from pyroute2 import IPRoute
-            self._ipr = IPRoute()
-            links = self._ipr.get_links()
+            with IPRoute() as ipr:
+                links = ipr.get_links()
+            self._stats = StatsSocket()
+            self._stats.dump()
         except Exception as e:  # no netlink (seccomp, odd sandbox) or no pyroute2
-            reason = f"netlink RTM_GETLINK failed: {e}"
+            reason = f"netlink (RTM_GETLINK/RTM_GETSTATS) failed: {e}"
             av = Availability.PERMISSION_DENIED if isinstance(e, PermissionError) else Availability.UNSUPPORTED
             return [self.unavailable(f"net.{k}", u, reason, av) for k, u, _ in _KINDS]
         by_name = {}
@@ -79,13 +164,10 @@ class NetSampler(Sampler):
 
     def read(self) -> Raw:
         raw: dict = {}
-        for msg in self._ipr.stats("dump", filter_mask=IFLA_STATS_FILTER_LINK_64):
-            name = self._index.get(msg["ifindex"])
-            if name is None:
-                continue
-            s = msg.get_attr("IFLA_STATS_LINK_64")
-            if s is not None:
-                raw[name] = (s["rx_bytes"], s["tx_bytes"], s["rx_packets"], s["tx_packets"])
+        for ifindex, counters in self._stats.dump().items():
+            name = self._index.get(ifindex)
+            if name is not None:
+                raw[name] = counters
         if not raw:
             raise NoData("none of the probed interfaces is present")
         raw[TOTALS_KEY] = self._total_over
@@ -116,10 +198,10 @@ class NetSampler(Sampler):
         return out
 
     def close(self):
-        ipr = getattr(self, "_ipr", None)
-        if ipr is not None:
-            ipr.close()
-            self._ipr = None
+        stats = getattr(self, "_stats", None)
+        if stats is not None:
+            stats.close()
+            self._stats = None
 
 
 register(NetSampler)
