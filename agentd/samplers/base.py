@@ -122,13 +122,3 @@ class ProcFile:
         except Exception:
             pass
 
-
-def rate(prev: Raw, cur: Raw, key: str, elapsed_s: float) -> float | None:
-    """(cur - prev) / elapsed for a cumulative counter; None when missing or reset (negative)."""
-    a, b = prev.get(key), cur.get(key)
-    if a is None or b is None or elapsed_s <= 0:
-        return None
-    d = b - a
-    if d < 0:
-        return None
-    return d / elapsed_s
