@@ -26,8 +26,10 @@ def build_config(state_dir: Path, token_file: Path, n_cpus: int):
     return Config(agent=agent, api=ApiSection(bind="127.0.0.1", port=0, token_file=token_file))
 
 
-async def serve(n: int, base_port: int, token_file: Path, state_dir: Path, speedup: float, seed: int,
-                n_cpus: int, ready=None) -> None:
+async def start_agents(n: int, token: bytes, state_dir: Path, *, speedup: float = 0.0, seed: int = 0,
+                       n_cpus: int | list[int] = 4, base_port: int = 0, token_file: Path | None = None):
+    """Start n agent apps in this event loop. Returns (urls, runners); `await r.cleanup()` each.
+    n_cpus may be a list (one per agent) to build a fleet of differing simulated hosts."""
     from aiohttp import web
 
     from agentd.api.app import create_app
@@ -35,13 +37,13 @@ async def serve(n: int, base_port: int, token_file: Path, state_dir: Path, speed
     from agentd.sim import SimBackend, SimConfig
 
     catalog = load_catalog()
-    token = token_file.read_bytes().strip()
     runners, urls = [], []
     for i in range(n):
-        sd = state_dir / f"agent{i}"
+        cpus = n_cpus[i] if isinstance(n_cpus, (list, tuple)) else n_cpus
+        sd = Path(state_dir) / f"agent{i}"
         sd.mkdir(parents=True, exist_ok=True)
-        cfg = build_config(sd, token_file, n_cpus)
-        backend = SimBackend(SimConfig(n_cpus=n_cpus, seed=seed + i, speedup=speedup), catalog)
+        cfg = build_config(sd, token_file or sd / "token", cpus)
+        backend = SimBackend(SimConfig(n_cpus=cpus, seed=seed + i, speedup=speedup), catalog)
         app = create_app(cfg, backend, token=token, catalog=catalog)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -50,6 +52,14 @@ async def serve(n: int, base_port: int, token_file: Path, state_dir: Path, speed
         port = site._server.sockets[0].getsockname()[1]
         runners.append(runner)
         urls.append(f"http://127.0.0.1:{port}")
+    return urls, runners
+
+
+async def serve(n: int, base_port: int, token_file: Path, state_dir: Path, speedup: float, seed: int,
+                n_cpus: int) -> None:
+    token = token_file.read_bytes().strip()
+    urls, runners = await start_agents(n, token, state_dir, speedup=speedup, seed=seed, n_cpus=n_cpus,
+                                       base_port=base_port, token_file=token_file)
     print(json.dumps({"urls": urls, "pid": os.getpid()}), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,0 +1,88 @@
+"""`mimesys fleet list|probe FLEET`: the agents of a fleet file and what they offer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+
+from agentd.errors import MimesysError
+
+FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                          default="fleet.toml", show_default=True, help="Fleet file (TOML).")
+
+
+@click.group()
+def fleet():
+    """Inspect the agents of a fleet file."""
+
+
+@fleet.command("list")
+@FLEET_FILE
+def list_(fleet_file):
+    """The agents the fleet file names (no network)."""
+    from ..fleet import FleetConfig
+    try:
+        cfg = FleetConfig.load(fleet_file)
+    except MimesysError as e:
+        raise click.ClickException(str(e)) from None
+    for a in cfg.agents:
+        click.echo(f"{a.name:24s} {a.url:32s} token: {a.token_file or '(none)'}")
+    click.echo(f"{len(cfg.agents)} agent(s); mixed hosts {'allowed' if cfg.allow_mixed_hosts else 'refused'}")
+
+
+@fleet.command()
+@FLEET_FILE
+@click.option("--json", "as_json", is_flag=True, help="Print every agent's /v1/info as JSON.")
+def probe(fleet_file, as_json):
+    """Ask every agent for its fingerprint, metric availability and calibration."""
+    from ..fleet import Fleet, FleetError
+
+    async def main():
+        async with Fleet.from_file(fleet_file) as fl:
+            return fl, await fl.probe()
+    try:
+        fl, probes = asyncio.run(main())
+    except MimesysError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps([{"agent": p.client.name, "info": p.info, "error": p.error} for p in probes],
+                              indent=1, default=str))
+    else:
+        for p in probes:
+            if not p.ok:
+                click.echo(f"{p.client.name}: UNREACHABLE: {p.error}")
+                continue
+            i = p.info
+            fp = i.get("fingerprint", {})
+            cpu = fp.get("cpu", {}) if isinstance(fp.get("cpu"), dict) else {}
+            model = cpu.get("model") or fp.get("cpu_model") or "?"
+            cores = cpu.get("logical_cpus") or fp.get("cores") or "?"
+            kind = "SIMULATED" if i.get("simulated") else "real"
+            click.echo(f"{p.client.name}: {kind} backend {i.get('backend')} v{i.get('version')}, {model}, "
+                       f"{cores} CPUs, plans up to {i.get('max_threads')} threads")
+            schema = i.get("schema", [])
+            avail = [m["name"] for m in schema if m.get("availability") == "available"]
+            click.echo(f"  metrics: {len(avail)} of {len(schema)} available")
+            for m in schema:
+                if m.get("availability") != "available":
+                    click.echo(f"    {m['name']}: {m['availability']} ({m.get('reason', '')})")
+            cal = i.get("calibration") or {}
+            peaks = cal.get("peaks", cal) if isinstance(cal, dict) else {}
+            if peaks:
+                shown = ", ".join(f"{k}={v:.4g}" for k, v in peaks.items() if isinstance(v, (int, float)))
+                click.echo(f"  calibration: {shown}")
+            else:
+                click.echo("  calibration: none (run `mimesys-agent calibrate` on the host)")
+            cat = i.get("catalog", {})
+            click.echo(f"  catalog: {len(cat.get('stressors', []))} stressors, {cat.get('hash', '?')}")
+    try:
+        fl.check_hosts(probes)
+        ok = [p for p in probes if p.ok]
+        click.echo(f"{len(ok)} of {len(probes)} agent(s) reachable; all share one hardware fingerprint"
+                   + (" (mixing allowed)" if fl.allow_mixed_hosts else ""))
+    except FleetError as e:
+        click.echo(f"WARNING: {e}", err=True)
+        raise SystemExit(1)
