@@ -45,7 +45,11 @@ def find_runner() -> Path:
     """$MIMESYS_RUNNER, then the packaged binary, the source-tree build, the Debian path."""
     here = Path(__file__).resolve().parent
     env = os.environ.get("MIMESYS_RUNNER")
-    candidates = ([Path(env)] if env else []) + [
+    if env:  # explicit: use it or fail, never silently run a different binary
+        if Path(env).is_file() and os.access(env, os.X_OK):
+            return Path(env)
+        raise RunnerError(f"MIMESYS_RUNNER={env} is not an executable file")
+    candidates = [
         here / "_bin" / RUNNER_NAME,
         here.parent / "stressors" / "build" / RUNNER_NAME,
         Path("/usr/lib/mimesys") / RUNNER_NAME,
@@ -53,8 +57,6 @@ def find_runner() -> Path:
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return c
-    if env:
-        raise RunnerError(f"MIMESYS_RUNNER={env} is not an executable file")
     raise RunnerError(f"{RUNNER_NAME} not found (looked in {', '.join(map(str, candidates))}); "
                       f"build it with `make -C stressors` or reinstall the package")
 

@@ -1,6 +1,7 @@
 /* random_access: random 64-bit read-modify-writes over one big buffer shared by all
- * threads (GUPS-like: TLB and DRAM latency bound). Races between threads are harmless
- * by design (the data is noise). One unit = 64 updates; one op = one update;
+ * threads (GUPS-like). Races between threads are harmless
+ * by design (the data is noise). The buffer uses transparent huge pages (see
+ * alloc_touched), so this is DRAM-latency rather than TLB bound. One unit = 64 updates; one op = one update;
  * bytes = 64 per update (each touches one cache line). */
 #include "../stressor.h"
 #include <stdio.h>

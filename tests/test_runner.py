@@ -1,0 +1,195 @@
+"""mimesys-runner as a process: event stream, absolute window grid, stopping, dying with
+its parent, scratch budget and refusals. Real runner binary, real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentd.errors import RunnerError
+from agentd.runner import RunnerConfig, RunnerExit, WindowDone, WindowStarted, run_to_completion, start_runner
+
+from runner_helpers import make_plan, runner_or_skip
+
+ROOT = Path(__file__).resolve().parent.parent
+CPUS = tuple(range(min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(autouse=True)
+def _runner():
+    runner_or_skip()
+
+
+def test_events_follow_the_absolute_window_grid(catalog):
+    K, T, W = len(CPUS), 6, 0.2
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.3, "cpu_int_crc32": 0.2, "cache_memcpy_l1": 0.1},
+                     T=T, K=K, window_s=W, seed=3)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=CPUS))
+        events = [ev async for ev in handle.events()]
+        return handle, events
+
+    handle, events = asyncio.run(go())
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["WindowStarted", "WindowDone"] * T + ["RunnerExit"], kinds
+    assert events[-1].ok, events[-1]
+    Wns = int(W * 1e9)
+    starts = [e for e in events if isinstance(e, WindowStarted)]
+    dones = [e for e in events if isinstance(e, WindowDone)]
+    for i, (s, d) in enumerate(zip(starts, dones)):
+        assert (s.window, s.repetition, d.window) == (i, 0, i)
+        assert s.planned_start_ns == handle.t0_ns + i * Wns          # exact grid, no accumulation
+        assert (d.thread_start_ns >= d.planned_start_ns).all()       # never early
+        assert (d.ran_ns.sum(axis=0) <= Wns + 1_000_000).all()       # a thread never runs past its window
+        assert d.ran_ns.shape == (len(catalog), K) and (d.ops[d.planned_ns > 0] > 0).all()
+    # Accuracy here is checked loosely (the machine is shared); bench/runner_timing.py measures it.
+    err = np.concatenate([np.abs(d.ran_ns - d.planned_ns)[d.planned_ns > 0] for d in dones])
+    assert np.median(err) < 3e6, f"median segment error {np.median(err) / 1e6:.3f} ms"
+
+
+def test_sigterm_stops_within_50ms(catalog, tmp_path):
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.4, "mem_stream_triad_256M": 0.3, "disk_seq_write_fdatasync": 0.2},
+                     T=200, K=len(CPUS), window_s=0.5)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=CPUS, scratch_dir=tmp_path))
+        await asyncio.sleep(0.8)
+        assert handle.proc.returncode is None
+        t = time.monotonic()
+        handle.proc.send_signal(signal.SIGTERM)
+        rc = await handle.proc.wait()
+        elapsed = time.monotonic() - t
+        ex = await handle.wait()
+        return rc, elapsed, ex
+
+    rc, elapsed, ex = asyncio.run(go())
+    assert (rc, ex.status) == (4, "stopped"), ex
+    assert elapsed < 0.05, f"runner took {elapsed * 1e3:.1f} ms to stop"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dies_with_its_parent_and_leaves_nothing(catalog, tmp_path):
+    """SIGKILL the agent-like parent mid-plan: within 1 s no runner thread, no scratch file."""
+    plan_path = tmp_path / "plan.h5"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    make_plan(catalog, {"cpu_fp_poly": 0.5, "disk_seq_write_fdatasync": 0.3, "disk_rand_read_4k": 0.1},
+              T=100, K=len(CPUS), window_s=0.5).write(plan_path)
+    parent_code = textwrap.dedent(f"""
+        import asyncio, sys
+        from agentd.plan import Plan
+        from agentd.runner import RunnerConfig, start_runner
+        async def main():
+            h = await start_runner(Plan.read({str(plan_path)!r}),
+                                   RunnerConfig(cpus={CPUS!r}, scratch_dir={str(scratch)!r}))
+            print(h.pid, flush=True)
+            async for ev in h.events():
+                pass
+        asyncio.run(main())
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT)
+    try:
+        pid = int(parent.stdout.readline())
+        time.sleep(0.5)
+        fds = [os.readlink(f) for f in Path(f"/proc/{pid}/fd").iterdir()]
+        assert any(str(scratch) in f and "(deleted)" in f for f in fds), fds  # scratch files in use
+        assert len(list(Path(f"/proc/{pid}/task").iterdir())) >= len(CPUS) + 2
+        t = time.monotonic()
+        parent.kill()
+        parent.wait()
+        gone = False
+        while time.monotonic() - t < 1.0:
+            try:
+                state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
+                gone = state in ("Z", "X")   # a zombie has no threads and no open files left
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                gone = True
+            if gone:
+                break
+            time.sleep(0.01)
+        assert gone, f"runner {pid} still alive {time.monotonic() - t:.2f} s after its parent was killed"
+        assert list(scratch.iterdir()) == []
+        holders = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    holders += [proc.name for f in (proc / "fd").iterdir() if str(scratch) in os.readlink(f)]
+                except OSError:
+                    pass
+        assert holders == [], f"processes still hold scratch files: {holders}"
+    finally:
+        parent.kill()
+        with __import__("contextlib").suppress(Exception):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_refusals_are_clear(catalog, tmp_path):
+    disk = make_plan(catalog, {"disk_seq_read_direct": 0.5}, T=2, K=1, window_s=0.1)
+    with pytest.raises(RunnerError, match=r"scratch space, over --scratch-budget 1 MiB"):
+        asyncio.run(start_runner(disk, RunnerConfig(cpus=(0,), scratch_dir=tmp_path, scratch_budget_bytes=1 << 20)))
+    with pytest.raises(RunnerError, match=r"not a directory"):
+        asyncio.run(start_runner(disk, RunnerConfig(cpus=(0,), scratch_dir=tmp_path / "nope")))
+    cpu = make_plan(catalog, {"cpu_fp_poly": 0.5}, T=2, K=1, window_s=0.1)
+    with pytest.raises(RunnerError, match=r"cannot pin to CPU 4000"):
+        asyncio.run(start_runner(cpu, RunnerConfig(cpus=(4000,))))
+
+
+def test_refuses_when_the_disk_lacks_room(catalog, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        plan = make_plan(catalog, {"disk_seq_read_direct": 0.5}, T=2, K=1, window_s=0.1)
+        with pytest.raises(RunnerError, match=r"has 64 MiB free; disk stressors need 64 MiB plus 256 MiB margin"):
+            asyncio.run(start_runner(plan, RunnerConfig(cpus=(0,), scratch_dir=small)))
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(small)])
+
+
+def test_bad_schedule_bytes_are_rejected_by_the_runner():
+    runner = runner_or_skip()
+    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD1" + b"\x01\x00\x00\x00" + b"\x00" * 10,
+                       capture_output=True)
+    assert p.returncode == 2
+    assert b"truncated schedule" in p.stdout
+
+
+def test_unused_big_buffers_are_never_allocated(catalog):
+    """mem_random_1G is in the catalog; a plan that does not use it must not pay for it."""
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.5}, T=3, K=1, window_s=0.2)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=(0,)))
+        status = Path(f"/proc/{handle.pid}/status").read_text()
+        await handle.wait()
+        return status
+
+    status = asyncio.run(go())
+    rss_kib = int(status.split("VmRSS:")[1].split()[0])
+    assert rss_kib < 64 * 1024, f"runner RSS {rss_kib} KiB for a CPU-only plan"
+
+
+def test_find_runner_honours_the_environment(tmp_path, monkeypatch):
+    from agentd.runner import find_runner
+    fake = tmp_path / "r"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MIMESYS_RUNNER", str(fake))
+    assert find_runner() == fake
+    monkeypatch.setenv("MIMESYS_RUNNER", str(tmp_path / "missing"))
+    with pytest.raises(RunnerError, match="MIMESYS_RUNNER"):
+        find_runner()
