@@ -423,6 +423,6 @@ def test_net_totals_count_physical_nics_once_and_never_loopback():
     out = NetSampler.derive(prev, cur, 2.0)
     assert out["net.rx_Bps"] == 1000.0 and out["net.tx_pps"] == 5.0     # eth0 only: the bridge's bytes are eth0's
     assert out["net.lo.rx_Bps"] == 250.0 and out["net.docker0.rx_Bps"] == 1000.0
-    cur["eth0"] = (1, 1, 1, 1)  # interface re-created: counters restarted
+    prev["eth0"] = (10**6, 10**6, 10**3, 10**3)  # interface re-created: counters restarted below
     out = NetSampler.derive(prev, cur, 2.0)
     assert "net.eth0.rx_Bps" not in out and "net.rx_Bps" not in out
