@@ -1,0 +1,47 @@
+"""Model and sampler defaults (one commented place). Frozen; unknown keys fail at load."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from agentd.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    hidden: int = 128                 # token width D
+    blocks: int = 3                   # equivariant blocks in the denoiser
+    train_timesteps: int = 1000       # DDPM training steps (cosine schedule)
+    use_prev_action: bool = True      # state-aware conditioning on a_{t-1} (the paper's §4.2.2)
+    use_prev_obs: bool = True         # also condition on o_{t-1}
+    cond_drop: float = 0.1            # classifier-free guidance: P(context replaced by null tokens)
+    metric_drop: float = 0.03         # P(one input metric hidden as NaN) in training: robustness to gaps
+    # Sampler defaults (travel in the checkpoint and the export manifest).
+    sample_steps: int = 10            # DDIM steps
+    guidance: float = 1.5             # ε = ε_u + w (ε_c − ε_u); 1 = no guidance (one pass per step)
+    eta: float = 0.0                  # DDIM η for generation (0 = deterministic given x_T)
+
+    def __post_init__(self):
+        checks = [(self.hidden >= 8, "hidden >= 8"), (self.blocks >= 1, "blocks >= 1"),
+                  (self.train_timesteps >= 10, "train_timesteps >= 10"),
+                  (0 <= self.cond_drop < 1, "0 <= cond_drop < 1"), (0 <= self.metric_drop < 1, "0 <= metric_drop < 1"),
+                  (1 <= self.sample_steps <= self.train_timesteps, "1 <= sample_steps <= train_timesteps"),
+                  (self.guidance >= 0, "guidance >= 0"), (self.eta >= 0, "eta >= 0")]
+        for ok, what in checks:
+            if not ok:
+                raise ConfigError(f"model config: need {what}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        return cls(**_known(cls, d, "model config"))
+
+
+def _known(cls, d: dict, what: str) -> dict:
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ConfigError(f"{what}: unknown key(s) {unknown}; valid: {sorted(names)}")
+    return dict(d)

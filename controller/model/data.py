@@ -1,0 +1,135 @@
+"""Training samples from a dataset file (layout: docs/design.md "Formats", written by
+controller/dataset.py) as tensors, with the metric selection and a seeded held-out split.
+
+A metric enters the model only if the dataset host measured it (available, and finite in
+at least MIN_FINITE_FRACTION of the samples); the others are dropped and listed, so the
+model never learns from a column of NaN.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from agentd.errors import ValidationError
+from agentd.h5io import get_json, get_str
+from agentd.metrics import MetricSpec
+
+from .policy import Context, TrainBatch
+
+MIN_FINITE_FRACTION = 0.5
+REQUIRED = ("prev_action", "action", "prev_obs", "obs")
+
+
+@dataclass
+class SampleArrays:
+    """S samples in model metric order: prev_action/action [S, M, K], prev_obs/obs [S, N]."""
+
+    prev_action: np.ndarray
+    action: np.ndarray
+    prev_obs: np.ndarray
+    obs: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.action.shape[0])
+
+    def subset(self, idx: np.ndarray) -> "SampleArrays":
+        return SampleArrays(self.prev_action[idx], self.action[idx], self.prev_obs[idx], self.obs[idx])
+
+    def batch(self, idx, device="cpu") -> TrainBatch:
+        f = lambda x: torch.from_numpy(np.ascontiguousarray(x[idx])).to(device)  # noqa: E731
+        return TrainBatch(Context(f(self.obs), f(self.prev_obs), f(self.prev_action)), f(self.action))
+
+
+@dataclass
+class TrainingData:
+    samples: SampleArrays
+    metrics: list[MetricSpec]          # the model's metrics (kept)
+    dropped_metrics: dict[str, str]    # name -> why it was left out
+    catalog_names: list[str]
+    catalog_hash: str
+    host_fingerprint: dict
+    window_s: float
+    simulated: bool
+    sha256: str                        # of the dataset file, recorded in checkpoints
+    path: str
+
+    @property
+    def threads(self) -> int:
+        return int(self.samples.action.shape[2])
+
+    def split(self, val_fraction: float, seed: int) -> tuple[SampleArrays, SampleArrays]:
+        """Seeded random held-out split (at least one validation sample when S ≥ 2)."""
+        S = len(self.samples)
+        perm = np.random.default_rng(seed).permutation(S)
+        n_val = min(max(int(round(S * val_fraction)), 1 if S >= 2 and val_fraction > 0 else 0), S - 1)
+        return self.samples.subset(np.sort(perm[n_val:])), self.samples.subset(np.sort(perm[:n_val]))
+
+
+def file_sha256(path: Path | str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def load_training_data(path: Path | str) -> TrainingData:
+    path = Path(path)
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ValidationError(f"{path}: not a readable HDF5 dataset: {e}") from e
+    with f:
+        missing = [k for k in REQUIRED if k not in f]
+        if missing:
+            raise ValidationError(f"{path}: dataset lacks {missing} (need /{', /'.join(REQUIRED)})")
+        arr = {k: np.asarray(f[k][()], np.float32) for k in REQUIRED}
+        try:
+            metrics = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [])]
+            catalog_names = get_json(f.attrs, "catalog_names", [])
+            fingerprint = get_json(f.attrs, "host_fingerprint", {}) or {}
+        except (ValueError, KeyError) as e:
+            raise ValidationError(f"{path}: malformed JSON attribute: {e}") from e
+        catalog_hash = get_str(f.attrs, "catalog_hash", "")
+        window_s = float(f.attrs.get("window_s", 1.0))
+        simulated = bool(f.attrs.get("simulated", False))
+    S = arr["action"].shape[0]
+    if S < 2:
+        raise ValidationError(f"{path}: {S} samples; training needs at least 2")
+    if arr["action"].ndim != 3 or arr["prev_action"].shape != arr["action"].shape:
+        raise ValidationError(f"{path}: /action {arr['action'].shape} and /prev_action "
+                              f"{arr['prev_action'].shape} must both be [S, M, K]")
+    N = len(metrics)
+    for k in ("obs", "prev_obs"):
+        if arr[k].shape != (S, N):
+            raise ValidationError(f"{path}: /{k} has shape {arr[k].shape}, expected [{S}, {N}] "
+                                  f"(S samples × the {N} metrics in attribute 'metrics')")
+    if arr["action"].shape[1] != len(catalog_names):
+        raise ValidationError(f"{path}: /action has M={arr['action'].shape[1]} stressors but attribute "
+                              f"catalog_names lists {len(catalog_names)}")
+    for k in ("action", "prev_action"):
+        bad = ~np.isfinite(arr[k]) | (arr[k] < -1e-6) | (arr[k] > 1 + 1e-5)
+        if bad.any():
+            s, m, kk = map(int, np.argwhere(bad)[0])
+            raise ValidationError(f"{path}: /{k}[{s}, {m}, {kk}] = {arr[k][s, m, kk]} is not a fraction in [0, 1]")
+    keep, dropped = [], {}
+    for i, spec in enumerate(metrics):
+        finite = float(np.isfinite(arr["obs"][:, i]).mean())
+        if not spec.available:
+            dropped[spec.name] = f"{spec.availability.value}: {spec.reason}".rstrip(": ")
+        elif finite < MIN_FINITE_FRACTION:
+            dropped[spec.name] = f"measured in only {finite:.0%} of samples"
+        else:
+            keep.append(i)
+    if not keep:
+        raise ValidationError(f"{path}: no metric is measured in the dataset; dropped: {dropped}")
+    samples = SampleArrays(np.clip(arr["prev_action"], 0, 1), np.clip(arr["action"], 0, 1),
+                           arr["prev_obs"][:, keep], arr["obs"][:, keep])
+    return TrainingData(samples, [metrics[i] for i in keep], dropped, list(catalog_names), catalog_hash,
+                        fingerprint, window_s, simulated, file_sha256(path), str(path))

@@ -1,0 +1,223 @@
+"""The diffusion policy: networks + noise schedule + normalization, with the three
+operations everything else uses — compute_loss (training), sample (generation, and
+rollouts for alignment with per-step log-probabilities), step_log_prob (alignment's
+re-evaluation of one denoising step under the current weights).
+
+Models p(a_t | o_t, a_{t−1}, o_{t−1}) (the MIMESYS paper §4.2.2, state-aware
+conditioning) with ε-prediction DDPM training (Ho et al. 2020) and classifier-free
+guidance (Ho & Salimans 2022). Compositions live in a standardized latent space
+(layout.ActionScale).
+
+Shapes: B windows, M stressors, K threads, N metrics, S sampling steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from agentd.metrics import MetricSpec
+
+from .config import ModelConfig
+from .layout import ActionScale, MetricLayout, Normalizer
+from .networks import ContextEncoder, Denoiser
+from .schedule import DDIMSchedule, DDIMStep, cosine_alpha_bar, ddim_step
+
+
+@dataclass
+class Context:
+    """What a_t is conditioned on, in raw metric units and model metric order.
+
+    target_obs  [B, N]     o_t (NaN = not measured)
+    prev_obs    [B, N]     o_{t−1} (NaN at a trace's first window)
+    prev_action [B, M, K]  a_{t−1} (zeros = idle before the first window)
+    """
+
+    target_obs: torch.Tensor
+    prev_obs: torch.Tensor
+    prev_action: torch.Tensor
+
+    def __post_init__(self):
+        B = self.target_obs.shape[0]
+        if self.target_obs.ndim != 2 or self.prev_obs.shape != self.target_obs.shape \
+                or self.prev_action.ndim != 3 or self.prev_action.shape[0] != B:
+            raise ValueError(f"context: target_obs {tuple(self.target_obs.shape)}, prev_obs "
+                             f"{tuple(self.prev_obs.shape)}, prev_action {tuple(self.prev_action.shape)}; "
+                             f"need [B, N], [B, N], [B, M, K]")
+
+    def __len__(self) -> int:
+        return int(self.target_obs.shape[0])
+
+    def to(self, device) -> "Context":
+        return Context(self.target_obs.to(device), self.prev_obs.to(device), self.prev_action.to(device))
+
+    def index(self, idx) -> "Context":
+        return Context(self.target_obs[idx], self.prev_obs[idx], self.prev_action[idx])
+
+
+@dataclass
+class TrainBatch:
+    context: Context
+    action: torch.Tensor   # [B, M, K] a_t, valid compositions
+
+
+@dataclass
+class SampleOutput:
+    actions: torch.Tensor    # [B, M, K] valid compositions (projected)
+    latents: torch.Tensor    # [B, S + 1, M, K] x_T, ..., x_0 as sampled
+    log_probs: torch.Tensor  # [B, S] log π(x_{i+1} | x_i, c) per step (NaN where σ = 0, i.e. η = 0)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the model was trained for; travels with every checkpoint and export."""
+
+    metrics: tuple[MetricSpec, ...]
+    catalog_names: tuple[str, ...]
+    catalog_hash: str
+    threads: int
+    window_s: float
+    host_fingerprint: dict
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    def to_dict(self) -> dict:
+        return {"metrics": [m.to_dict() for m in self.metrics], "catalog_names": list(self.catalog_names),
+                "catalog_hash": self.catalog_hash, "threads": self.threads, "window_s": self.window_s,
+                "host_fingerprint": self.host_fingerprint}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelSpec":
+        return cls(tuple(MetricSpec.from_dict(m) for m in d["metrics"]), tuple(d["catalog_names"]),
+                   d["catalog_hash"], int(d["threads"]), float(d["window_s"]), dict(d["host_fingerprint"]))
+
+
+def project_to_valid(a: torch.Tensor) -> torch.Tensor:
+    """[..., M, K] -> entries clipped to [0, 1], each thread's column scaled to sum ≤ 1."""
+    a = a.clamp(0.0, 1.0)
+    return a / a.sum(dim=-2, keepdim=True).clamp(min=1.0)
+
+
+class DiffusionPolicy(nn.Module):
+    def __init__(self, spec: ModelSpec, config: ModelConfig, normalizer: Normalizer,
+                 action_scale: ActionScale = ActionScale()):
+        super().__init__()
+        self.spec, self.config, self.normalizer, self.action_scale = spec, config, normalizer, action_scale
+        self.layout = MetricLayout.build(spec.metric_names, spec.threads)
+        M = len(spec.catalog_names)
+        self.encoder = ContextEncoder(self.layout, normalizer, M, config.hidden,
+                                      config.use_prev_action, config.use_prev_obs)
+        self.denoiser = Denoiser(M, config.hidden, config.blocks, config.train_timesteps)
+        self.alpha_bar_np = cosine_alpha_bar(config.train_timesteps)
+        self.register_buffer("alpha_bar", torch.tensor(self.alpha_bar_np, dtype=torch.float32))
+
+    @property
+    def M(self) -> int:
+        return len(self.spec.catalog_names)
+
+    @property
+    def K(self) -> int:
+        return self.spec.threads
+
+    def schedule(self, steps: int | None = None) -> DDIMSchedule:
+        return DDIMSchedule.make(self.alpha_bar_np, steps or self.config.sample_steps)
+
+    @property
+    def latent_box(self) -> tuple[float, float]:
+        return (self.action_scale.lo, self.action_scale.hi)
+
+    def to_latent(self, a: torch.Tensor) -> torch.Tensor:
+        return (a - self.action_scale.offset) / self.action_scale.scale
+
+    def from_latent(self, x: torch.Tensor) -> torch.Tensor:
+        return self.action_scale.offset + self.action_scale.scale * x
+
+    # -- training ---------------------------------------------------------------
+    def compute_loss(self, batch: TrainBatch, generator: torch.Generator | None = None) -> torch.Tensor:
+        """ε-prediction MSE with random context dropout (CFG) and random metric hiding."""
+        ctx, a0 = batch.context, batch.action
+        B, dev = a0.shape[0], a0.device
+        rand = lambda *shape: torch.rand(shape, generator=generator, device=dev)  # noqa: E731
+        x0 = self.to_latent(a0)
+        t = torch.randint(0, self.config.train_timesteps, (B,), generator=generator, device=dev)
+        eps = torch.randn(x0.shape, generator=generator, device=dev)
+        ab = self.alpha_bar[t][:, None, None]
+        x_t = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
+        keep = (rand(B) >= self.config.cond_drop).float()
+        target, prev = ctx.target_obs, ctx.prev_obs
+        if self.config.metric_drop > 0:
+            nan = torch.full_like(target, float("nan"))
+            target = torch.where(rand(*target.shape) < self.config.metric_drop, nan, target)
+            prev = torch.where(rand(*prev.shape) < self.config.metric_drop, nan, prev)
+        h, g = self.encoder(target, prev, ctx.prev_action, keep)
+        return F.mse_loss(self.denoiser(x_t, t, h, g), eps)
+
+    # -- sampling ---------------------------------------------------------------
+    def encode(self, ctx: Context, guidance: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context tokens for guided denoising: [B] conditional rows, then (if guidance ≠ 1)
+        [B] null rows. -> thread_ctx [B or 2B, K, D], global_ctx [B or 2B, D]."""
+        B = len(ctx)
+        if guidance == 1.0:
+            return self.encoder(ctx.target_obs, ctx.prev_obs, ctx.prev_action, torch.ones(B, device=ctx.target_obs.device))
+        keep = torch.cat([torch.ones(B), torch.zeros(B)]).to(ctx.target_obs.device)
+        two = lambda x: torch.cat([x, x])  # noqa: E731
+        return self.encoder(two(ctx.target_obs), two(ctx.prev_obs), two(ctx.prev_action), keep)
+
+    def guided_eps(self, x_t: torch.Tensor, t: int, tokens, guidance: float) -> torch.Tensor:
+        """x_t [B, M, K] -> ε̂ = ε_u + w (ε_c − ε_u), one batched call of 2B rows."""
+        h, g = tokens
+        B = x_t.shape[0]
+        if guidance == 1.0:
+            return self.denoiser(x_t, torch.full((B,), t, dtype=torch.long, device=x_t.device), h, g)
+        eps = self.denoiser(torch.cat([x_t, x_t]), torch.full((2 * B,), t, dtype=torch.long, device=x_t.device), h, g)
+        eps_c, eps_u = eps[:B], eps[B:]
+        return eps_u + guidance * (eps_c - eps_u)
+
+    def sample(self, ctx: Context, *, steps: int | None = None, guidance: float | None = None,
+               eta: float | None = None, generator: torch.Generator | None = None,
+               x_T: torch.Tensor | None = None) -> SampleOutput:
+        """Draw one composition per context row with DDIM, recording the path and each
+        step's log-probability (finite when η > 0). Gradients flow if enabled by the caller."""
+        sched = self.schedule(steps)
+        w = self.config.guidance if guidance is None else float(guidance)
+        eta = self.config.eta if eta is None else float(eta)
+        dev = ctx.target_obs.device
+        tokens = self.encode(ctx, w)
+        x = x_T if x_T is not None else torch.randn((len(ctx), self.M, self.K), generator=generator, device=dev)
+        latents, log_probs = [x], []
+        for i in range(sched.steps):
+            eps = self.guided_eps(x, int(sched.timesteps[i]), tokens, w)
+            step = ddim_step(eps, x, sched.alpha_bar_t[i], sched.alpha_bar_prev[i], eta, clip=self.latent_box,
+                             generator=generator)
+            x = step.prev_sample
+            latents.append(x)
+            log_probs.append(step.log_prob)
+        actions = project_to_valid(self.from_latent(x))
+        return SampleOutput(actions, torch.stack(latents, dim=1), torch.stack(log_probs, dim=1))
+
+    def step_log_prob(self, ctx: Context, latents: torch.Tensor, next_latents: torch.Tensor, step: int, *,
+                      steps: int | None = None, guidance: float | None = None, eta: float) -> DDIMStep:
+        """Re-evaluate sampling step `step` (0 = the first, from x_T): the log-probability of
+        next_latents [B, M, K] given latents [B, M, K] under the current weights (differentiable)."""
+        sched = self.schedule(steps)
+        if not 0 <= step < sched.steps:
+            raise ValueError(f"step {step} outside 0..{sched.steps - 1}")
+        w = self.config.guidance if guidance is None else float(guidance)
+        eps = self.guided_eps(latents, int(sched.timesteps[step]), self.encode(ctx, w), w)
+        return ddim_step(eps, latents, sched.alpha_bar_t[step], sched.alpha_bar_prev[step], float(eta),
+                         clip=self.latent_box, prev_sample=next_latents)
+
+    # -- convenience --------------------------------------------------------------
+    def context_from_numpy(self, target_obs: np.ndarray, prev_obs: np.ndarray, prev_action: np.ndarray) -> Context:
+        dev = self.alpha_bar.device
+        f = lambda x: torch.as_tensor(np.asarray(x, np.float32), device=dev)  # noqa: E731
+        return Context(f(target_obs), f(prev_obs), f(prev_action))
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
