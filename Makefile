@@ -7,8 +7,9 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 # python3-venv/python3-dev: Debian's python3 makes the virtualenv; systemd-python builds
-# against libsystemd-dev. The same list serves CI on a fresh Debian 12 machine.
-APT_DEPS := gcc make pkg-config libzstd-dev libsystemd-dev python3-venv python3-dev
+# against libsystemd-dev; systemd provides systemd-analyze for the unit test. The same
+# list serves CI on a fresh Debian 12 machine.
+APT_DEPS := gcc make pkg-config libzstd-dev libsystemd-dev python3-venv python3-dev systemd
 DEB_DEPS := debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
             python3-wheel dpkg-dev fakeroot lintian systemd
 # The CPU build of PyTorch: from a local wheel or index if pip already sees one, else

@@ -46,7 +46,7 @@ else bad "shipped unit differs from systemd/mimesys-agent.service"; fi
 
 field() { dpkg-deb -f "$DEB" "$1"; }
 [ "$(field Package)" = mimesys-agent ] && ok "Package: mimesys-agent" || bad "Package is $(field Package)"
-for dep in adduser python3-numpy python3-h5py python3-msgpack python3-click python3-pyroute2 python3-systemd; do
+for dep in adduser python3-numpy python3-h5py python3-msgpack python3-click python3-pyroute2 python3-systemd python3-tqdm; do
     field Depends | grep -qw -- "$dep" && ok "Depends on $dep" || bad "Depends lacks $dep"
 done
 grep -qx '/etc/mimesys/agent.toml' "$TMP/c/conffiles" && ok "agent.toml is a conffile" || bad "agent.toml not a conffile"

@@ -57,13 +57,6 @@ ver="$(in_root mimesys-agent --version 2>&1)" && ok "mimesys-agent --version: $v
 if in_root python3 -c 'import sys; sys.path.insert(0, "/usr/lib/mimesys/vendor"); import onnxruntime, aiohttp, numpy, h5py; print(onnxruntime.__version__, aiohttp.__version__, numpy.__version__, h5py.__version__)' > "$CACHE/versions.txt" 2>&1
 then ok "imports on Debian's python3: onnxruntime aiohttp numpy h5py = $(cat "$CACHE/versions.txt")"
 else bad "vendored imports: $(cat "$CACHE/versions.txt")"; fi
-if command -v systemd-analyze >/dev/null; then
-    # The unit as installed, with the installed binary in place (`--root` keeps the
-    # check inside the throwaway root).
-    if systemd-analyze verify --root="$R" /lib/systemd/system/mimesys-agent.service > "$CACHE/verify.txt" 2>&1
-    then ok "systemd-analyze verify --root of the installed unit"; else bad "systemd-analyze verify: $(cat "$CACHE/verify.txt")"; fi
-fi
-
 # Start the agent as the unit would (its ExecStart and User), in a private network namespace
 # so that its port cannot collide with anything on this machine.
 exec_start="$(sed -n 's/^ExecStart=[-+!@:]*//p' "$R/lib/systemd/system/mimesys-agent.service" | head -n1)"

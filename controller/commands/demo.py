@@ -1,0 +1,450 @@
+"""`mimesys demo`: the whole mimesys path on this host, in one command, from a clone.
+
+It orchestrates the other commands (as subprocesses, so each shows its own progress and a
+failure is that command's own message) and re-implements none of them:
+
+  1. preflight     every part the path needs exists (commands, runner binary, the trace)
+  2. agent         `mimesys-agent serve` on 127.0.0.1 with the real host backend, a fresh
+                   token and a temporary state directory
+  3. collect       `mimesys collect`: a short novelty-guided campaign on this host
+  4. dataset       `mimesys dataset build`
+  5. train         `mimesys train` (a small model, CPU)
+  6. export        `mimesys export --onnx`
+  7. import        `mimesys import` of a real trace from ../shared/traces onto this host
+  8. record        a real local application (gzip, sqlite, sort) run while
+                   `mimesys-agent record` samples the host
+  9. evaluate      `mimesys evaluate`: generate plans for both traces with the model and the
+                   baselines, replay each on the agent, DTW per metric, PNG overlays
+ 10. summary       the DTW table and what took how long
+
+A missing part stops the demo at preflight, naming it; no step is ever simulated or skipped
+silently. Everything lands under --out (default ./demo-out); the agent's temporary state is
+removed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import importlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "stats-num_vms_1_7.txt"
+DEFAULT_TRACE_FORMAT = "tacc_stats"
+
+# What the demo runs, by what a person would call it -> the module that implements it.
+REQUIRED_PARTS = {
+    "agent": "agentd.commands.serve:serve",
+    "record": "agentd.commands.record:record",
+    "collect": "controller.commands.collect:collect",
+    "dataset": "controller.commands.dataset:dataset",
+    "train": "controller.commands.train:train",
+    "export": "controller.commands.export:export",
+    "import": "controller.commands.import_trace:import_trace",
+    "evaluate": "controller.commands.evaluate:evaluate",
+    "baselines": "controller.baselines:from_dataset",
+    "agent-side generation": "agentd.generate:OnnxGenerator",
+}
+BASELINES = ("nearest", "knn", "single")
+AGENT_CLI = "agentd.cli"
+CONTROLLER_CLI = "controller.cli"
+
+
+class DemoFailed(click.ClickException):
+    """A step failed; the message names the step, the command and where its log is."""
+
+
+def missing_parts(parts: dict[str, str] = REQUIRED_PARTS) -> list[str]:
+    """Every part that cannot be loaded, as 'name (module:attribute): why'."""
+    missing = []
+    for name, target in parts.items():
+        module, attr = target.split(":")
+        try:
+            getattr(importlib.import_module(module), attr)
+        except ImportError as e:
+            missing.append(f"{name} ({target}): {e}")
+        except AttributeError:
+            missing.append(f"{name} ({target}): module has no {attr!r}")
+    return missing
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """Sized for ≤ 20 minutes on a 2-core host; each knob is a command-line option."""
+
+    rounds: int = 1                     # novelty rounds after the one-hot sweep (round 0)
+    round_size: int = 32                # compositions per novelty round
+    chain_len: int = 16                 # windows per chained plan
+    repetitions: int = 2                # every chain runs this many times (spread filter)
+    sweep_intensities: str = "0.5,1.0"  # round-0 one-hot sweep intensities
+    train_steps: int = 1500             # optimizer steps of the small model
+    app_seconds: int = 45               # length of the recorded application run
+    import_windows: int = 45            # windows of the imported trace that are replayed
+    seed: int = 0
+
+
+@dataclass
+class StepRecord:
+    number: int
+    name: str
+    status: str = "pending"
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Demo:
+    out: Path
+    settings: DemoSettings
+    steps: list[StepRecord] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    total_steps: int = 10
+
+    @contextlib.contextmanager
+    def step(self, name: str, what: str):
+        rec = StepRecord(len(self.steps) + 1, name)
+        self.steps.append(rec)
+        elapsed = time.monotonic() - self.started
+        click.secho(f"\n[{rec.number}/{self.total_steps}] {name}: {what}   (t+{elapsed:.0f}s)", bold=True)
+        t0 = time.monotonic()
+        try:
+            yield rec
+        except BaseException as e:
+            rec.status, rec.seconds = "FAILED", time.monotonic() - t0
+            first = (e.format_message() if isinstance(e, click.ClickException) else repr(e)).splitlines()[0]
+            rec.detail = first[:100]
+            raise
+        rec.status, rec.seconds = "ok", time.monotonic() - t0
+        click.echo(f"    done in {rec.seconds:.0f}s{': ' + rec.detail if rec.detail else ''}")
+
+    def run(self, module: str, args: list, *, step: str, env: dict | None = None) -> None:
+        """Run `python -m module args...` with its output on the terminal (its progress bars)
+        and a failure turned into DemoFailed naming the command."""
+        cmd = [sys.executable, "-m", module, *map(str, args)]
+        shown = ("mimesys-agent " if module == AGENT_CLI else "mimesys ") + " ".join(map(str, args))
+        click.echo(f"    $ {shown}")
+        proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, **(env or {})})
+        if proc.returncode != 0:
+            raise DemoFailed(f"step {step!r}: `{shown}` exited with status {proc.returncode}")
+
+
+# -- the local agent ------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalAgent:
+    """`mimesys-agent serve` on 127.0.0.1 with the real host backend. State, scratch, model
+    directory and token live in a temporary directory removed by stop()."""
+
+    out: Path
+    proc: subprocess.Popen | None = None
+    tmp: Path | None = None
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def token_file(self) -> Path:
+        return self.tmp / "token"
+
+    @property
+    def config_file(self) -> Path:
+        return self.tmp / "agent.toml"
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="mimesys-demo-agent-"))
+        self.port = free_port()
+        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        self.config_file.write_text(
+            "# written by `mimesys demo`: a throwaway agent for this host\n"
+            "[agent]\n"
+            'backend = "host"\n'
+            f'state_dir = "{self.tmp / "state"}"\n'
+            f'scratch_dir = "{self.tmp / "scratch"}"\n'
+            f'model_dir = "{self.tmp / "model"}"\n'
+            "scratch_budget_mib = 512\n"
+            "[api]\n"
+            'bind = "127.0.0.1"\n'
+            f"port = {self.port}\n"
+            f'token_file = "{self.token_file}"\n')
+        for d in ("state", "scratch", "model"):
+            (self.tmp / d).mkdir()
+        self.out.mkdir(parents=True, exist_ok=True)
+        log = open(self.out / "agent.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", AGENT_CLI, "serve", "--config", str(self.config_file),
+                                      "--log-level", "info"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        token = self.token_file.read_text().strip()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                tail = (self.out / "agent.log").read_text(errors="replace")[-2000:]
+                raise DemoFailed(f"the agent exited with status {self.proc.returncode} while starting:\n{tail}")
+            try:
+                req = urllib.request.Request(f"{self.url}/healthz", headers={"Authorization": f"Bearer {token}"})
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise DemoFailed(f"the agent did not answer {self.url}/healthz within {timeout_s:.0f} s "
+                                 f"(log: {self.out / 'agent.log'})")
+            time.sleep(0.3)
+
+    def write_fleet(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "this-host"\n')
+        return path
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# -- the local application ------------------------------------------------------------------
+
+# A real application run in phases the host can feel: compression (CPU), a SQLite database
+# committing with fsync (disk), an external sort (CPU + memory), and idle gaps. Each phase is
+# bounded by `timeout`, so the run takes about the same time on any host.
+APP_SCRIPT = r"""
+set -u
+work="$1"; phase="$2"
+mkdir -p "$work"; cd "$work"
+echo "phase: idle"; sleep 3
+echo "phase: gzip (CPU)"
+timeout "$phase" sh -c 'head -c 2000000000 /dev/urandom | gzip -6 > /dev/null' || true
+echo "phase: sqlite inserts, synchronous=FULL (disk)"
+timeout "$phase" "$PYTHON" - <<'PY' || true
+import os, sqlite3
+db = sqlite3.connect("app.sqlite")
+db.execute("PRAGMA synchronous=FULL")
+db.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v BLOB)")
+i = 0
+while True:
+    db.executemany("INSERT INTO t (v) VALUES (?)", [(os.urandom(4096),) for _ in range(64)])
+    db.commit()
+    i += 64
+    if i % 65536 == 0:
+        db.execute("DELETE FROM t"); db.commit()
+PY
+echo "phase: idle"; sleep 3
+echo "phase: sort (CPU + memory)"
+timeout "$phase" sh -c 'od -An -tu4 -w4 -v /dev/urandom | head -n 20000000 | sort -n -S 512M > /dev/null' || true
+echo "phase: gzip on both cores"
+timeout "$phase" sh -c 'head -c 2000000000 /dev/urandom | gzip -1 > /dev/null & head -c 2000000000 /dev/urandom | gzip -1 > /dev/null; wait' || true
+rm -f app.sqlite app.sqlite-journal
+echo "phase: done"
+"""
+
+
+def app_phase_seconds(total: int) -> int:
+    """Five bounded phases plus 6 s of idle gaps fit in `total` seconds minus a 4 s margin."""
+    return max(2, (total - 6 - 4) // 4)
+
+
+# -- the command ----------------------------------------------------------------------------
+
+@click.command("demo")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-out"), show_default=True,
+              help="Where everything is written.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_TRACE,
+              show_default=True, help="A real foreign trace to import onto this host.")
+@click.option("--trace-format", default=DEFAULT_TRACE_FORMAT, show_default=True, help="Its importer.")
+@click.option("--rounds", type=click.IntRange(0), default=DemoSettings.rounds, show_default=True,
+              help="Novelty rounds after the one-hot sweep.")
+@click.option("--round-size", type=click.IntRange(1), default=DemoSettings.round_size, show_default=True)
+@click.option("--repetitions", type=click.IntRange(1), default=DemoSettings.repetitions, show_default=True)
+@click.option("--train-steps", type=click.IntRange(1), default=DemoSettings.train_steps, show_default=True)
+@click.option("--app-seconds", type=click.IntRange(20), default=DemoSettings.app_seconds, show_default=True,
+              help="Length of the recorded application run.")
+@click.option("--import-windows", type=click.IntRange(5), default=DemoSettings.import_windows, show_default=True,
+              help="Windows of the imported trace to replay.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def demo(out, trace_file, trace_format, rounds, round_size, repetitions, train_steps, app_seconds, import_windows,
+         seed):
+    """Run the whole path on this host: agent, campaign, training, export, a real trace
+    imported and a real application recorded, both replayed, DTW against the baselines."""
+    settings = DemoSettings(rounds=rounds, round_size=round_size, repetitions=repetitions, train_steps=train_steps,
+                            app_seconds=app_seconds, import_windows=import_windows, seed=seed)
+    out = out.resolve()
+    d = Demo(out, settings)
+    agent = LocalAgent(out / "agent")
+    click.secho(f"mimesys demo -> {out}", bold=True)
+    try:
+        _run(d, agent, trace_file, trace_format)
+    finally:
+        agent.stop()
+        _print_steps(d)
+
+
+def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> None:
+    s, out = d.settings, d.out
+
+    with d.step("preflight", "every part of the path is present") as rec:
+        problems = missing_parts()
+        from agentd.errors import RunnerError
+        from agentd.runner import find_runner
+        try:
+            rec.detail = f"runner {find_runner()}"
+        except RunnerError as e:
+            problems.append(f"mimesys-runner (stressors/, `make build`): {e}")
+        if not trace_file.is_file():
+            problems.append(f"trace to import: {trace_file} does not exist (pass --trace)")
+        if problems:
+            raise DemoFailed("the demo cannot run; missing:\n  - " + "\n  - ".join(problems))
+        out.mkdir(parents=True, exist_ok=True)
+
+    with d.step("agent", "mimesys-agent serve on 127.0.0.1 (host backend, temporary token and state)") as rec:
+        agent.start()
+        rec.detail = f"{agent.url}, log {agent.out / 'agent.log'}"
+        d.run(AGENT_CLI, ["info", "--config", agent.config_file], step="agent")
+
+    campaign = out / "campaign"
+    with d.step("collect", "a short novelty-guided campaign on this host") as rec:
+        fleet = agent.write_fleet(out / "fleet.toml")
+        d.run(CONTROLLER_CLI, ["collect", campaign, "--rounds", s.rounds, "--fleet", fleet, "--strategy", "novelty",
+                               "--round-size", s.round_size, "--chain-len", s.chain_len,
+                               "--repetitions", s.repetitions, "--sweep-intensities", s.sweep_intensities,
+                               "--seed", s.seed], step="collect")
+        rec.detail = f"coverage reports in {campaign / 'reports'}"
+
+    dataset = out / "dataset.h5"
+    with d.step("dataset", "training samples from the campaign"):
+        d.run(CONTROLLER_CLI, ["dataset", "build", campaign, "-o", dataset], step="dataset")
+
+    model = out / "model"
+    with d.step("train", "a small conditional diffusion model on CPU") as rec:
+        d.run(CONTROLLER_CLI, ["train", dataset, "--out", model, "--steps", s.train_steps, "--device", "cpu",
+                               "--seed", s.seed], step="train")
+        rec.detail = f"{model}"
+
+    onnx = out / "model-onnx"
+    with d.step("export", "ONNX graphs + manifest for agent-side generation") as rec:
+        d.run(CONTROLLER_CLI, ["export", model, "--onnx", onnx], step="export")
+        rec.detail = f"{onnx}"
+
+    traces = out / "traces"
+    imported = traces / "imported.h5"
+    with d.step("import", f"{trace_file.name} mapped onto this host") as rec:
+        d.run(CONTROLLER_CLI, ["import", trace_file, "--format", trace_format, "-o", imported,
+                               "--host", agent.url, "--token-file", agent.token_file,
+                               "--report-json", traces / "import-report.json"], step="import")
+        _truncate_trace(imported, s.import_windows)
+        rec.detail = f"{imported} (first {s.import_windows} windows kept)"
+
+    recorded = traces / "app-recorded.h5"
+    with d.step("record", f"a real application (gzip, sqlite, sort) recorded for {s.app_seconds} s") as rec:
+        _record_app(d, agent, recorded, traces / "app.log")
+        rec.detail = f"{recorded}, app output {traces / 'app.log'}"
+
+    evaluation = out / "evaluation"
+    with d.step("evaluate", "generate with the model and the baselines, replay on the agent, DTW") as rec:
+        methods = [a for b in BASELINES for a in ("--method", b)]
+        d.run(CONTROLLER_CLI, ["evaluate", "--agent", agent.url, "--token-file", agent.token_file,
+                               "--trace", imported, "--trace", recorded, "--method", f"model={onnx}", *methods,
+                               "--dataset", dataset, "--seed", s.seed, "-o", evaluation], step="evaluate")
+        rec.detail = f"{evaluation}"
+
+    with d.step("summary", "DTW per metric (normalized to [0,1], lower is closer)"):
+        _print_results(evaluation)
+        pngs = sorted(str(p.relative_to(out)) for p in out.rglob("*.png"))
+        click.echo(f"\nPNGs under {out}:\n  " + "\n  ".join(pngs) if pngs else "\n(no PNGs were written)")
+
+
+def _truncate_trace(path: Path, windows: int) -> None:
+    from agentd.trace import Trace
+
+    tr = Trace.read(path)
+    if tr.T <= windows:
+        return
+    tr.values = tr.values[:windows]
+    if tr.window_start_ns is not None:
+        tr.window_start_ns = tr.window_start_ns[:windows]
+    tr.provenance = {**tr.provenance, "demo_truncated_to_windows": windows}
+    tr.write(path)
+
+
+def _record_app(d: Demo, agent: LocalAgent, trace_path: Path, app_log: Path) -> None:
+    """`mimesys-agent record` samples the host while the application runs next to it."""
+    s = d.settings
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    record_cmd = [sys.executable, "-m", AGENT_CLI, "record", "--config", str(agent.config_file),
+                  "--seconds", str(s.app_seconds), "-o", str(trace_path)]
+    click.echo(f"    $ mimesys-agent record --seconds {s.app_seconds} -o {trace_path}   (with the app alongside)")
+    recorder = subprocess.Popen(record_cmd, cwd=REPO)
+    time.sleep(2)  # the recorder's first window starts before the application does
+    workdir = agent.tmp / "scratch" / "app"
+    with open(app_log, "w") as log:
+        app = subprocess.run(["bash", "-c", APP_SCRIPT, "app", str(workdir), str(app_phase_seconds(s.app_seconds))],
+                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHON": sys.executable})
+    rc = recorder.wait()
+    if rc != 0:
+        raise DemoFailed(f"step 'record': `mimesys-agent record` exited with status {rc}")
+    if app.returncode != 0:
+        raise DemoFailed(f"step 'record': the application exited with status {app.returncode} (log {app_log})")
+
+
+def _print_results(evaluation: Path) -> None:
+    """The evaluation's per-(trace, method, metric) rows as one table per trace."""
+    path = evaluation / "results.csv"
+    if not path.is_file():
+        raise DemoFailed(f"step 'summary': {path} not found; `mimesys evaluate` wrote no results")
+    rows = list(csv.DictReader(path.open()))
+    by_trace: dict[str, dict[str, dict[str, float]]] = {}
+    for r in rows:  # an empty distance is a metric that could not be scored (its reason is in the CSV)
+        value = float(r["dtw_normalized"]) if r["dtw_normalized"] else float("nan")
+        by_trace.setdefault(r["trace"], {}).setdefault(r["method"], {})[r["metric"]] = value
+    for trace, methods in by_trace.items():
+        metrics = sorted({m for per in methods.values() for m in per})
+        width = max(12, *(len(m) for m in methods))
+        click.secho(f"\n{trace}", bold=True)
+        click.echo(f"  {'method':{width}s} " + " ".join(f"{m[:14]:>14s}" for m in metrics) + f" {'mean':>8s}")
+        for method, per in methods.items():
+            vals = [per.get(m, float('nan')) for m in metrics]
+            finite = [v for v in vals if v == v]
+            mean = sum(finite) / len(finite) if finite else float("nan")
+            click.echo(f"  {method:{width}s} " + " ".join(f"{v:14.3f}" for v in vals) + f" {mean:8.3f}")
+    meta = evaluation / "results.json"
+    if meta.is_file():
+        simulated = json.loads(meta.read_text()).get("meta", {}).get("simulated")
+        if simulated:
+            click.secho("NOTE: the agent reported a SIMULATED host; these are not measurements.", fg="yellow")
+
+
+def _print_steps(d: Demo) -> None:
+    total = time.monotonic() - d.started
+    click.secho(f"\nmimesys demo: {total / 60:.1f} min", bold=True)
+    for rec in d.steps:
+        click.echo(f"  {rec.number:2d}. {rec.name:10s} {rec.status:7s} {rec.seconds:7.0f}s  {rec.detail}")
