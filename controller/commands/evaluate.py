@@ -1,0 +1,172 @@
+"""`mimesys evaluate`: trace fidelity (the default) and `mimesys evaluate colocation`.
+
+    mimesys evaluate --agent URL --trace a.h5 --trace b.h5 --method model=MODEL_DIR \\
+        --method aligned=ALIGNED_DIR --method nearest --method knn --method single --dataset DS.h5 -o eval/
+    mimesys evaluate colocation --app CMD --mix CMD --plan PLAN [--agent URL] [--regex R]
+
+Methods: `NAME=DIR` is an exported ONNX model directory (agentd.generate.OnnxGenerator);
+`nearest`, `knn`, `single` (or `NAME=baseline:KIND`) are the baselines of controller/baselines.py,
+built from `--dataset`. Targets are mimesys traces (`mimesys import` converts foreign ones);
+one recorded on another machine is mapped onto the agent's host first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import click
+
+from agentd.errors import ConfigError, MimesysError
+from agentd.trace import Trace
+
+BASELINE_KINDS = ("nearest", "knn", "single")
+
+
+def _token(token_file: str | None) -> str:
+    if token_file:
+        return Path(token_file).read_text().strip()
+    if os.environ.get("MIMESYS_TOKEN"):
+        return os.environ["MIMESYS_TOKEN"]
+    default = Path("/etc/mimesys/token")
+    return default.read_text().strip() if default.is_file() else ""
+
+
+def resolve_method(spec: str, dataset: str | None):
+    """`NAME=DIR` (ONNX model), `KIND` or `NAME=baseline:KIND` (baselines) -> (name, generator)."""
+    name, sep, target = spec.partition("=")
+    if not sep:
+        name, target = spec, f"baseline:{spec}"
+    if target.startswith("baseline:"):
+        kind = target.split(":", 1)[1]
+        if kind not in BASELINE_KINDS:
+            raise ConfigError(f"--method {spec!r}: unknown baseline {kind!r}; known: {', '.join(BASELINE_KINDS)}")
+        if not dataset:
+            raise ConfigError(f"--method {spec!r}: baselines are built from a dataset; pass --dataset")
+        try:
+            from controller import baselines
+        except ImportError as e:
+            raise ConfigError(f"--method {spec!r}: controller.baselines is not available in this build ({e})") from None
+        return name, baselines.from_dataset(kind, dataset)
+    path = Path(target)
+    if not (path / "manifest.json").is_file():
+        raise ConfigError(f"--method {spec!r}: {path} is not an exported model directory (no manifest.json)")
+    try:
+        from agentd.generate import OnnxGenerator
+    except ImportError as e:
+        raise ConfigError(f"--method {spec!r}: agentd.generate is not available in this build ({e})") from None
+    loader = getattr(OnnxGenerator, "load", None) or getattr(OnnxGenerator, "from_dir", None) or OnnxGenerator
+    return name, loader(path)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--agent", "agent_url", default=None, help="Agent URL that replays the plans.")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default $MIMESYS_TOKEN).")
+@click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Target trace (HDF5); repeat for several.")
+@click.option("--method", "methods", multiple=True, help="NAME=MODEL_DIR, or nearest|knn|single; repeat.")
+@click.option("--dataset", default=None, type=click.Path(exists=True, dir_okay=False), help="Dataset for the baselines.")
+@click.option("-o", "--outdir", default=Path("eval"), type=click.Path(file_okay=False, path_type=Path), show_default=True)
+@click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True,
+              help="Sakoe-Chiba band of the DTW, in windows.")
+@click.option("--metric", "metrics", multiple=True, help="Metric to score (default: cpu, memory bandwidth, LLC, disk, net).")
+@click.option("--seed", default=0, type=int, show_default=True)
+@click.option("--warmup", "warmup_windows", default=1, type=click.IntRange(0, 600), show_default=True,
+              help="Windows of the first composition run before each plan, not scored.")
+@click.option("--cores", "core_strategy", default="preserve-total", type=click.Choice(("preserve-total", "busiest")),
+              show_default=True, help="Core mapping for targets from other hosts.")
+@click.option("--load-level", "load_levels", multiple=True, metavar="TRACE=low|mid|high",
+              help="Override a target's load level (default: from its mean CPU utilization).")
+@click.pass_context
+def evaluate(ctx, agent_url, token_file, traces, methods, dataset, outdir, band, metrics, seed, warmup_windows,
+             core_strategy, load_levels):
+    """Score generated plans against target traces (DTW per metric), or run `colocation`."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        if not agent_url or not traces or not methods:
+            raise ConfigError("trace evaluation needs --agent URL, at least one --trace and one --method "
+                              "(see `mimesys evaluate --help`; or `mimesys evaluate colocation ...`)")
+        levels = {}
+        for item in load_levels:
+            k, _, v = item.partition("=")
+            if v not in ("low", "mid", "high"):
+                raise ConfigError(f"--load-level {item!r}: expected TRACE=low|mid|high")
+            levels[k] = v
+        gens = dict(resolve_method(m, dataset) for m in methods)
+        targets = {p.stem: Trace.read(p) for p in traces}
+        from controller.evaluate.driver import EvalOptions
+        from controller.evaluate.driver import evaluate as run_eval
+        from controller.fleet import AgentClient
+
+        opts = EvalOptions(outdir=outdir, band=band, seed=seed, warmup_windows=warmup_windows,
+                           metrics=tuple(metrics) or None, core_strategy=core_strategy, load_levels=levels)
+
+        async def main():
+            client = AgentClient(agent_url, _token(token_file))
+            try:
+                return await run_eval(targets, gens, client, opts)
+            finally:
+                await client.close()
+
+        results = asyncio.run(main())
+    except MimesysError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(results.render())
+    errors = [r for r in results.runs if r.get("error")]
+    for r in errors:
+        click.echo(f"FAILED {r['trace']} / {r['method']}: {r['error']}", err=True)
+    sim = " (SIMULATED host: not a measurement of real hardware)" if results.meta.get("simulated") else ""
+    click.echo(f"results in {outdir}/ (results.json, results.csv, summary.csv, PNGs){sim}")
+    if errors and len(errors) == len(results.runs):
+        raise SystemExit(1)
+
+
+@evaluate.command("colocation")
+@click.option("--app", "app_cmd", required=True, help="The application command (shell), e.g. a benchmark.")
+@click.option("--mix", "mix_cmd", required=True, help="The real neighbour mix (shell command), killed afterwards.")
+@click.option("--plan", "plan_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The synthetic plan generated from the mix's trace.")
+@click.option("--agent", "agent_url", default=None, help="Replay the plan on this agent (default: locally with "
+                                                         "`mimesys-agent replay`).")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False))
+@click.option("--agent-config", default=None, type=click.Path(dir_okay=False),
+              help="Config for the local replay (mimesys-agent --config).")
+@click.option("--regex", default=None, help="Performance from the app's output: first group of the last match "
+                                            "(default: wall time).")
+@click.option("--higher-is-better/--lower-is-better", "higher", default=None,
+              help="Throughput (default with --regex) or latency/time (default without).")
+@click.option("--repeats", default=3, type=click.IntRange(1, 100), show_default=True)
+@click.option("--warmup", "warmup_s", default=3.0, type=click.FloatRange(0, 600), show_default=True,
+              help="Seconds the neighbour runs before the application starts.")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Result JSON.")
+def colocation_cmd(app_cmd, mix_cmd, plan_path, agent_url, token_file, agent_config, regex, higher, repeats, warmup_s,
+                   output):
+    """The application alone, next to the real mix, next to the plan: degradation difference in points."""
+    from controller.evaluate.colocation import AppSpec, colocation, render
+
+    spec = AppSpec(app_cmd, regex, higher)
+    try:
+        async def main():
+            client = None
+            if agent_url:
+                from controller.fleet import AgentClient
+                client = AgentClient(agent_url, _token(token_file))
+            try:
+                return await colocation(spec, mix_cmd, plan_path, client=client, repeats=repeats, warmup_s=warmup_s,
+                                        agent_config=agent_config)
+            finally:
+                if client is not None:
+                    await client.close()
+
+        doc = asyncio.run(main())
+    except MimesysError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(render(doc))
+    if output:
+        tmp = output.with_name(f".{output.name}.tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        tmp.replace(output)
+        click.echo(f"result: {output}")
