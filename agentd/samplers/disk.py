@@ -13,8 +13,10 @@ list. The device list is fixed at probe time; a device removed later reads NaN.
 Metrics, per device and total: ``disk[.<dev>].read_Bps``, ``write_Bps`` (sectors × 512:
 diskstats counts 512-byte sectors whatever the device's block size), ``read_iops``,
 ``write_iops`` (completed requests), ``busy`` (fraction of the window with IO in flight, from
-io_ticks). ``disk.busy`` is the MAX over the physical devices — the busiest disk is the
-bottleneck a workload feels; a mean would dilute one saturated disk among idle ones.
+io_ticks; like iostat's %util it saturates at 1 on devices that serve many requests in
+parallel, e.g. NVMe, before their throughput does). ``disk.busy`` is the MAX over the
+physical devices — the busiest disk is the bottleneck a workload feels; a mean would dilute
+one saturated disk among idle ones.
 """
 
 from __future__ import annotations

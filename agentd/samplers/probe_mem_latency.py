@@ -14,13 +14,15 @@ thread must not read as contention). The chase resumes where the last tick stopp
 never re-walks lines it just cached. Measured at read time (end of the window), not averaged
 over it.
 
-Cost, measured on the development VM (2 vCPU AMD EPYC, load average ~4 from other jobs; 20
-ticks, thread CPU time per read()): 0.64 ms median, 0.75 ms max per tick at the default 2000
-loads (≈0.065 % of one core at 1 Hz). Memory: the buffer (2 × LLC, clamped to 64 MiB..1 GiB;
-64 MiB here) stays resident for the agent's lifetime; building the cycle takes ~1.4 s and
-briefly needs ~3× the buffer. Its own 2000 misses per second are a negligible extra load on
-the memory system. Values seen: ~200-250 ns per load on the idle-ish VM (a DRAM access plus
-a TLB miss, through the hypervisor's nested page tables).
+Cost, measured on the development VM (2 vCPU AMD EPYC, load average ~3 from other jobs):
+0.64 ms median thread CPU per read() in a loop (default 2000 loads); `python -m
+agentd.samplers --enable probe_mem_latency --seconds 30` at 1 Hz: the agent's sampling CPU
+goes from 0.067 % to 0.20 % of one core (cold caches between ticks cost more than the loop).
+Memory: the buffer (2 × LLC, clamped to 64 MiB..1 GiB; 64 MiB here) stays resident for the
+agent's lifetime; building the cycle takes ~1.4 s and briefly needs ~3× the buffer. Its own
+2000 misses per second are a negligible extra load on the memory system. Values seen here:
+~120-250 ns per load with a 64 MiB buffer (a DRAM access plus a TLB miss through the
+hypervisor's nested page tables), 50-75 ns at 16 MiB, < 10 ns at 1-4 MiB (in L2/L3).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class SamplersConfig:
         enabled: dict[str, bool | None] = {}
         options: dict[str, Any] = {}
         for name, table in d.items():
-            s = get(name) if name in samplers() else None
+            s = samplers().get(name)
             if s is None:
                 raise ConfigError(f"{where}.{name}: unknown sampler; valid samplers: {', '.join(samplers())}")
             if isinstance(table, bool):  # shorthand: cpu = false
@@ -131,7 +131,7 @@ def _build_options(opt_cls: type, table: Mapping[str, Any], where: str):
     fields = {f.name: f for f in dataclasses.fields(opt_cls)}
     unknown = sorted(set(table) - set(fields))
     if unknown:
-        valid = ", ".join(["enabled", *fields]) 
+        valid = ", ".join(["enabled", *fields])
         raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)}; valid options: {valid}")
     kwargs = {}
     defaults = opt_cls()
