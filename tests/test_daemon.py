@@ -1,0 +1,354 @@
+"""A real agent process on 127.0.0.1 (`mimesys-agent serve`, real host backend, real
+mimesys-runner and stressors), the systemd integration, and the record/replay commands.
+
+The host is shared with other busy processes: per-core /proc/stat then includes their work.
+The ±0.05 per-core check is asserted strictly when the cores were quiet just before the
+run; on a busy host the test still asserts everything contention cannot explain away
+(one row per window, the runner's executed fractions, measured ≥ planned − 0.05) and
+reports the strict comparison as an expected failure with the measured background.
+"""
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import h5py
+import msgpack
+import numpy as np
+import psutil
+import pytest
+
+from agentd import wire
+from agentd.notify import _notify_socket, under_systemd, watchdog_interval_s
+from agentd.plan import Plan
+from agentd.trace import Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "daemon-test-token-0123456789"
+AUTH = {"Authorization": "Bearer " + TOKEN}
+
+pytestmark = pytest.mark.skipif(not (ROOT / "stressors" / "build" / "mimesys-runner").exists()
+                                and not shutil.which("mimesys-runner"),
+                                reason="mimesys-runner not built (make -C stressors)")
+
+
+def write_config(tmp_path: Path, **api) -> Path:
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    tok.chmod(0o600)
+    extra = "".join(f"{k} = {v}\n" for k, v in api.items())
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(f'[agent]\nstate_dir = "{tmp_path}/state"\nscratch_dir = "{tmp_path}/state/scratch"\n'
+                   f'scratch_budget_mib = 64\n[api]\ntoken_file = "{tok}"\nbind = "127.0.0.1"\nport = 0\n{extra}')
+    return cfg
+
+
+class Agent:
+    def __init__(self, proc: subprocess.Popen, url: str, log: Path):
+        self.proc, self.url, self.log = proc, url, log
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+
+@contextlib.contextmanager
+def start_agent(tmp_path: Path, cfg: Path, env=None, name="agent"):
+    log = tmp_path / f"{name}.log"
+    fh = log.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "agentd.cli", "serve", "--config", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT,
+                            env={**os.environ, **(env or {})})
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, f"agent did not start: {log.read_text()}"
+        yield Agent(proc, url, log)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        fh.close()
+
+
+def cpu_plan(catalog, fractions, window_s=1.0) -> Plan:
+    fr = np.asarray(fractions, np.float32)
+    a = np.zeros((fr.shape[0], len(catalog), fr.shape[1]), np.float32)
+    a[:, catalog.index("cpu_int_crc32"), :] = fr
+    return Plan.from_catalog(a, catalog, window_s=window_s, provenance={"test": "daemon"})
+
+
+def per_core_busy(seconds=1.0) -> list[float]:
+    """Background busy fraction of each core over `seconds` (the same definition as the cpu sampler)."""
+    def read():
+        out = []
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("cpu") and line[3] != " ":
+                v = [int(x) for x in line.split()[1:]]
+                out.append((v[0] + v[1] + v[2] + v[5] + v[6], sum(v[:8])))
+        return out
+    a = read()
+    time.sleep(seconds)
+    b = read()
+    return [(bb[0] - aa[0]) / max(1, bb[1] - aa[1]) for aa, bb in zip(a, b)]
+
+
+async def post(session, url, body: dict):
+    async with session.post(url, data=wire.pack(body)) as r:
+        return r.status, msgpack.unpackb(await r.read())
+
+
+# -- a real agent ------------------------------------------------------------------------
+def test_real_agent_rejects_missing_or_wrong_token_and_oversized_bodies(tmp_path, catalog):
+    cfg = write_config(tmp_path, max_body_mib=0.05)
+    with start_agent(tmp_path, cfg) as agent:
+        async def main():
+            async with aiohttp.ClientSession() as s:
+                for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": TOKEN}):
+                    async with s.get(agent.url + "/v1/info", headers=headers) as r:
+                        assert r.status == 401
+                    async with s.post(agent.url + "/v1/runs", headers=headers, data=b"x") as r:
+                        assert r.status == 401
+                    with pytest.raises(aiohttp.WSServerHandshakeError) as e:
+                        await s.ws_connect(agent.url + "/v1/monitor", headers=headers)
+                    assert e.value.status == 401
+                async with s.post(agent.url + "/v1/runs", headers=AUTH,
+                                  data=wire.pack({"plan": b"\0" * 100_000})) as r:
+                    assert r.status == 413
+                    assert "exceeds the limit" in msgpack.unpackb(await r.read())["error"]
+                async with s.get(agent.url + "/v1/info", headers=AUTH) as r:
+                    info = msgpack.unpackb(await r.read())
+                assert r.status == 200 and info["backend"] == "host" and info["simulated"] is False
+        asyncio.run(main())
+
+
+def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_path, catalog):
+    """cpu_int_crc32 at 0.2 / 0.7 alternating on each CPU, W = 1 s, 6 windows."""
+    ncpu = len(psutil.Process().cpu_affinity())
+    pattern = np.array([[0.2, 0.7], [0.7, 0.2], [0.2, 0.7], [0.7, 0.2], [0.2, 0.7], [0.7, 0.2]], np.float32)
+    fractions = np.tile(pattern, (1, (ncpu + 1) // 2))[:, :ncpu]
+    plan = cpu_plan(catalog, fractions)
+    cfg = write_config(tmp_path)
+    with start_agent(tmp_path, cfg) as agent:
+        background = per_core_busy(1.0)
+
+        async def main():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                assert status == 201, created
+                frames = []
+                async with s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as ws:
+                    async for msg in ws:
+                        frames.append(msgpack.unpackb(msg.data))
+                async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.h5") as r:
+                    assert r.status == 200
+                    (tmp_path / "run.h5").write_bytes(await r.read())
+                return frames
+        frames = asyncio.run(main())
+
+    header, windows, end = frames[0], [f for f in frames if f["type"] == "window"], frames[-1]
+    assert header["type"] == "header" and header["simulated"] is False
+    assert end["type"] == "end" and end["state"] == "done", end
+    assert [w["window"] for w in windows] == list(range(6))  # one row per window, in order
+    names = [m["name"] for m in header["metrics"]]
+    cols = [names.index(f"cpu.util.core{k}") for k in range(ncpu)]
+    measured = np.array([wire.vec_from_bytes(w["values"], len(names))[cols] for w in windows])
+    M, K = header["run"]["shape"]
+    ran = np.array([np.frombuffer(w["ran_ns"], "<i8").reshape(M, K)[catalog.index("cpu_int_crc32")] for w in windows])
+    # The stream and the stored trace agree.
+    tr = Trace.read(tmp_path / "run.h5")
+    assert tr.T == 6 and not tr.simulated
+    np.testing.assert_array_equal(tr.values[:, cols], measured)
+    report = (f"planned per core:\n{fractions}\nmeasured (trace):\n{np.round(measured, 3)}\n"
+              f"runner executed:\n{np.round(ran / 1e9, 3)}\nbackground busy before the run: {np.round(background, 3)}")
+    print(report)
+    # What contention cannot explain away: the runner ran the plan, and every core was at
+    # least as busy as planned.
+    np.testing.assert_allclose(ran / 1e9, fractions, atol=0.02, err_msg=report)
+    assert (measured >= fractions - 0.05).all(), report
+    if max(background) > 0.03:
+        pytest.xfail(f"host busy (background {np.round(background, 2)} of each core): the strict ±0.05 "
+                     f"check is not meaningful now; max |error| = {np.abs(measured - fractions).max():.3f}\n{report}")
+    np.testing.assert_allclose(measured, fractions, atol=0.05, err_msg=report)
+
+
+def test_sigkill_mid_run_leaves_no_runner_and_next_start_clears_scratch(tmp_path, catalog):
+    # A long plan with a disk stressor, so the runner holds scratch files when killed.
+    a = np.zeros((60, len(catalog), 1), np.float32)
+    disk = [i for i, s in enumerate(catalog.stressors) if s.resource_class == "disk"][0]
+    a[:, disk, 0] = 0.5
+    a[:, catalog.index("cpu_int_crc32"), 0] = 0.3
+    plan = Plan.from_catalog(a, catalog)
+    cfg = write_config(tmp_path)
+    scratch = tmp_path / "state" / "scratch"
+    with start_agent(tmp_path, cfg) as agent:
+        async def main():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                assert status == 201, created
+                async with s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as ws:
+                    while msgpack.unpackb((await ws.receive(timeout=60)).data)["type"] != "window":
+                        pass  # wait until the runner is executing
+                return created["run_id"]
+        run_id = asyncio.run(main())
+        runners = [p for p in psutil.Process(agent.pid).children(recursive=True) if p.name() == "mimesys-runner"]
+        assert runners, "no mimesys-runner child while the run executes"
+        agent.proc.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        agent.proc.wait(5)
+
+        def stopped(p):  # exited; a zombie waiting for init to reap it runs nothing
+            try:
+                return p.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+        while time.monotonic() - killed_at < 1.0 and not all(stopped(p) for p in runners):
+            time.sleep(0.005)
+        elapsed = time.monotonic() - killed_at
+        alive = [p.pid for p in runners if not stopped(p)]
+        assert not alive, f"runner(s) {alive} still running {elapsed:.2f} s after SIGKILL of the agent"
+        leftover_after_kill = sorted(p.name for p in scratch.iterdir()) if scratch.exists() else []
+    # Whatever a killed agent leaves in scratch, the next start removes it.
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "leftover.bin").write_bytes(b"\0" * 4096)
+    (scratch / "leftover-dir").mkdir()
+    with start_agent(tmp_path, cfg, name="agent2") as agent:
+        assert list(scratch.iterdir()) == []
+        assert "leftover entries" in agent.log.read_text()
+
+        async def status():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                async with s.get(agent.url + f"/v1/runs/{run_id}") as r:
+                    return msgpack.unpackb(await r.read())
+        st = asyncio.run(status())
+        assert st["state"] == "failed" and "agent stopped" in st["error"]
+    print(f"runner gone {elapsed:.3f} s after SIGKILL; scratch right after the kill: {leftover_after_kill}")
+
+
+# -- systemd ---------------------------------------------------------------------------------
+def test_serve_notifies_ready_and_pings_the_watchdog_from_the_loop(tmp_path):
+    sock_path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(30)
+    cfg = write_config(tmp_path)
+    messages = []
+    with start_agent(tmp_path, cfg, env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "400000"}) as agent:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum("WATCHDOG=1" in m for m in messages) < 3:
+            messages.append(sock.recv(4096).decode())
+        agent.proc.send_signal(signal.SIGTERM)
+        agent.proc.wait(15)
+        with contextlib.suppress(socket.timeout):
+            sock.settimeout(2)
+            while True:
+                messages.append(sock.recv(4096).decode())
+    sock.close()
+    joined = "\n".join(messages)
+    assert "READY=1" in joined and "STATUS=serving" in joined
+    assert sum("WATCHDOG=1" in m for m in messages) >= 3
+    assert "STOPPING=1" in joined
+
+
+def test_notify_fallback_socket_and_environment_detection(tmp_path):
+    sock_path = tmp_path / "n.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind(str(sock_path))
+        assert _notify_socket(str(sock_path), "READY=1\nSTATUS=x")
+        assert s.recv(100) == b"READY=1\nSTATUS=x"
+    assert not _notify_socket(str(tmp_path / "absent.sock"), "READY=1")
+    assert watchdog_interval_s({"WATCHDOG_USEC": "30000000"}) == 15.0
+    assert watchdog_interval_s({"WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"}) is None  # not for us
+    assert watchdog_interval_s({}) is None
+    assert under_systemd({"INVOCATION_ID": "abc"}) and under_systemd({"JOURNAL_STREAM": "8:1"})
+    assert not under_systemd({})
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_unit_file_is_hardened_and_passes_systemd_analyze_verify(tmp_path):
+    unit = (ROOT / "systemd" / "mimesys-agent.service").read_text()
+    for directive in ("Type=notify", "WatchdogSec=", "KillMode=control-group", "NoNewPrivileges=yes",
+                      "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "StateDirectory=mimesys",
+                      "ConfigurationDirectory=mimesys", "CapabilityBoundingSet=CAP_PERFMON",
+                      "AmbientCapabilities=CAP_PERFMON",
+                      "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"):
+        assert re.search(rf"^{re.escape(directive)}", unit, re.M), directive
+    assert "CAP_SYS_ADMIN" not in re.findall(r"^CapabilityBoundingSet=.*$", unit, re.M)[0]
+    # verify checks that ExecStart binaries exist: point them at this checkout's entry point
+    # (the package installs the same program at /usr/bin/mimesys-agent).
+    exe = shutil.which("mimesys-agent", path=str(Path(sys.executable).parent)) or shutil.which("mimesys-agent")
+    assert exe, "mimesys-agent entry point not installed"
+    local = tmp_path / "mimesys-agent.service"
+    local.write_text(unit.replace("/usr/bin/mimesys-agent", exe))
+    out = subprocess.run(["systemd-analyze", "verify", str(local)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr.strip() == "", out.stderr
+    # and verify does complain about a broken unit (the check above can fail)
+    broken = tmp_path / "broken.service"
+    broken.write_text(local.read_text().replace("NoNewPrivileges=yes", "NoNewPrivileges=yes\nProtectSytem=strict"))
+    out = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True, text=True, timeout=60)
+    assert "Unknown key" in out.stderr
+
+
+# -- record / replay ------------------------------------------------------------------------------
+def test_record_writes_a_trace_at_the_interval_with_csv(tmp_path):
+    cfg = write_config(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "record", "--config", str(cfg), "-o",
+                          str(tmp_path / "rec.h5"), "--seconds", "2", "--interval", "0.5", "--csv",
+                          str(tmp_path / "rec.csv"), "--no-progress"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    tr = Trace.read(tmp_path / "rec.h5")
+    assert tr.T == 4 and tr.window_s == 0.5 and not tr.simulated
+    core0 = tr.column("cpu.util.core0")
+    assert np.isfinite(core0).all() and ((0 <= core0) & (core0 <= 1)).all()
+    rows = (tmp_path / "rec.csv").read_text().splitlines()
+    assert len(rows) == 5 and rows[0].startswith("window,start_s,cpu.util.core0")
+
+
+def test_replay_runs_a_plan_around_a_command_and_reports_its_status(tmp_path, catalog):
+    plan = cpu_plan(catalog, [[0.3]] * 4, window_s=0.25)
+    plan.write(tmp_path / "plan.h5")
+    cfg = write_config(tmp_path)
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "plan.h5"),
+                          "-o", str(tmp_path / "replay.h5"), "--no-progress", "--", "sh", "-c", "sleep 1.2; exit 3"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    wall = time.monotonic() - started
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "exit status 3" in out.stdout and re.search(r"wall time 1\.[2-9]\d* s", out.stdout), out.stdout
+    assert f"trace: {tmp_path / 'replay.h5'}" in out.stdout
+    tr = Trace.read(tmp_path / "replay.h5")
+    assert tr.T >= 4 and tr.provenance["command"] == ["sh", "-c", "sleep 1.2; exit 3"]  # repeated while it ran
+    assert wall < 30
+    # No command: the plan runs --repetitions times; a malformed plan is a clear error.
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "plan.h5"),
+                          "-o", str(tmp_path / "r2.h5"), "--repetitions", "2", "--no-progress"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert Trace.read(tmp_path / "r2.h5").T == 8
+    with h5py.File(tmp_path / "bad.h5", "w") as f:
+        f.attrs["format"] = "mimesys.plan"
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "bad.h5")],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode != 0 and "Error:" in out.stderr and "Traceback" not in out.stderr
