@@ -196,3 +196,28 @@ def test_amd_umc_cas_commands_encode_from_format_fields():
     assert encode(pmu, {"event": 0x0A, "rdwrmask": 2}, "wr").config == 0x20A
     with pytest.raises(PmuFormatError, match="no format field 'umask'"):
         encode(pmu, {"umask": 1}, "x")
+
+
+# -- fuzz: kernel-byte parsers fail only with their own error ------------------------
+from hypothesis import given, settings, strategies as st
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 31))
+def test_parse_read_never_raises_anything_but_readformaterror(data, rf):
+    try:
+        r = parse_read(data, rf)
+    except ReadFormatError:
+        return
+    assert len(data) == read_size(rf, len(r.values) if rf & abi.PERF_FORMAT_GROUP else 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.one_of(st.none(), st.integers(0, 2**32 - 1)))
+def test_netlink_stats_parser_never_raises_anything_unexpected(data, seq):
+    from agentd.samplers.net import parse_stats_dump
+    try:
+        out, done = parse_stats_dump(data, seq)
+    except (ValueError, OSError):
+        return
+    assert all(len(v) == 4 for v in out.values())

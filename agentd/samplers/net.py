@@ -75,17 +75,21 @@ def parse_stats_dump(data, seq: int | None = None) -> tuple[dict[int, tuple[int,
             if mtype == NLMSG_DONE:
                 done = True
             elif mtype == NLMSG_ERROR:
+                if length < _NLMSGHDR.size + 4:
+                    raise ValueError(f"netlink error message at offset {off} is truncated ({length} bytes)")
                 err = -struct.unpack_from("=i", data, off + _NLMSGHDR.size)[0]
                 if err:
                     raise OSError(err, f"RTM_GETSTATS: {os.strerror(err)}")
             elif mtype == RTM_NEWSTATS:
+                if length < _NLMSGHDR.size + _IF_STATS_MSG.size:
+                    raise ValueError(f"RTM_NEWSTATS at offset {off} is truncated ({length} bytes)")
                 body = off + _NLMSGHDR.size
                 ifindex = _IF_STATS_MSG.unpack_from(data, body)[3]
                 a = body + _align4(_IF_STATS_MSG.size)
                 while a + _NLATTR.size <= off + length:
                     alen, atype = _NLATTR.unpack_from(data, a)
-                    if alen < _NLATTR.size:
-                        break
+                    if alen < _NLATTR.size or a + alen > off + length:
+                        break  # malformed attribute: ignore the rest of this message
                     if atype & NLA_TYPE_MASK == IFLA_STATS_LINK_64 and alen >= _NLATTR.size + _STATS64_HEAD.size:
                         rxp, txp, rxb, txb = _STATS64_HEAD.unpack_from(data, a + _NLATTR.size)
                         out[ifindex] = (rxb, txb, rxp, txp)
