@@ -119,6 +119,8 @@ def test_errno_becomes_typed_error_with_hint(tmp_path):
     assert isinstance(e, PerfPermissionError)
     assert str(e) == ("perf_event_open(cpu-cycles, cpu 2): Permission denied — kernel.perf_event_paranoid is 3; "
                       "system-wide counting needs CAP_PERFMON (or CAP_SYS_ADMIN) or paranoid <= 0")
+    assert "seccomp" not in str(e)
+    assert "SystemCallFilter= must allow perf_event_open, which is in @debug" in str(perf_error(errno.EPERM, "x", 0))
     for err in (errno.ENOENT, errno.EOPNOTSUPP):
         e = perf_error(err, "instructions", 0)
         assert isinstance(e, PerfUnsupportedError) and "not supported by this CPU/VM" in str(e)

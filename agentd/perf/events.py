@@ -88,9 +88,12 @@ def paranoid_level(proc: Path = Path("/proc")) -> str:
 def perf_error(err: int, event: str, cpu: int, proc: Path = Path("/proc")) -> PerfEventError:
     """errno -> the typed error with a hint about the likely cause."""
     if err in (errno.EACCES, errno.EPERM):
-        return PerfPermissionError(err, event, cpu,
-                                   f"kernel.perf_event_paranoid is {paranoid_level(proc)}; system-wide "
-                                   "counting needs CAP_PERFMON (or CAP_SYS_ADMIN) or paranoid <= 0")
+        hint = (f"kernel.perf_event_paranoid is {paranoid_level(proc)}; system-wide counting needs CAP_PERFMON "
+                "(or CAP_SYS_ADMIN) or paranoid <= 0")
+        if err == errno.EPERM:  # the kernel's own refusals are EACCES; EPERM is typically seccomp
+            hint += ("; EPERM is also what a seccomp filter returns: systemd's SystemCallFilter= must allow "
+                     "perf_event_open, which is in @debug")
+        return PerfPermissionError(err, event, cpu, hint)
     if err in (errno.ENOENT, errno.EOPNOTSUPP):
         return PerfUnsupportedError(err, event, cpu, "the event is not supported by this CPU/VM "
                                     "(a VM often exposes no hardware PMU)")
