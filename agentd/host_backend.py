@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
-import platform
 import shutil
 import statistics
 import time
@@ -35,9 +33,11 @@ from typing import AsyncIterator
 import numpy as np
 
 from .backend import Backend, BackendInfo, ExecutedWindow, MonitorSample, RunOptions
+from .calibration import read as read_calibration
 from .catalog import Catalog, load_catalog
-from .errors import RunnerError
-from .hostpaths import HostPaths, online_cpus
+from .errors import RunnerError, ValidationError
+from .fingerprint import host_fingerprint, with_calibration
+from .hostpaths import HostPaths
 from .metrics import MetricSpec
 from .plan import Plan
 
@@ -75,6 +75,7 @@ class HostBackend(Backend):
         self.hp = hostpaths or HostPaths.from_env()
         self._schema = samplers.schema()
         self._fingerprint: dict | None = None
+        self._calibration_warned = ""
         self.boundary_lag_ns: list[int] = []   # last run: how late each boundary sample was
 
     @classmethod
@@ -100,10 +101,13 @@ class HostBackend(Backend):
 
     # -- description ---------------------------------------------------------------
     def info(self) -> BackendInfo:
+        calibration = self._calibration()
         if self._fingerprint is None:
-            self._fingerprint = host_fingerprint(self.hp, self.cpus, self._schema)
-        return BackendInfo(name="host", simulated=False, fingerprint=self._fingerprint,
-                           calibration=self._calibration())
+            # Probed once (it opens a hardware perf event to learn whether the PMU works).
+            self._fingerprint = host_fingerprint(self.hp)
+        fp = with_calibration(self._fingerprint, calibration["peaks"]) if calibration else dict(self._fingerprint)
+        fp["agent_cpus"] = list(self.cpus)   # the CPUs plans may use on this agent (plan threads)
+        return BackendInfo(name="host", simulated=False, fingerprint=fp, calibration=calibration)
 
     def metric_schema(self) -> list[MetricSpec]:
         return list(self._schema)
@@ -118,13 +122,18 @@ class HostBackend(Backend):
         return states
 
     def _calibration(self) -> dict:
-        import json
+        """state_dir/calibration.json as written by `mimesys-agent calibrate`; {} when absent."""
         if self.state_dir is None:
             return {}
         path = Path(self.state_dir) / "calibration.json"
+        if not path.exists():
+            return {}
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
+            return read_calibration(path)
+        except ValidationError as e:
+            if self._calibration_warned != str(e):
+                log.warning("ignoring calibration: %s", e)
+                self._calibration_warned = str(e)
             return {}
 
     async def read(self):
@@ -205,66 +214,3 @@ class HostBackend(Backend):
             await asyncio.get_running_loop().run_in_executor(self._thread, self.samplers.close)
             self._thread.shutdown()
             self._thread = None
-
-
-# -- host fingerprint ------------------------------------------------------------------
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
-def host_fingerprint(hp: HostPaths, cpus: tuple[int, ...], schema: list[MetricSpec]) -> dict:
-    """What a plan or trace needs to know about the host it came from: CPU, caches, memory,
-    disks, NICs, kernel, PMU availability. `threads` = CPUs plans may use on this agent."""
-    model = ""
-    for line in _read(hp.p("cpuinfo")).splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    caches = []
-    cache_root = hp.s("devices/system/cpu/cpu0/cache")
-    if cache_root.is_dir():
-        for idx in sorted(cache_root.glob("index*")):
-            caches.append({"level": int(_read(idx / "level") or 0), "type": _read(idx / "type"),
-                           "size": _read(idx / "size"),
-                           "shared_cpu_list": _read(idx / "shared_cpu_list")})
-    mem_total = 0
-    for line in _read(hp.p("meminfo")).splitlines():
-        if line.startswith("MemTotal:"):
-            mem_total = int(line.split()[1]) * 1024
-            break
-    disks = []
-    block = hp.s("block")
-    if block.is_dir():
-        for dev in sorted(block.iterdir()):
-            if not (dev / "device").exists():
-                continue  # loop, ram, zram, dm: not a physical disk
-            disks.append({"name": dev.name, "rotational": _read(dev / "queue/rotational") == "1",
-                          "size_B": int(_read(dev / "size") or 0) * 512})
-    nics = []
-    net = hp.s("class/net")
-    if net.is_dir():
-        for nic in sorted(net.iterdir()):
-            if (nic / "device").exists():
-                speed = _read(nic / "speed")
-                nics.append({"name": nic.name, "speed_mbps": int(speed) if speed.lstrip("-").isdigit() else None})
-    hw = [m for m in schema if m.source == "perf_hw"]
-    return {
-        "simulated": False,
-        "hostname": platform.node(),
-        "cpu_model": model,
-        "cores": len(online_cpus(hp)),
-        "threads": len(cpus),
-        "cpus": list(cpus),
-        "caches": caches,
-        "memory_B": mem_total,
-        "disks": disks,
-        "nics": nics,
-        "kernel": platform.release(),
-        "arch": platform.machine(),
-        "pmu": any(m.available for m in hw),
-        "pmu_reason": next((m.reason for m in hw if not m.available), ""),
-        "page_size": os.sysconf("SC_PAGE_SIZE"),
-    }

@@ -30,7 +30,7 @@ from typing import AsyncIterator
 import numpy as np
 
 from . import __version__, wire
-from .backend import Backend, ExecutedWindow, RunOptions
+from .backend import Backend, RunOptions
 from .catalog import Catalog
 from .errors import Conflict, MimesysError, NotFound
 from .plan import Plan

@@ -52,7 +52,8 @@ async def _runs_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
     backend = app[BACKEND]
     # A backend may describe fewer threads than this host's CPUs (the simulated host).
-    max_threads = getattr(backend, "max_threads", None) or len(cfg.agent.resolved_cpus())
+    max_threads = (getattr(backend, "max_threads", None) or backend.info().fingerprint.get("threads")
+                   or len(cfg.agent.resolved_cpus()))
     app[RUNS] = RunManager(backend, app[CATALOG], state_dir=cfg.agent.state_dir, max_threads=max_threads,
                            keep=cfg.runs.keep, stream_buffer_bytes=cfg.runs.stream_buffer_mib << 20)
     yield

@@ -38,6 +38,9 @@ def info(config_path, backend, as_json):
         return
     label = "SIMULATED host" if binfo.simulated else "real host"
     click.echo(f"mimesys-agent {__version__}  backend={binfo.name} ({label})")
+    if not binfo.simulated:
+        from ..fingerprint import summary
+        click.echo(f"host: {summary(binfo.fingerprint)}")
     click.echo("\nfingerprint:")
     for k, v in binfo.fingerprint.items():
         click.echo(f"  {k}: {json.dumps(v, default=str) if isinstance(v, (list, dict)) else v}")
