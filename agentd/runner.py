@@ -71,6 +71,8 @@ class RunnerConfig:
     catalog_path: str | None = None        # None: the shipped catalog
     start_delay_ms: int = 30               # t0 = runner ready + this
     report_warmup: bool = False
+    nice: int = 0                          # worker threads' nice value (< 0 needs CAP_SYS_NICE): a
+                                           # lower value lets the plan hold its timing on a busy host
     setup_timeout_s: float = 300.0         # filling scratch files and big buffers takes a while
 
 
@@ -277,6 +279,8 @@ async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, see
             "--start-delay-ms", str(int(config.start_delay_ms))]
     if scratch:
         args += ["--scratch-dir", str(scratch)]
+    if config.nice:
+        args += ["--nice", str(int(config.nice))]
     try:
         proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.PIPE,
                                                     stdout=asyncio.subprocess.PIPE,

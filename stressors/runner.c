@@ -2,7 +2,7 @@
  * docstring documents the binary format) on pinned threads with absolute deadlines.
  *
  *   mimesys-runner --schedule FILE|- [--cpus LIST] [--scratch-dir DIR] [--scratch-budget BYTES]
- *                  [--udp-sink HOST:PORT] [--start-delay-ms N]
+ *                  [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]
  *   mimesys-runner --list-kernels
  *
  * Timing. Executed window i starts at exactly t0 + i*W on CLOCK_MONOTONIC (absolute, so
@@ -19,7 +19,9 @@
  *   start I REP WIN PLANNED_NS OBSERVED_NS     at each window boundary
  *   seg I THREAD STRESSOR PLANNED_NS RAN_NS OPS BYTES      after the window, per segment
  *   thread I THREAD START_NS END_NS CPU_NS     actual wake-up, last work, thread CPU time
- *   done I REP WIN PLANNED_NS END_NS           closes window I's records
+ *   done I REP WIN PLANNED_NS END_NS           closes window I's records (END_NS: last work
+ *                                              done; the last window's record waits for its
+ *                                              planned end, so it always spans W)
  *   exit done|stopped|error DETAIL...
  *   error MESSAGE                              setup failed / refused (also on stderr)
  * REP is -1 for warm-up windows. Exit status: 0 done, 4 stopped by a signal,
@@ -94,6 +96,7 @@ static struct {
     pthread_cond_t cv;               /* main waits here for workers; workers for the printer */
     pthread_condattr_t cattr;
     int ready, failed, go;
+    int nice;                        /* --nice: worker threads' nice value (0 = inherit) */
     uint64_t printed;
     uint64_t t0;
     volatile sig_atomic_t stop_sig;
@@ -271,11 +274,15 @@ static void *worker_main(void *arg) {
     struct schedule *s = &g.sch;
     char err[ERRLEN] = "";
     prctl(PR_SET_TIMERSLACK, 1ul);   /* wake at the deadline, not up to 50 us after it */
+    int fail = 0;
+    if (g.nice && setpriority(PRIO_PROCESS, (id_t)gettid(), g.nice)) {
+        snprintf(w->err, ERRLEN, "thread %d: cannot set nice %d: %s", w->k, g.nice, strerror(errno));
+        fail = 1;
+    }
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(w->cpu, &set);
-    int fail = 0;
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
+    if (!fail && pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
         snprintf(w->err, ERRLEN, "thread %d: cannot pin to CPU %d (not allowed or offline)", w->k, w->cpu);
         fail = 1;
     }
@@ -380,7 +387,7 @@ static void parse_cpus(const char *text) {
 
 static void usage(void) {
     fprintf(stderr, "usage: mimesys-runner --schedule FILE [--cpus LIST] [--scratch-dir DIR] "
-                    "[--scratch-budget BYTES] [--udp-sink HOST:PORT] [--start-delay-ms N]\n"
+                    "[--scratch-budget BYTES] [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]\n"
                     "       mimesys-runner --list-kernels\n");
     exit(EXIT_USAGE);
 }
@@ -398,7 +405,7 @@ int main(int argc, char **argv) {
         {"schedule", required_argument, 0, 's'}, {"cpus", required_argument, 0, 'c'},
         {"scratch-dir", required_argument, 0, 'd'}, {"scratch-budget", required_argument, 0, 'b'},
         {"udp-sink", required_argument, 0, 'u'}, {"start-delay-ms", required_argument, 0, 'w'},
-        {"list-kernels", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"nice", required_argument, 0, 'n'}, {"list-kernels", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -408,6 +415,7 @@ int main(int argc, char **argv) {
         case 'b': g.env.scratch_budget = strtoull(optarg, NULL, 10); break;
         case 'u': sink = optarg; break;
         case 'w': start_delay_ms = strtol(optarg, NULL, 10); break;
+        case 'n': g.nice = atoi(optarg); break;
         case 'l': list_kernels(print_kernel); return 0;
         default: usage();
         }
@@ -553,6 +561,9 @@ int main(int argc, char **argv) {
                 pthread_cond_wait(&g.cv, &g.mu);
             }
             pthread_mutex_unlock(&g.mu);
+            if (stopping()) break;
+            /* the last window lasts its full W too (samplers measure it up to its end) */
+            if (i + 1 == s->E) sleep_until(&g.mu, &g.cv, planned + s->window_ns);
             if (stopping()) break;
             uint64_t end = 0;
             for (uint32_t k = 0; k < s->K; k++) {
