@@ -52,9 +52,14 @@ def test_events_follow_the_absolute_window_grid(catalog):
         assert (d.thread_start_ns >= d.planned_start_ns).all()       # never early
         assert (d.ran_ns.sum(axis=0) <= Wns + 1_000_000).all()       # a thread never runs past its window
         assert d.ran_ns.shape == (len(catalog), K) and (d.ops[d.planned_ns > 0] > 0).all()
-    # Accuracy here is checked loosely (the machine is shared); bench/runner_timing.py measures it.
-    err = np.concatenate([np.abs(d.ran_ns - d.planned_ns)[d.planned_ns > 0] for d in dones])
-    assert np.median(err) < 3e6, f"median segment error {np.median(err) / 1e6:.3f} ms"
+    # Timing precision is bench/runner_timing.py's job (this machine is shared, so overruns
+    # from preemption are expected here). What must hold under any load: a segment is never
+    # cut short, unless the thread's work was clipped at its window's end.
+    for d in dones:
+        for k in range(K):
+            clipped = d.thread_end_ns[k] >= d.planned_start_ns + Wns - 1_000_000
+            short = (d.planned_ns[:, k] > 0) & (d.ran_ns[:, k] < d.planned_ns[:, k] - 1_000_000)
+            assert clipped or not short.any(), (d.window, k, d.ran_ns[:, k], d.planned_ns[:, k])
 
 
 def test_sigterm_stops_within_50ms(catalog, tmp_path):
