@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -4,6 +4,7 @@ input (clear error naming file and line, nothing written)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -216,6 +217,19 @@ def test_prometheus_rates_by_hand():
     assert trace.column("disk.write_Bps") == pytest.approx([1_024_000, 0, 3_072_000])
     assert trace.column("net.rx_Bps") == pytest.approx([10_000, 10_000, 10_000])
     assert any(src == "node_load1" for src, _ in report.dropped)
+
+
+def test_prometheus_several_instances_need_machine(tmp_path):
+    doc = json.loads((FIX / "prometheus_node_exporter.json").read_text())
+    other = json.loads(json.dumps(doc["data"]["result"][0]))
+    other["metric"]["instance"] = "db2:9100"
+    doc["data"]["result"].append(other)
+    p = tmp_path / "two.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TraceImportError, match=r"2 instances.*--machine INSTANCE"):
+        get("prometheus").load(p, window_s=15)
+    trace, _ = get("prometheus").load(p, window_s=15, machine="web1:9100")
+    assert trace.column("cpu.util.core0") == pytest.approx([8 / 15, 4 / 15, 14 / 15])
 
 
 # -- malformed input --------------------------------------------------------------------------

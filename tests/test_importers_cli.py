@@ -64,4 +64,4 @@ def test_unknown_format_and_misplaced_option(tmp_path):
     assert r.exit_code == 2 and "alibaba" in r.output
     r = CliRunner().invoke(main, ["import", str(FIX / "trace.csv"), "--format", "csv", "--machine", "m_1",
                                   "-o", str(tmp_path / "x.h5")])
-    assert r.exit_code == 1 and "--machine applies to the alibaba format only" in r.output
+    assert r.exit_code == 1 and "--machine does not apply to the csv format" in r.output

@@ -43,6 +43,8 @@ class AlignConfig:
     clip_range: float = 1e-4           # ratio clip, as in DDPO (ratios stay near 1 at this learning rate)
     kl_coef: float = 0.05              # KL penalty to the frozen pretrained model, per denoising step
     timestep_fraction: float = 1.0     # fraction of denoising steps trained per sample (DDPO)
+    min_step_std: float = 0.0          # train only steps whose σ is at least this; the last DDIM steps have
+                                       # σ ~ 1e-2, where log-prob gradients (∝ 1/σ²) swamp the others
     inner_epochs: int = 1              # optimisation passes over each epoch's samples
     train_batch_size: int = 16         # windows per gradient step
     lr: float = 3e-6                   # low, to keep what pretraining learned (paper §6)
@@ -72,6 +74,7 @@ class AlignConfig:
             ("clip_range", 0 < self.clip_range < 1, "must be in (0, 1)"),
             ("kl_coef", self.kl_coef >= 0, "must be ≥ 0"),
             ("timestep_fraction", 0 < self.timestep_fraction <= 1, "must be in (0, 1]"),
+            ("min_step_std", 0 <= self.min_step_std < 1, "must be in [0, 1)"),
             ("inner_epochs", self.inner_epochs >= 1, "must be ≥ 1"),
             ("train_batch_size", self.train_batch_size >= 1, "must be ≥ 1"),
             ("lr", self.lr > 0, "must be > 0"),

@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 from agentd.backend import RunOptions
-from agentd.catalog import Catalog
 from agentd.errors import ConfigError, MimesysError
 from agentd.metrics import MetricSpec
 from agentd.plan import Plan
@@ -51,6 +50,7 @@ from .store import RecordLog, atomic_write_bytes
 log = logging.getLogger("mimesys.collect")
 
 STRATEGIES = ("novelty", "random")
+MIN_SURROGATE_SAMPLES = 8
 
 
 class CampaignError(MimesysError):
@@ -163,6 +163,7 @@ class RoundSummary:
     seconds: float
     samples_per_s: float
     strategy: str
+    profile_seconds: float = 0.0     # of `seconds`, the time spent running chains on the fleet
     proposal: dict = field(default_factory=dict)
 
 
@@ -355,9 +356,18 @@ class Campaign:
         else:
             s = self.samples()
             ki, _, units = self.key_index()
-            if len(s["action"]) < 8:
-                raise CampaignError(f"round {r}: only {len(s['action'])} stable samples so far; too few to fit "
-                                    f"the surrogate (lower repetitions noise or raise spread_threshold)")
+            if len(s["action"]) < MIN_SURROGATE_SAMPLES:
+                # A noisy host (contention from other tenants) can leave too few stable samples to
+                # fit the surrogate; the unstable ones' means still say where compositions land.
+                unfiltered = self.samples(filtered=False)
+                log.warning("round %d: only %d stable samples; fitting the surrogate on all %d samples "
+                            "(the dataset still gets only the stable ones)", r, len(s["action"]),
+                            len(unfiltered["action"]))
+                s = unfiltered
+                info["surrogate_on_unstable"] = True
+            if len(s["action"]) < MIN_SURROGATE_SAMPLES:
+                raise CampaignError(f"round {r}: only {len(s['action'])} samples so far; the surrogate needs "
+                                    f"{MIN_SURROGATE_SAMPLES} (a larger round 0: more sweep intensities)")
             X = s["action"]
             hi = metric_bounds([b.metrics[i].name for i in ki], units, s["obs"][:, ki], b.peaks())
             Y = normalize(s["obs"][:, ki], hi)
@@ -411,7 +421,7 @@ class Campaign:
         log.info("acknowledged %s (%d samples) from %s", job.id, job.plan.T - 1, result.agent)
         return job.plan.T - 1
 
-    def finish_round(self, r: int, seconds: float, proposal: dict) -> RoundSummary:
+    def finish_round(self, r: int, seconds: float, proposal: dict, profile_seconds: float = 0.0) -> RoundSummary:
         s_all = self.samples(r, filtered=False)
         ki, names, units = self.key_index()
         lo, hi = self._range(s_all["obs"][:, ki])
@@ -429,7 +439,8 @@ class Campaign:
         summary = RoundSummary(round=r, chains=n_chains, samples=int(this.sum()), kept=int(kept_mask.sum()),
                                dropped=int((~kept_mask).sum()), coverage=cov, seconds=round(seconds, 3),
                                samples_per_s=round(int(this.sum()) / seconds, 3) if seconds > 0 else 0.0,
-                               strategy=self.config.strategy, proposal=proposal)
+                               strategy=self.config.strategy, proposal=proposal,
+                               profile_seconds=round(profile_seconds, 3))
         png = self.root / "reports" / f"coverage_round_{r:04d}.png"
         coverage_png(png, Yn, names, f"{self.root.name}: round {r}, {len(Yn)} samples, "
                      f"coverage {cov['occupied_cells']} cells ({cov['fraction']:.1%}), {self.config.strategy}",
@@ -473,6 +484,7 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
         log.info("round %d: %d compositions, %d chains to run (%d samples), %d agents", r, len(comps), len(jobs),
                  total, len(agents))
         bar = _progress(progress, total, f"round {r}")
+        t_profile = time.monotonic()
         try:
             async def on_result(job, result):
                 n = campaign.record_chain(r, job, result)
@@ -480,7 +492,8 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
             await fleet.run_jobs(jobs, on_result, agents=agents)
         finally:
             bar.close()
-        summary = await asyncio.to_thread(campaign.finish_round, r, time.monotonic() - t0, info)
+        t_profile = time.monotonic() - t_profile
+        summary = await asyncio.to_thread(campaign.finish_round, r, time.monotonic() - t0, info, t_profile)
         summaries.append(summary)
         if on_round is not None:
             on_round(summary)

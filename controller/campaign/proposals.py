@@ -126,9 +126,10 @@ def novelty_select(rng: np.random.Generator, X: np.ndarray, Y: np.ndarray, n: in
     if n <= 0:
         return np.zeros((0, *X.shape[1:]), np.float32)
     S, M, K = X.shape
-    n_mut = settings.pool // 2
+    size = max(settings.pool, 2 * n)          # the pool must leave room to choose
+    n_mut = size // 2
     base = X[rng.integers(S, size=n_mut)]
-    pool = np.concatenate([mutate(rng, base), random_compositions(rng, settings.pool - n_mut, M, K)])
+    pool = np.concatenate([mutate(rng, base), random_compositions(rng, size - n_mut, M, K)])
 
     rf = RandomForestRegressor(n_estimators=settings.trees, min_samples_leaf=2, max_features=0.5,
                                random_state=int(rng.integers(2**31)), n_jobs=1)

@@ -27,12 +27,14 @@ from agentd.errors import MimesysError
 @click.option("--threads", type=int, help="Plan threads K (default: the agents' CPUs).")
 @click.option("--seed", type=int, help="Campaign seed (default 0).")
 @click.option("--hull-fraction", type=float, help="Share of a round proposed by convex-hull filling (0.3).")
+@click.option("--spread-threshold", type=float,
+              help="Drop a sample whose spread over repetitions exceeds this share of the observed range (0.10).")
 @click.option("--sweep-intensities", help="Round-0 intensities, comma-separated (default 0.25,0.5,1).")
 @click.option("--allow-mixed-hosts", is_flag=True, default=None,
               help="Allow agents whose hardware differs in one dataset (recorded in campaign.toml).")
 @click.option("--progress/--no-progress", default=True, help="Show the progress bar.")
 def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, repetitions, window_s, threads, seed,
-            hull_fraction, sweep_intensities, allow_mixed_hosts, progress):
+            hull_fraction, spread_threshold, sweep_intensities, allow_mixed_hosts, progress):
     """Profile stressor compositions on a fleet and append them to CAMPAIGN's sample store.
 
     Crash-safe: kill it at any point and run the same command again; acknowledged samples
@@ -42,7 +44,7 @@ def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, repet
 
     overrides = {"strategy": strategy, "round_size": round_size, "chain_len": chain_len,
                  "repetitions": repetitions, "window_s": window_s, "threads": threads, "seed": seed,
-                 "hull_fraction": hull_fraction, "allow_mixed_hosts": allow_mixed_hosts,
+                 "hull_fraction": hull_fraction, "spread_threshold": spread_threshold, "allow_mixed_hosts": allow_mixed_hosts,
                  "sweep_intensities": [float(x) for x in sweep_intensities.split(",")] if sweep_intensities else None}
     try:
         camp = Campaign.open(campaign, overrides)

@@ -49,7 +49,7 @@ def load_host(host: str, token_file: str | None) -> HostProfile:
                                             "Without it the trace keeps its source layout.")
 @click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default: $MIMESYS_TOKEN).")
 @click.option("--window", "window_s", default=None, type=float, help="Window length W in seconds (default: the format's).")
-@click.option("--machine", default=None, help="alibaba: the machine_id to import.")
+@click.option("--machine", default=None, help="The one host to import: alibaba machine_id, prometheus instance label.")
 @click.option("--cores", "core_strategy", default="preserve-total", type=click.Choice(CORE_STRATEGIES),
               show_default=True, help="How source cores map onto the target's (see controller/mapping.py).")
 @click.option("--source-peak", multiple=True, metavar="METRIC=VALUE", help="The source host's peak of a metric.")
@@ -67,7 +67,7 @@ def import_trace(file, fmt, output, host, token_file, window_s, machine, core_st
             kwargs["window_s"] = window_s
         if machine is not None:
             if "machine" not in params:
-                raise ConfigError(f"--machine applies to the alibaba format only, not {fmt}")
+                raise ConfigError(f"--machine does not apply to the {fmt} format (one host per file)")
             kwargs["machine"] = machine
         options = MappingOptions(core_strategy, parse_peaks(source_peak, "--source-peak"))
         overrides = parse_peaks(target_peak, "--target-peak")

@@ -1,7 +1,8 @@
 """Colocation: does an application suffer next to the synthetic plan as it does next to the real
 mix the plan was generated from?
 
-Three measurements of the same application command, each repeated `repeats` times (median):
+Three measurements of the same application command, each repeated `repeats` times (median),
+interleaved round by round so that background load drifts hit all three alike:
   alone  — nothing else started by us;
   mix    — next to the real mix (a shell command, started in its own process group `warmup_s`
            before the application and killed afterwards);
@@ -13,9 +14,10 @@ in its stdout+stderr, as a number (e.g. `([0-9.]+) requests per second`); `--hig
 (throughput, default with a regex) or `--lower-is-better` (latency). Without a regex: the
 wall time of the command (lower is better).
 
-Degradation in percent: throughput (alone − coloc) / alone × 100; latency and wall time
-(coloc − alone) / alone × 100. The result is |degradation(mix) − degradation(plan)| in
-percentage points (the MIMESYS paper reports 8.3 points on average, 19.4 for its best baseline).
+Degradation in percent, per round (the neighbour's run against the same round's run alone):
+throughput (alone − coloc) / alone × 100; latency and wall time (coloc − alone) / alone × 100;
+the degradation of a condition is the median over rounds. The result is
+|degradation(mix) − degradation(plan)| in percentage points (the MIMESYS paper reports 8.3 points on average, 19.4 for its best baseline).
 A neighbour that stops before the application finishes makes the measurement invalid: error.
 """
 
@@ -206,29 +208,42 @@ def local_replay_argv(plan_path: Path, repetitions: int, agent_config: str | Non
 
 async def colocation(spec: AppSpec, mix_cmd: str, plan_path: Path, *, client=None, repeats: int = 3,
                      warmup_s: float = 3.0, agent_config: str | None = None) -> dict:
-    """Measure alone, next to the mix, next to the plan; return the result document."""
+    """Measure alone, next to the mix, next to the plan; return the result document.
+
+    The three conditions are interleaved round by round (alone, mix, plan, alone, mix, ...), so
+    a change in the host's background load during the measurement hits every condition alike
+    instead of biasing one of them; each neighbour is started and stopped in every round."""
     plan = Plan.read(plan_path)
-    alone = await _measure(spec, "alone", repeats)
-    # the plan must outlast the measurement: its repetitions cover 3x the time measured alone
-    need_s = 3 * sum(alone.wall_s) + warmup_s + 30
-    reps = max(1, math.ceil(need_s / (plan.T * plan.window_s)))
-    mix = await _measure(spec, "mix", repeats, ProcessNeighbour(["/bin/sh", "-c", mix_cmd], f"mix {mix_cmd!r}"), warmup_s)
-    if client is not None:
-        neighbour = AgentNeighbour(client, plan, min(reps, 1000))
-    else:
-        neighbour = ProcessNeighbour(local_replay_argv(plan_path, reps, agent_config), f"local replay of {plan_path}")
-    synth = await _measure(spec, "plan", repeats, neighbour, warmup_s)
+    first = await asyncio.to_thread(run_app, spec)   # sizes the plan's repetitions; not counted
+    # the plan must outlast one round's application run several times over
+    need_s = 5 * first.wall_s + warmup_s + 30
+    reps = min(1000, max(1, math.ceil(need_s / (plan.T * plan.window_s))))
+    alone, mix, synth = Measurement("alone"), Measurement("mix"), Measurement("plan")
+    for _ in range(repeats):
+        for m, neighbour in ((alone, None),
+                             (mix, ProcessNeighbour(["/bin/sh", "-c", mix_cmd], f"mix {mix_cmd!r}")),
+                             (synth, AgentNeighbour(client, plan, reps) if client is not None else
+                              ProcessNeighbour(local_replay_argv(plan_path, reps, agent_config),
+                                               f"local replay of {plan_path}"))):
+            one = await _measure(spec, m.condition, 1, neighbour, warmup_s)
+            m.values += one.values
+            m.wall_s += one.wall_s
     hib = spec.better_high
-    d_mix = degradation_pct(alone.median, mix.median, hib)
-    d_plan = degradation_pct(alone.median, synth.median, hib)
+    # paired by round: each round's neighbour run against the same round's run alone
+    per_round_mix = [degradation_pct(a, c, hib) for a, c in zip(alone.values, mix.values)]
+    per_round_plan = [degradation_pct(a, c, hib) for a, c in zip(alone.values, synth.values)]
+    d_mix = statistics.median(per_round_mix)
+    d_plan = statistics.median(per_round_plan)
     return {
         "app": spec.cmd, "measure": spec.measure, "higher_is_better": hib, "repeats": repeats, "warmup_s": warmup_s,
         "mix": mix_cmd, "plan": str(plan_path), "plan_windows": plan.T, "plan_repetitions": reps,
         "replayed_on": getattr(client, "url", None) or "local (mimesys-agent replay)",
+        "order": "interleaved rounds: alone, mix, plan",
         "alone": asdict(alone) | {"median": alone.median},
         "with_mix": asdict(mix) | {"median": mix.median},
         "with_plan": asdict(synth) | {"median": synth.median},
         "degradation_mix_pct": d_mix, "degradation_plan_pct": d_plan,
+        "degradation_mix_per_round_pct": per_round_mix, "degradation_plan_per_round_pct": per_round_plan,
         "difference_pp": abs(d_mix - d_plan),
     }
 
@@ -237,7 +252,7 @@ def render(doc: dict) -> str:
     unit = doc["measure"]
     return "\n".join([
         f"application: {doc['app']}   ({unit}, {'higher' if doc['higher_is_better'] else 'lower'} is better, "
-        f"median of {doc['repeats']})",
+        f"{doc['repeats']} interleaved rounds; degradations are per-round paired medians)",
         f"  alone      {doc['alone']['median']:.4g}",
         f"  with mix   {doc['with_mix']['median']:.4g}   degradation {doc['degradation_mix_pct']:+.1f} %",
         f"  with plan  {doc['with_plan']['median']:.4g}   degradation {doc['degradation_plan_pct']:+.1f} %   "

@@ -20,7 +20,8 @@ What becomes what:
 - node_memory_{MemTotal,MemFree,Buffers,Cached,SReclaimable}_bytes -> `mem.used_B` =
   MemTotal − MemFree − Buffers − Cached − SReclaimable, `mem.cache_B` = Buffers + Cached
 - node_context_switches_total -> `perf.ctx_switches_per_s`
-Every other series is dropped and reported.
+Every other series is dropped and reported. One host at a time: when the answer holds several
+`instance` labels, `--machine INSTANCE` picks one.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _series(doc, path) -> list[dict]:
     return out
 
 
-def load(path: Path | str, *, window_s: float = 1.0) -> tuple:
+def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None) -> tuple:
     path = Path(path)
     report = ImportReport(source_format="prometheus", source_path=str(path))
     try:
@@ -83,6 +84,14 @@ def load(path: Path | str, *, window_s: float = 1.0) -> tuple:
     series = _series(doc, path)
     if not series:
         raise TraceImportError(path, "no series in the answer", expected="at least one result")
+    instances = sorted({s["labels"].get("instance", "") for s in series})
+    if machine is not None:
+        series = [s for s in series if s["labels"].get("instance", "") == machine]
+        if not series:
+            raise TraceImportError(path, f"no series with instance={machine!r}", expected=f"one of {instances}")
+    elif len(instances) > 1:
+        raise TraceImportError(path, f"series from {len(instances)} instances ({', '.join(instances[:5])})",
+                               expected="--machine INSTANCE to pick one host")
     grid = np.unique(np.concatenate([s["samples"][:, 0] for s in series]))
     if len(grid) < 2:
         raise TraceImportError(path, "fewer than two sample times; rates need two")

@@ -158,6 +158,10 @@ class DiffusionPolicy(nn.Module):
         h, g = self.encoder(target, prev, ctx.prev_action, keep)
         return F.mse_loss(self.denoiser(x_t, t, h, g), eps)
 
+    def forward(self, batch: TrainBatch, generator: torch.Generator | None = None) -> torch.Tensor:
+        """= compute_loss; DistributedDataParallel synchronizes gradients through forward."""
+        return self.compute_loss(batch, generator)
+
     # -- sampling ---------------------------------------------------------------
     def encode(self, ctx: Context, guidance: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Context tokens for guided denoising: [B] conditional rows, then (if guidance ≠ 1)

@@ -1,0 +1,300 @@
+"""Training the diffusion policy: `mimesys train DATASET --out MODEL`.
+
+Reads top to bottom as SETUP, TRAINING (with periodic VALIDATION on held-out samples and
+CHECKPOINTS), FINISH. Runs on CPU or one GPU (bf16 autocast), or several processes under
+torchrun (DistributedDataParallel; gloo on CPU, nccl on GPU): each rank draws its share of
+every global batch, gradients are averaged, rank 0 validates and writes.
+
+Every batch and noise draw is a pure function of (seed, rank, step), so a resumed run
+continues with exactly the batches an uninterrupted one would have seen. The model file
+(controller/model/checkpoint.py) is written atomically at each checkpoint; it holds the
+resolved config, the git revision, the metric schema, the catalog hash and the dataset's
+hash, and `--resume` refuses a different dataset or config.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from agentd.errors import ConfigError, ValidationError
+
+from .model.checkpoint import MODEL_FILE, git_revision, read_checkpoint, save_checkpoint
+from .model.config import ModelConfig, _known
+from .model.data import SampleArrays, TrainingData, load_training_data
+from .model.layout import ActionScale, MetricLayout, Normalizer
+from .model.policy import DiffusionPolicy, ModelSpec
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 4000               # optimizer steps (global batches)
+    batch_size: int = 256           # global batch, split over ranks
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup_steps: int = 200         # linear warm-up, then cosine decay to lr/20
+    ema_decay: float = 0.999        # with warm-up: min(decay, (1 + step) / (10 + step))
+    val_fraction: float = 0.1       # held-out samples for validation
+    eval_every: int = 250
+    checkpoint_every: int = 500
+    seed: int = 0
+    device: str | None = None       # None: cuda if available, else cpu
+    amp: bool | None = None         # bf16 autocast; None: on for cuda. True on cpu is an error
+    cpu_threads: int | None = None  # torch intra-op threads on CPU; None: torch's default
+
+    def __post_init__(self):
+        for ok, what in [(self.steps >= 1, "steps >= 1"), (self.batch_size >= 1, "batch_size >= 1"),
+                         (self.lr > 0, "lr > 0"), (0 <= self.ema_decay < 1, "0 <= ema_decay < 1"),
+                         (0 <= self.val_fraction < 1, "0 <= val_fraction < 1"),
+                         (self.eval_every >= 1 and self.checkpoint_every >= 1, "eval_every, checkpoint_every >= 1")]:
+            if not ok:
+                raise ConfigError(f"train config: need {what}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        return cls(**_known(cls, d, "train config"))
+
+
+@dataclass
+class TrainResult:
+    model_path: Path
+    steps: int
+    final_train_loss: float
+    final_val_loss: float | None
+    parameters: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def _init_distributed(device_hint: str | None) -> _Dist:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return _Dist()
+    use_cuda = torch.cuda.is_available() and device_hint != "cpu"
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local)
+    return _Dist(dist.get_rank(), dist.get_world_size(), local)
+
+
+def _device(cfg: TrainConfig, d: _Dist) -> torch.device:
+    if cfg.device:
+        if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError(f"device {cfg.device!r} requested but CUDA is not available")
+        return torch.device(cfg.device if d.world == 1 or not cfg.device.startswith("cuda") else f"cuda:{d.local_rank}")
+    return torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
+
+
+def _lr_factor(cfg: TrainConfig):
+    def f(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        p = (step - cfg.warmup_steps) / max(cfg.steps - cfg.warmup_steps, 1)
+        return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(p, 1.0)))
+    return f
+
+
+def _batch_indices(n: int, per_rank: int, seed: int, rank: int, step: int) -> np.ndarray:
+    return np.random.default_rng([seed, rank, step]).integers(0, n, per_rank)
+
+
+@torch.no_grad()
+def _ema_update(ema: DiffusionPolicy, model: DiffusionPolicy, step: int, decay: float) -> None:
+    d = min(decay, (1 + step) / (10 + step))
+    for pe, pm in zip(ema.parameters(), model.parameters()):
+        pe.lerp_(pm.detach(), 1 - d)
+
+
+@torch.no_grad()
+def validation_loss(policy: DiffusionPolicy, val: SampleArrays, device, seed: int, chunk: int = 1024) -> float:
+    """Mean ε-loss over the held-out samples with fixed noise/timesteps (comparable across evaluations)."""
+    g = torch.Generator(device=device).manual_seed(seed + 7919)
+    total, n = 0.0, 0
+    for start in range(0, len(val), chunk):
+        idx = np.arange(start, min(start + chunk, len(val)))
+        total += float(policy.compute_loss(val.batch(idx, device), generator=g)) * len(idx)
+        n += len(idx)
+    return total / max(n, 1)
+
+
+def build_policy(data: TrainingData, model_cfg: ModelConfig, train_part: SampleArrays) -> DiffusionPolicy:
+    spec = ModelSpec(tuple(data.metrics), tuple(data.catalog_names), data.catalog_hash, data.threads,
+                     data.window_s, data.host_fingerprint)
+    layout = MetricLayout.build(spec.metric_names, spec.threads)
+    normalizer = Normalizer.fit(np.concatenate([train_part.obs, train_part.prev_obs]), list(data.metrics), layout)
+    return DiffusionPolicy(spec, model_cfg, normalizer, ActionScale.fit(train_part.action))
+
+
+def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = TrainConfig(),
+          model_cfg: ModelConfig = ModelConfig(), *, resume: bool = False, overwrite: bool = False,
+          progress: bool = True) -> TrainResult:
+    t_start = time.monotonic()
+    # ---- SETUP ------------------------------------------------------------------
+    dctx = _init_distributed(train_cfg.device)
+    device = _device(train_cfg, dctx)
+    if train_cfg.amp and device.type != "cuda":
+        raise ConfigError("amp=True needs a CUDA device (mixed precision is bf16 autocast on GPU)")
+    amp = device.type == "cuda" if train_cfg.amp is None else train_cfg.amp
+    if train_cfg.cpu_threads:
+        torch.set_num_threads(train_cfg.cpu_threads)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir} is a file; it must be a directory (model.pt is written inside)")
+    path = out_dir / MODEL_FILE
+    if path.exists() and not (resume or overwrite):
+        raise ConfigError(f"{path} exists; pass --resume to continue it or --overwrite to start over")
+    data = load_training_data(dataset)
+    train_part, val_part = data.split(train_cfg.val_fraction, train_cfg.seed)
+    state = read_checkpoint(path) if resume and path.exists() else None
+    if state is not None:
+        _check_resumable(state, data, train_cfg, model_cfg, path)
+    torch.manual_seed(train_cfg.seed)
+    policy = build_policy(data, model_cfg, train_part).to(device)
+    if state is not None:
+        policy.load_state_dict(state["train_weights"])
+    ema = copy.deepcopy(policy).requires_grad_(False)
+    if state is not None:
+        ema.load_state_dict(state["weights"])
+    per_rank = max(train_cfg.batch_size // dctx.world, 1)
+    assert len(train_part) >= 1 and policy.M == data.samples.action.shape[1] and policy.K == data.threads
+    model = torch.nn.parallel.DistributedDataParallel(policy) if dctx.world > 1 else policy
+    opt = torch.optim.AdamW(policy.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_factor(train_cfg))
+    start, history = 0, {"train": [], "val": []}
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["lr_schedule"])
+        start, history = int(state["step"]), state["history"]
+    base = {"spec": policy.spec.to_dict(), "model_config": model_cfg.to_dict(), "train_config": train_cfg.to_dict(),
+            "normalizer": policy.normalizer.to_dict(), "action_scale": policy.action_scale.to_dict(),
+            "layout": policy.layout.to_dict(), "git_revision": git_revision(),
+            "dataset": {"path": data.path, "sha256": data.sha256, "samples": len(data.samples),
+                        "train_samples": len(train_part), "val_samples": len(val_part),
+                        "simulated": data.simulated, "dropped_metrics": data.dropped_metrics},
+            "world_size": dctx.world, "device": str(device), "amp": bool(amp)}
+
+    def checkpoint(step: int) -> None:
+        if dctx.main:
+            save_checkpoint(path, {**base, "weights": ema.state_dict(), "train_weights": policy.state_dict(),
+                                   "optimizer": opt.state_dict(), "lr_schedule": sched.state_dict(),
+                                   "step": step, "history": history, "parameters": policy.parameter_count()})
+
+    # ---- TRAINING ---------------------------------------------------------------
+    bar = None
+    if progress and dctx.main:
+        from tqdm import tqdm
+        bar = tqdm(total=train_cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
+    gen = torch.Generator(device=device)
+    policy.train()
+    loss_val = float("nan")
+    for step in range(start, train_cfg.steps):
+        idx = _batch_indices(len(train_part), per_rank, train_cfg.seed, dctx.rank, step)
+        gen.manual_seed(train_cfg.seed * 1_000_003 + dctx.rank * 10_007 + step)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            loss = model(train_part.batch(idx, device), gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        _ema_update(ema, policy, step, train_cfg.ema_decay)
+        loss_val = float(loss.detach())
+        if not math.isfinite(loss_val):
+            raise RuntimeError(f"training diverged at step {step}: loss {loss_val}")
+        done = step + 1
+        if dctx.main:
+            history["train"].append([done, loss_val])
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_val:.4f}")
+            # ---- VALIDATION (rank 0, EMA weights, held-out samples) ----
+            if len(val_part) and (done % train_cfg.eval_every == 0 or done == train_cfg.steps):
+                ema.eval()
+                history["val"].append([done, validation_loss(ema, val_part, device, train_cfg.seed)])
+                if bar is not None:
+                    bar.set_postfix(loss=f"{loss_val:.4f}", val=f"{history['val'][-1][1]:.4f}")
+        if done % train_cfg.checkpoint_every == 0 and done < train_cfg.steps:
+            checkpoint(done)
+
+    # ---- FINISH -----------------------------------------------------------------
+    if bar is not None:
+        bar.close()
+    checkpoint(train_cfg.steps)
+    if dctx.main:
+        (path.parent / "history.json").write_text(json.dumps(history))
+        plot_loss_curve(history, path.parent / "loss_curve.png",
+                        title=f"{Path(data.path).name}{' (simulated host)' if data.simulated else ''}")
+    if dctx.world > 1:
+        dist.barrier()
+    val = history["val"][-1][1] if history["val"] else None
+    return TrainResult(path, train_cfg.steps, loss_val, val, policy.parameter_count(), time.monotonic() - t_start)
+
+
+def _check_resumable(state: dict, data: TrainingData, train_cfg: TrainConfig, model_cfg: ModelConfig, path) -> None:
+    if state["dataset"]["sha256"] != data.sha256:
+        raise ConfigError(f"{path} was trained on a different dataset ({state['dataset']['path']}, "
+                          f"{state['dataset']['sha256'][:19]}); use --overwrite to start over")
+    if state["model_config"] != model_cfg.to_dict():
+        diff = sorted(k for k in model_cfg.to_dict() if state["model_config"].get(k) != model_cfg.to_dict()[k])
+        raise ConfigError(f"{path}: model config differs from the checkpoint's in {diff}")
+    old = {k: v for k, v in state["train_config"].items() if k not in ("steps", "device", "amp")}
+    new = {k: v for k, v in train_cfg.to_dict().items() if k not in ("steps", "device", "amp")}
+    if old != new:
+        diff = sorted(k for k in new if old.get(k) != new[k])
+        raise ConfigError(f"{path}: train config differs from the checkpoint's in {diff} (only steps may change)")
+    if int(state["step"]) > train_cfg.steps:
+        raise ConfigError(f"{path} is already at step {state['step']} > steps={train_cfg.steps}")
+
+
+def plot_loss_curve(history: dict, png: Path, title: str = "") -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if history["train"]:
+        s, l = np.asarray(history["train"]).T
+        ax.plot(s, l, color="0.75", lw=0.6, label="train (per step)")
+        w = max(len(l) // 50, 1)
+        if len(l) >= w:
+            ax.plot(s[w - 1:], np.convolve(l, np.ones(w) / w, mode="valid"), color="C0", label=f"train (mean of {w})")
+    if history["val"]:
+        s, l = np.asarray(history["val"]).T
+        ax.plot(s, l, "o-", color="C3", label="validation (EMA, held-out)")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("ε-prediction MSE")
+    ax.set_title(f"training loss {title}".strip())
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":   # torchrun --nproc_per_node=2 -m controller.train DATASET --out MODEL
+    from controller.commands.train import train as train_command
+    train_command()
