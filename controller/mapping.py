@@ -35,7 +35,9 @@ host_fingerprint `calibrated_peaks`; without one the metric keeps its absolute v
 report says so, with the number of windows above the target's peak. Capacity fractions from
 importers (`mem.bw_frac`, `net.rx_frac`, `net.tx_frac`) become B/s as fraction × target peak.
 
-Schema: with a target schema, the output has exactly the target's metrics in its order; a
+Schema: with a target schema, the output has exactly the target's metrics in its order (a
+target with a single disk or NIC also gets the totals under that device's names, e.g.
+disk.vda.write_Bps = disk.write_Bps); a
 target metric the trace lacks is NaN (reported as missing), a trace metric the target lacks
 is dropped (reported), and the target's availability (unsupported, with its reason) is kept.
 """
@@ -199,6 +201,24 @@ def _report_cap(demand: np.ndarray, K: int, window_s: float, report: ImportRepor
                                             f"core-seconds above the target's capacity were dropped"))
 
 
+def _fill_single_device(cols: dict, target_names: list[str], report: ImportReport) -> None:
+    """A target with exactly one disk (or one NIC besides loopback) gets the trace's totals under
+    that device's per-device names too: on such a host the device IS the total."""
+    for kind in ("disk", "net"):
+        devs = sorted({n.split(".")[1] for n in target_names
+                       if n.startswith(kind + ".") and n.count(".") == 2 and n.split(".")[1] != "lo"})
+        if len(devs) != 1:
+            continue
+        dev = devs[0]
+        for n in target_names:
+            parts = n.split(".")
+            if len(parts) == 3 and parts[0] == kind and parts[1] == dev and n not in cols:
+                total = f"{kind}.{parts[2]}"
+                if total in cols:
+                    cols[n] = cols[total]
+                    report.map(total, f"{n} (the target's only {'disk' if kind == 'disk' else 'NIC'})")
+
+
 def map_trace(trace: Trace, target: HostProfile, options: MappingOptions = MappingOptions(),
               report: ImportReport | None = None) -> Trace:
     """The trace as the target host should see it (see module docstring)."""
@@ -245,6 +265,7 @@ def map_trace(trace: Trace, target: HostProfile, options: MappingOptions = Mappi
                                             f"{n_over} of {T} windows exceed the target's peak {tp:.4g}"))
     # the target's schema decides the output columns
     if target.schema is not None:
+        _fill_single_device(cols, [s.name for s in target.schema], report)
         out_specs = list(target.schema)
         values = np.full((T, len(out_specs)), np.nan, dtype=np.float32)
         for j, s in enumerate(out_specs):

@@ -130,3 +130,13 @@ def test_real_20_core_trace_onto_2_cores():
     ok = src_demand <= 2
     assert np.allclose(mapped[ok], src_demand[ok], rtol=1e-5)      # demand preserved where it fits
     assert (mapped[~ok] == pytest.approx(2.0))                      # capped where it does not
+
+
+def test_single_target_disk_gets_the_totals():
+    schema = [MetricSpec("cpu.util.core0", "fraction"), MetricSpec("disk.write_Bps", "B/s"),
+              MetricSpec("disk.vda.write_Bps", "B/s"), MetricSpec("net.eth0.rx_Bps", "B/s"), MetricSpec("net.lo.rx_Bps", "B/s")]
+    tr = _trace([[0.5], [0.25]], {"disk.write_Bps": ("B/s", [1e6, 2e6]), "net.rx_Bps": ("B/s", [5.0, 6.0])})
+    out = map_trace(tr, _host(1, schema=schema))
+    assert out.column("disk.vda.write_Bps") == pytest.approx([1e6, 2e6])
+    assert out.column("net.eth0.rx_Bps") == pytest.approx([5.0, 6.0])
+    assert np.isnan(out.column("net.lo.rx_Bps")).all()   # loopback is never the NIC total
