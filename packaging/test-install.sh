@@ -29,14 +29,21 @@ if [ ! -f "$BASE" ]; then
 fi
 R="$(mktemp -d "$CACHE/root.XXXX")"
 cleanup() {
-    [ -n "${AGENT_PID:-}" ] && kill "$AGENT_PID" 2>/dev/null || true
-    umount "$R/proc" "$R/sys" 2>/dev/null || true
-    rm -rf "$R"
+    umount -R "$R/sys" 2>/dev/null || true
+    umount -R "$R/proc" 2>/dev/null || true
+    # Never delete through a mount point: refuse while anything is still mounted below $R,
+    # and stay on the root's own file system regardless.
+    if grep -q " $R/" /proc/mounts; then
+        echo "test-install: mounts remain under $R; not deleting it (umount -R them first)" >&2
+    else
+        rm -rf --one-file-system "$R"
+    fi
 }
 trap cleanup EXIT
 tar -C "$R" -xf "$BASE"
 mount -t proc proc "$R/proc"
-mount --rbind /sys "$R/sys" && mount --make-rslave "$R/sys"
+# A fresh sysfs instance (not a recursive bind of the host's /sys and its cgroup mounts).
+mount -t sysfs sysfs "$R/sys"
 cp "$DEB" "$R/tmp/"
 cp /etc/resolv.conf "$R/etc/resolv.conf"
 say "apt install ./$(basename "$DEB") into a fresh bookworm root ($R)"
@@ -97,6 +104,27 @@ unshare --net sh -c "ip link set lo up
   kill \$pid; wait \$pid 2>/dev/null; exit \$rc" > "$CACHE/probe.txt" 2>&1 \
   && ok "agent from the package serves the API: $(tr '\n' ';' < "$CACHE/probe.txt")" \
   || bad "agent from the package: $(cat "$CACHE/probe.txt"); agent log: $(tail -5 "$CACHE/agent.log")"
+
+# The packaged runner executing a real plan: 3 windows of the first CPU stressor at half
+# duty on every thread, replayed by the installed agent as its user, trace recorded.
+cat > "$R/tmp/plan.py" <<'PY'
+import sys
+sys.path.insert(0, "/usr/lib/mimesys/vendor")
+import numpy as np
+from agentd.catalog import load_catalog
+from agentd.hostpaths import online_cpus
+from agentd.plan import Plan
+cat = load_catalog()
+a = np.zeros((3, len(cat), len(online_cpus())), np.float32)
+a[:, cat.by_class("cpu")[0], :] = 0.5
+Plan.from_catalog(a, cat).validate(cat).write("/tmp/plan.h5")
+PY
+if in_root python3 /tmp/plan.py > "$CACHE/replay.txt" 2>&1 && chmod 0644 "$R/tmp/plan.h5" \
+   && in_root ${as_user[*]} mimesys-agent replay /tmp/plan.h5 --config /etc/mimesys/agent.toml \
+        -o /var/lib/mimesys/replay.h5 --no-progress >> "$CACHE/replay.txt" 2>&1 \
+   && in_root python3 -c 'import h5py; f = h5py.File("/var/lib/mimesys/replay.h5"); print("replayed trace", f["values"].shape)' >> "$CACHE/replay.txt" 2>&1
+then ok "the packaged runner executed a plan: $(tail -n1 "$CACHE/replay.txt")"
+else bad "replay with the packaged runner: $(tail -n5 "$CACHE/replay.txt")"; fi
 
 if in_root sh -c 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -q mimesys-agent' > "$CACHE/purge.log" 2>&1; then
     in_root test ! -e /var/lib/mimesys && in_root test ! -e /etc/mimesys/token \
