@@ -151,7 +151,9 @@ def build_policy(data: TrainingData, model_cfg: ModelConfig, train_part: SampleA
 
 def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = TrainConfig(),
           model_cfg: ModelConfig = ModelConfig(), *, resume: bool = False, overwrite: bool = False,
-          progress: bool = True) -> TrainResult:
+          progress: bool = True, stop_at: int | None = None) -> TrainResult:
+    """Train and write out_dir/model.pt. stop_at: end this run after that many steps (a
+    checkpoint `--resume` continues from, e.g. for a time-boxed job)."""
     t_start = time.monotonic()
     # ---- SETUP ------------------------------------------------------------------
     dctx = _init_distributed(train_cfg.device)
@@ -211,7 +213,8 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     gen = torch.Generator(device=device)
     policy.train()
     loss_val = float("nan")
-    for step in range(start, train_cfg.steps):
+    end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
+    for step in range(start, end):
         idx = _batch_indices(len(train_part), per_rank, train_cfg.seed, dctx.rank, step)
         gen.manual_seed(train_cfg.seed * 1_000_003 + dctx.rank * 10_007 + step)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
@@ -243,7 +246,7 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     # ---- FINISH -----------------------------------------------------------------
     if bar is not None:
         bar.close()
-    checkpoint(train_cfg.steps)
+    checkpoint(end)
     if dctx.main:
         (path.parent / "history.json").write_text(json.dumps(history))
         plot_loss_curve(history, path.parent / "loss_curve.png",
@@ -251,7 +254,7 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     if dctx.world > 1:
         dist.barrier()
     val = history["val"][-1][1] if history["val"] else None
-    return TrainResult(path, train_cfg.steps, loss_val, val, policy.parameter_count(), time.monotonic() - t_start)
+    return TrainResult(path, end, loss_val, val, policy.parameter_count(), time.monotonic() - t_start)
 
 
 def _check_resumable(state: dict, data: TrainingData, train_cfg: TrainConfig, model_cfg: ModelConfig, path) -> None:
@@ -261,8 +264,9 @@ def _check_resumable(state: dict, data: TrainingData, train_cfg: TrainConfig, mo
     if state["model_config"] != model_cfg.to_dict():
         diff = sorted(k for k in model_cfg.to_dict() if state["model_config"].get(k) != model_cfg.to_dict()[k])
         raise ConfigError(f"{path}: model config differs from the checkpoint's in {diff}")
-    old = {k: v for k, v in state["train_config"].items() if k not in ("steps", "device", "amp")}
-    new = {k: v for k, v in train_cfg.to_dict().items() if k not in ("steps", "device", "amp")}
+    free = ("steps", "device", "amp", "cpu_threads")
+    old = {k: v for k, v in state["train_config"].items() if k not in free}
+    new = {k: v for k, v in train_cfg.to_dict().items() if k not in free}
     if old != new:
         diff = sorted(k for k in new if old.get(k) != new[k])
         raise ConfigError(f"{path}: train config differs from the checkpoint's in {diff} (only steps may change)")

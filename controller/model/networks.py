@@ -104,14 +104,15 @@ class ContextEncoder(nn.Module):
 
 
 class EquivariantBlock(nn.Module):
-    """h_k += MLP([h_k, mean_j h_j, g]);  g += MLP([g, mean_j h_j]).  h [B, K, D], g [B, D]."""
+    """h_k += MLP([h_k, mean_j h_j, g]);  g += MLP([g, mean_j h_j]).  h [B, K, D], g [B, D].
+    The last block does not update g (nothing reads it after)."""
 
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, update_global: bool = True):
         super().__init__()
         self.norm_h = nn.LayerNorm(hidden)
         self.norm_g = nn.LayerNorm(hidden)
         self.thread_mlp = _mlp(3 * hidden, 2 * hidden, hidden)
-        self.global_mlp = _mlp(2 * hidden, 2 * hidden, hidden)
+        self.global_mlp = _mlp(2 * hidden, 2 * hidden, hidden) if update_global else None
 
     def forward(self, h, g):
         hn, gn = self.norm_h(h), self.norm_g(g)
@@ -119,7 +120,8 @@ class EquivariantBlock(nn.Module):
         K = h.shape[1]
         h = h + self.thread_mlp(torch.cat([hn, pooled[:, None].expand(-1, K, -1),
                                            gn[:, None].expand(-1, K, -1)], dim=-1))
-        g = g + self.global_mlp(torch.cat([gn, pooled], dim=-1))
+        if self.global_mlp is not None:
+            g = g + self.global_mlp(torch.cat([gn, pooled], dim=-1))
         return h, g
 
 
@@ -142,7 +144,7 @@ class Denoiser(nn.Module):
         self.register_buffer("time_table", sinusoidal_table(train_timesteps, hidden))
         self.time_mlp = _mlp(hidden, hidden, hidden)
         self.x_in = nn.Linear(stressors, hidden)
-        self.blocks = nn.ModuleList(EquivariantBlock(hidden) for _ in range(blocks))
+        self.blocks = nn.ModuleList(EquivariantBlock(hidden, update_global=i < blocks - 1) for i in range(blocks))
         self.out_norm = nn.LayerNorm(hidden)
         self.out = nn.Linear(hidden, stressors)
         nn.init.zeros_(self.out.weight)
