@@ -153,3 +153,21 @@ def test_driver_end_to_end_on_simulated_agent(tmp_path, catalog):
     assert ex.simulated and ex.T == imported.T
     mapping = next(r["mapping"] for r in res.runs if r["trace"] == "num_vms_1_7")
     assert any("preserve-total" in src for src, _ in mapping["mapped"])
+
+
+def test_evaluate_cli_errors_are_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from controller.cli import main
+    r = CliRunner().invoke(main, ["evaluate"])
+    assert r.exit_code == 1 and "needs --agent URL, at least one --trace and one --method" in r.output
+    t = tmp_path / "t.h5"
+    Trace(np.zeros((3, 1), np.float32), [MetricSpec("cpu.util", "fraction")]).write(t)
+    r = CliRunner().invoke(main, ["evaluate", "--agent", "http://127.0.0.1:9", "--trace", str(t), "--method", "bogus"])
+    assert r.exit_code == 1 and "unknown baseline 'bogus'" in r.output
+    r = CliRunner().invoke(main, ["evaluate", "--agent", "http://127.0.0.1:9", "--trace", str(t),
+                                  "--method", f"model={tmp_path}"])
+    assert r.exit_code == 1 and "not an exported model directory (no manifest.json)" in r.output
+    r = CliRunner().invoke(main, ["evaluate", "colocation", "--app", "true", "--mix", "true",
+                                  "--plan", str(tmp_path / "missing.h5")])
+    assert r.exit_code == 2 and "does not exist" in r.output
