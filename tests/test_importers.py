@@ -89,6 +89,10 @@ def test_num_vms_values_by_hand():
     assert row[col["disk.write_Bps"]] == pytest.approx(165_586_801, rel=1e-5)
     assert row[col["disk.read_Bps"]] == pytest.approx(3974.3, rel=1e-4)
     assert row[col["mem.bw_Bps"]] == pytest.approx(619_828_995, rel=1e-5)
+    # the parts: 8,080,945 x 64 = 517,180,480 B / 1.030612 s = 501,818,803 B/s read;
+    #            1,900,355 x 64 = 121,622,720 B / 1.030612 s = 118,010,192 B/s write (sum 619,828,995)
+    assert row[col["mem.bw_read_Bps"]] == pytest.approx(501_818_803, rel=1e-6)
+    assert row[col["mem.bw_write_Bps"]] == pytest.approx(118_010_192, rel=1e-6)
 
 
 @needs_traces

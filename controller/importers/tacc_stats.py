@@ -40,7 +40,8 @@ What becomes what (agentd's metric names):
   events perf's context-switches software counter counts).
 - intel_*_imc: each counter's event is decoded from its control register (event = bits 0-7,
   umask = bits 8-15); CAS_COUNT.RD (0x04/0x03) and CAS_COUNT.WR (0x04/0x0C) give
-  `mem.bw_Bps` = Σ over channels (ΔRD + ΔWR) × 64 B / dt (one CAS moves one 64-byte line).
+  `mem.bw_Bps` = Σ over channels (ΔRD + ΔWR) × 64 B / dt (one CAS moves one 64-byte line);
+  `mem.bw_read_Bps` / `mem.bw_write_Bps` the RD / WR parts (agentd's mem_bw sampler names).
 - intel_*_cbo / intel_*_cha: counters programmed with LLC_LOOKUP (event 0x34, any umask:
   data reads, writes) give `llc.ref_per_s` = Σ over boxes Δ / dt. LLC misses need a
   cache-state filter these files do not record, so `llc.miss_per_s` is not produced.
@@ -266,7 +267,7 @@ class _Deriver:
         if "mem" in present:
             names += ["mem.used_B", "mem.cache_B"]
         if any(_is_imc(t) for t in present):
-            names.append("mem.bw_Bps")
+            names += ["mem.bw_Bps", "mem.bw_read_Bps", "mem.bw_write_Bps"]
         if any(_is_llc(t) for t in present):
             names.append("llc.ref_per_s")
         if "ps" in present:
@@ -403,15 +404,22 @@ class _Deriver:
             yield dev, s, pv, cv, line, pairs
 
     def _imc(self, typ, prev, cur, dt, out):
-        total, seen = 0.0, False
+        rd = wr = 0.0
+        seen = False
         for dev, s, pv, cv, line, pairs in self._events(typ, prev, cur):
             for ci, ev in pairs:
                 if ev in (IMC_CAS_READ, IMC_CAS_WRITE):
-                    total += self._d(s, pv, cv, s.fields[ci].name, f"line {line} {typ} {dev}") * CACHE_LINE_B
+                    b = self._d(s, pv, cv, s.fields[ci].name, f"line {line} {typ} {dev}") * CACHE_LINE_B
+                    if ev == IMC_CAS_READ:
+                        rd += b
+                    else:
+                        wr += b
                     seen = True
         if seen:
-            out["mem.bw_Bps"] = out.get("mem.bw_Bps", 0.0) + total / dt
-            self.report.map(f"{typ} CAS_COUNT.RD + CAS_COUNT.WR (×64 B, all channels)", "mem.bw_Bps")
+            for name, v in (("mem.bw_Bps", rd + wr), ("mem.bw_read_Bps", rd), ("mem.bw_write_Bps", wr)):
+                out[name] = out.get(name, 0.0) + v / dt
+            self.report.map(f"{typ} CAS_COUNT.RD + CAS_COUNT.WR (x 64 B, all channels)",
+                            "mem.bw_Bps (and mem.bw_read_Bps, mem.bw_write_Bps)")
         self.report.drop(f"{typ} other counters (ACT_COUNT, PRE_COUNT, FIXED_CTR)", "no counterpart in agentd's metric schema")
 
     def _llc(self, typ, prev, cur, dt, out):
