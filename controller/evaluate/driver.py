@@ -88,7 +88,8 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
     bar = tqdm(total=len(pairs), desc="evaluate", unit="run")
     for tname, raw_target in targets.items():
         target, mreport = fit_to_host(tname, raw_target, host, options)
-        level = options.load_levels.get(tname) or load_level(target)
+        # the mix's load on its own host (before any core mapping squeezed it onto this one)
+        level = options.load_levels.get(tname) or load_level(raw_target)
         metrics = scored_metrics(target, options)
         executed: dict[str, Trace] = {}
         for mname, gen in methods.items():
