@@ -25,9 +25,12 @@ LEVELS = ((0.30, "low"), (0.60, "mid"), (math.inf, "high"))
 
 
 def load_level(trace: Trace) -> str:
-    if "cpu.util" not in trace.names:
-        return "unknown"
-    u = trace.column("cpu.util")
+    """low / mid / high from mean cpu.util (or the mean of the per-core columns); unknown without CPU data."""
+    if "cpu.util" in trace.names:
+        u = trace.column("cpu.util")
+    else:
+        cores = [n for n in trace.names if n.startswith("cpu.util.core")]
+        u = trace.select(cores) if cores else np.full(1, np.nan)
     if not np.isfinite(u).any():
         return "unknown"
     m = float(np.nanmean(u))
