@@ -138,6 +138,16 @@ def test_stampede_values_by_hand():
     assert "mem.bw_Bps" not in trace.names  # no uncore counters in this file: absent, not 0
 
 
+@needs_traces
+def test_gzipped_archive_imports_the_same(tmp_path):
+    import gzip
+    p = tmp_path / "stats.gz"
+    p.write_bytes(gzip.compress(NUM_VMS.read_bytes()))
+    a, _ = get("tacc_stats").load(p)
+    b, _ = get("tacc_stats").load(NUM_VMS)
+    assert np.array_equal(a.values, b.values, equal_nan=True)
+
+
 def test_rollover_of_a_48_bit_counter(tmp_path):
     """A W=48 counter that wraps: 2^48 - 1000 -> 3000 is an increase of 4000 CAS -> 256,000 B in 2 s."""
     top = (1 << 48) - 1000

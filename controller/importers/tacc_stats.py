@@ -1,4 +1,5 @@
-"""HPCPerfStats / tacc_stats raw text (`$tacc_stats 2.3.x` and `$hpcperfstats 2.4` headers).
+"""HPCPerfStats / tacc_stats raw text (`$tacc_stats 2.3.x` and `$hpcperfstats 2.4` headers),
+plain or gzipped (as the archives keep them).
 
 File layout (both versions)::
 
@@ -52,6 +53,7 @@ What becomes what (agentd's metric names):
 
 from __future__ import annotations
 
+import gzip
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -163,11 +165,14 @@ def parse_file(path: Path | str) -> TaccStatsFile:
     line of the first thing that is not what the format says."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="strict")
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":   # archived stats files are usually gzipped
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError as e:
         raise TraceImportError(path, f"not a text file: {e}") from None
-    except OSError as e:
-        raise TraceImportError(path, f"cannot read: {e.strerror}") from None
+    except (OSError, EOFError) as e:
+        raise TraceImportError(path, f"cannot read: {getattr(e, 'strerror', None) or e}") from None
     header: dict[str, str] = {}
     schemas: dict[str, TypeSchema] = {}
     records: list[Record] = []
