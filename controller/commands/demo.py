@@ -92,7 +92,10 @@ class DemoSettings:
     chain_len: int = 16                 # windows per chained plan
     repetitions: int = 2                # every chain runs this many times (spread filter)
     sweep_intensities: str = "0.5,1.0"  # round-0 one-hot sweep intensities
-    train_steps: int = 1500             # optimizer steps of the small model
+    train_steps: int = 400              # optimizer steps of the small model (~0.2-0.4 s each here)
+    train_batch: int = 64
+    train_hidden: int = 64              # token width (the library default is 128)
+    train_blocks: int = 2               # denoiser blocks (default 3)
     app_seconds: int = 45               # length of the recorded application run
     import_windows: int = 45            # windows of the imported trace that are replayed
     seed: int = 0
@@ -114,6 +117,7 @@ class Demo:
     steps: list[StepRecord] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     total_steps: int = 10
+    resume: bool = False
 
     @contextlib.contextmanager
     def step(self, name: str, what: str):
@@ -292,14 +296,15 @@ def app_phase_seconds(total: int) -> int:
 @click.option("--import-windows", type=click.IntRange(5), default=DemoSettings.import_windows, show_default=True,
               help="Windows of the imported trace to replay.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--resume", is_flag=True, help="Keep a previous demo's output: its campaign resumes where it stopped.")
 def demo(out, trace_file, trace_format, rounds, round_size, repetitions, train_steps, app_seconds, import_windows,
-         seed):
+         seed, resume):
     """Run the whole path on this host: agent, campaign, training, export, a real trace
     imported and a real application recorded, both replayed, DTW against the baselines."""
     settings = DemoSettings(rounds=rounds, round_size=round_size, repetitions=repetitions, train_steps=train_steps,
                             app_seconds=app_seconds, import_windows=import_windows, seed=seed)
     out = out.resolve()
-    d = Demo(out, settings)
+    d = Demo(out, settings, resume=resume)
     agent = LocalAgent(out / "agent")
     click.secho(f"mimesys demo -> {out}", bold=True)
     try:
@@ -324,7 +329,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
             problems.append(f"trace to import: {trace_file} does not exist (pass --trace)")
         if problems:
             raise DemoFailed("the demo cannot run; missing:\n  - " + "\n  - ".join(problems))
-        out.mkdir(parents=True, exist_ok=True)
+        _prepare_out(out, d.resume)
 
     with d.step("agent", "mimesys-agent serve on 127.0.0.1 (host backend, temporary token and state)") as rec:
         agent.start()
@@ -346,8 +351,9 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
     model = out / "model"
     with d.step("train", "a small conditional diffusion model on CPU") as rec:
-        d.run(CONTROLLER_CLI, ["train", dataset, "--out", model, "--steps", s.train_steps, "--device", "cpu",
-                               "--seed", s.seed], step="train")
+        d.run(CONTROLLER_CLI, ["train", dataset, "--out", model, "--steps", s.train_steps,
+                               "--batch-size", s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks,
+                               "--device", "cpu", "--seed", s.seed, "--overwrite"], step="train")
         rec.detail = f"{model}"
 
     onnx = out / "model-onnx"
@@ -381,6 +387,22 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
         _print_results(evaluation)
         pngs = sorted(str(p.relative_to(out)) for p in out.rglob("*.png"))
         click.echo(f"\nPNGs under {out}:\n  " + "\n  ".join(pngs) if pngs else "\n(no PNGs were written)")
+
+
+MARKER = ".mimesys-demo"
+
+
+def _prepare_out(out: Path, resume: bool) -> None:
+    """A fresh output directory; a previous demo's is replaced (or resumed with --resume).
+    A non-empty directory that is not a demo's is never touched."""
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise DemoFailed(f"{out} exists, is not empty and is not a demo output; pass another --out")
+        if not resume:
+            click.echo(f"    replacing the previous demo output in {out} (--resume keeps it)")
+            shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by `mimesys demo`; the next demo replaces this directory\n")
 
 
 def _truncate_trace(path: Path, windows: int) -> None:
