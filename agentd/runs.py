@@ -126,7 +126,8 @@ class Run:
     ended_at: float | None = None
     recorded: bool = False
     task: asyncio.Task | None = None
-    cancel_requested: bool = False
+    cancel_requested: bool = False   # by DELETE (else: agent shutdown)
+    stop_requested: bool = False
 
     def status(self) -> dict:
         return {"run_id": self.run_id, "state": self.state.value, "windows_done": self.windows_done,
@@ -186,32 +187,40 @@ class RunManager:
                  run_id, plan.T, options.repetitions, plan.M, plan.K)
         return run
 
-    async def cancel(self, run_id: str) -> RunState:
+    async def cancel(self, run_id: str, *, by_request: bool = True) -> RunState:
         run = self._live(run_id)
         if run is None:
             return RunState(self.status(run_id)["state"])
         if run.state is RunState.RUNNING and run.task is not None:
-            run.cancel_requested = True
-            run.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(run.task)
+            run.cancel_requested = by_request
+            run.stop_requested = True
+            # Cancel until it takes: a cancellation that lands while an inner wait_for
+            # completes can be swallowed (Python < 3.12), and the run would carry on.
+            while not run.task.done():
+                run.task.cancel()
+                await asyncio.wait({run.task}, timeout=0.5)
         return run.state
 
     async def close(self) -> None:
         """Cancel the current run (agent shutdown)."""
         if self.current is not None and self.current.state is RunState.RUNNING:
-            await self.cancel(self.current.run_id)
+            await self.cancel(self.current.run_id, by_request=False)
 
     async def _execute(self, run: Run) -> None:
         values: list[np.ndarray] = []
         starts: list[int] = []
         try:
-            async for w in self.backend.execute(run.plan, run.options):
-                values.append(np.asarray(w.values, np.float32))
-                starts.append(int(w.start_ns))
-                run.windows_done += 1
-                self.windows_executed += 1
-                run.frames.append(wire.pack(wire.window_frame(w)))
+            # aclosing: the backend's generator (and the runner it owns) is closed here, at
+            # once, however this loop ends, not whenever the generator is collected.
+            async with contextlib.aclosing(self.backend.execute(run.plan, run.options)) as windows:
+                async for w in windows:
+                    if run.stop_requested:
+                        raise asyncio.CancelledError
+                    values.append(np.asarray(w.values, np.float32))
+                    starts.append(int(w.start_ns))
+                    run.windows_done += 1
+                    self.windows_executed += 1
+                    run.frames.append(wire.pack(wire.window_frame(w)))
             run.state = RunState.DONE
         except asyncio.CancelledError:
             run.state = RunState.CANCELLED

@@ -150,7 +150,7 @@ def test_malformed_bodies_are_400_with_the_reason(tmp_path, catalog):
         (wire.pack({"plan": good.to_bytes(), "options": {"seed": -1}}), "options.seed"),
         (wire.pack({"plan": good.to_bytes(), "options": {"warmup": 1}}), "valid: repetitions, warmup_windows"),
         (wire.pack({"plan": nan.to_bytes()}), "window 1, thread 1"),
-        (wire.pack({"plan": cpu_plan(catalog, [[0.5] * 3], threads=3).to_bytes()}), "3 threads but this host has 2"),
+        (wire.pack({"plan": cpu_plan(catalog, [[0.5] * 3], threads=3).to_bytes()}), "has 3 threads (this host's CPU limit); at most 2"),
         (wire.pack({"v": 99, "plan": good.to_bytes()}), "wire version 99 not supported"),
     ]
 

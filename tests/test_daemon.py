@@ -352,3 +352,30 @@ def test_replay_runs_a_plan_around_a_command_and_reports_its_status(tmp_path, ca
     out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "bad.h5")],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode != 0 and "Error:" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_sigterm_with_streams_open_ends_them_and_exits_promptly(tmp_path, catalog):
+    plan = cpu_plan(catalog, [[0.1]] * 60)
+    cfg = write_config(tmp_path)
+    with start_agent(tmp_path, cfg) as agent:
+        async def main():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                assert status == 201
+                async with s.ws_connect(agent.url + "/v1/monitor") as mon, \
+                        s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as tr:
+                    await mon.receive(timeout=10)
+                    await tr.receive(timeout=10)
+                    agent.proc.send_signal(signal.SIGTERM)
+                    t0 = time.monotonic()
+
+                    async def last(ws):
+                        return [msgpack.unpackb(m.data) async for m in ws][-1]
+                    last_mon, last_tr = await asyncio.gather(last(mon), last(tr))
+                    return last_mon, last_tr, t0
+        last_mon, last_tr, t0 = asyncio.run(main())
+        agent.proc.wait(15)
+        elapsed = time.monotonic() - t0
+    assert last_mon["type"] == "end" and last_tr["type"] == "end" and last_tr["state"] == "cancelled"
+    assert "shutting down" in last_tr["error"]
+    assert agent.proc.returncode == 0 and elapsed < 5, (agent.proc.returncode, elapsed)

@@ -39,8 +39,16 @@ def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
     app[GENERATOR] = {"generator": None, "lock": asyncio.Lock()}
     app[STARTED_AT] = time.monotonic()
     app.cleanup_ctx.extend([_backend_ctx, _runs_ctx, _monitor_ctx])
+    app.on_shutdown.append(_end_streams)
     setup_routes(app)
     return app
+
+
+async def _end_streams(app: web.Application) -> None:
+    """Before the server waits for open handlers: cancel the run and end every stream, so
+    WebSocket clients get their end frame and shutdown does not wait on them."""
+    await app[RUNS].close()
+    await app[MONITOR].close()
 
 
 async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import io
 from typing import Any, Mapping
 
+import h5py
+import numpy as np
+
 from .. import wire
 from ..backend import RunOptions
 from ..errors import MimesysError, PlanError, TraceError, ValidationError
@@ -37,8 +40,31 @@ def _bytes_field(obj: Mapping, name: str) -> bytes:
     return bytes(v)
 
 
-def plan_field(obj: Mapping) -> Plan:
+def _check_dataset_size(data: bytes, name: str, max_elements: int, where: str, *,
+                        axis_limits: dict[int, tuple[int, str]] | None = None) -> None:
+    """Look at a dataset's shape before reading it: a small, highly compressed body must not
+    make the agent allocate gigabytes (a decompression bomb)."""
+    try:
+        with h5py.File(io.BytesIO(data), "r") as f:
+            ds = f.get(name)
+            if not isinstance(ds, h5py.Dataset):
+                return  # the format's own reader reports the missing dataset
+            shape = ds.shape or ()
+    except Exception:
+        return  # not HDF5 at all: the format's own reader says so
+    for axis, (limit, what) in (axis_limits or {}).items():
+        if len(shape) > axis and shape[axis] > limit:
+            raise ValidationError(f"{where}: /{name} has {shape[axis]} {what}; at most {limit} allowed here")
+    n = int(np.prod(shape, dtype=np.float64)) if shape else 0
+    if n > max_elements:
+        raise ValidationError(f"{where}: /{name} of shape {tuple(shape)} has {n} values; at most {max_elements} "
+                              f"allowed in a request")
+
+
+def plan_field(obj: Mapping, *, max_threads: int | None = None, max_elements: int = 1 << 28) -> Plan:
     data = _bytes_field(obj, "plan")
+    limits = {2: (max_threads, "threads (this host's CPU limit)")} if max_threads else None
+    _check_dataset_size(data, "compositions", max_elements, "plan", axis_limits=limits)
     try:
         return Plan.from_bytes(data, where="plan")
     except MimesysError:
@@ -47,8 +73,9 @@ def plan_field(obj: Mapping) -> Plan:
         raise PlanError(f"plan: not a readable HDF5 plan: {type(e).__name__}: {e}") from None
 
 
-def trace_field(obj: Mapping) -> Trace:
+def trace_field(obj: Mapping, *, max_elements: int = 1 << 26) -> Trace:
     data = _bytes_field(obj, "trace")
+    _check_dataset_size(data, "values", max_elements, "trace")
     buf = io.BytesIO(data)
     try:
         return Trace.read(buf)

@@ -67,7 +67,7 @@ async def create_run(request: web.Request) -> web.Response:
                           max_bytes=cfg.api.max_body_bytes)
     options = bodies.run_options(obj, max_repetitions=cfg.runs.max_repetitions,
                                  max_warmup_windows=cfg.runs.max_warmup_windows)
-    plan = await asyncio.to_thread(bodies.plan_field, obj)
+    plan = await asyncio.to_thread(bodies.plan_field, obj, max_threads=runs.max_threads)
     run = await runs.start(plan, options)
     return reply({"run_id": run.run_id, "windows_total": run.windows_total}, status=201)
 

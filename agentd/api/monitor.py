@@ -96,13 +96,15 @@ class MonitorHub:
     async def _loop(self) -> None:
         while True:
             try:
-                async for sample in self.backend.monitor(self.interval_s):
-                    self._seq += 1
-                    self.frames_sampled += 1
-                    frame = wire.pack({"type": "sample", "seq": self._seq, "timestamp_ns": int(sample.timestamp_ns),
-                                       "values": wire.vec_to_bytes(sample.values)})
-                    for sub in self.clients:
-                        sub.offer(frame)
+                async with contextlib.aclosing(self.backend.monitor(self.interval_s)) as samples:
+                    async for sample in samples:
+                        self._seq += 1
+                        self.frames_sampled += 1
+                        frame = wire.pack({"type": "sample", "seq": self._seq,
+                                           "timestamp_ns": int(sample.timestamp_ns),
+                                           "values": wire.vec_to_bytes(sample.values)})
+                        for sub in self.clients:
+                            sub.offer(frame)
                 return
             except asyncio.CancelledError:
                 raise

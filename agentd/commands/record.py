@@ -7,6 +7,7 @@ of the same host agree. Ctrl-C stops early and still writes what was recorded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
 from pathlib import Path
@@ -62,12 +63,13 @@ async def _record(cfg, windows: int, interval: float, progress: bool):
         loop.add_signal_handler(sig, task.cancel)
     try:
         with tqdm(total=windows, unit="window", disable=not progress, desc="recording") as bar:
-            async for sample in be.monitor(interval):
-                rows.append(np.asarray(sample.values, np.float32))
-                starts.append(int(sample.timestamp_ns - interval * 1e9))
-                bar.update(1)
-                if len(rows) >= windows:
-                    break
+            async with contextlib.aclosing(be.monitor(interval)) as samples:
+                async for sample in samples:
+                    rows.append(np.asarray(sample.values, np.float32))
+                    starts.append(int(sample.timestamp_ns - interval * 1e9))
+                    bar.update(1)
+                    if len(rows) >= windows:
+                        break
     except asyncio.CancelledError:
         task.uncancel()
     finally:

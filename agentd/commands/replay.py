@@ -14,6 +14,7 @@ status (so it can wrap a benchmark in a script).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -69,7 +70,10 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
             click.echo(f"csv: {csv_path}")
     if command:
         click.echo(f"command: {shlex.join(command)}")
-        click.echo(f"  exit status {result['exit_status']}, wall time {result['wall_s']:.3f} s")
+        if result["exit_status"] is None:
+            click.echo("  not run (the workload failed before its first window ended)")
+        else:
+            click.echo(f"  exit status {result['exit_status']}, wall time {result['wall_s']:.3f} s")
         raise SystemExit(result["exit_status"] if result["exit_status"] is not None else 1)
     if result["state"] != "done":
         raise SystemExit(1)
@@ -81,7 +85,7 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
     from .. import __version__
     from ..backend import RunOptions
     from ..backends import create_backend
-    from ..errors import MimesysError
+    from ..errors import MimesysError, ValidationError
     from ..trace import Trace
 
     be = create_backend(cfg)
@@ -98,14 +102,18 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
         nonlocal proc, cmd_started, reps_done
         total = None if command else repetitions
         while total is None or reps_done < total:
-            async for w in be.execute(plan, RunOptions(repetitions=1, seed=seed)):
-                rows.append(np.asarray(w.values, np.float32))
-                starts.append(int(w.start_ns))
-                bar.update(1)
-                if command and proc is None:
-                    cmd_started = time.monotonic()
-                    proc = await asyncio.create_subprocess_exec(*command)
-                    waiter.set()
+            async with contextlib.aclosing(be.execute(plan, RunOptions(repetitions=1, seed=seed))) as windows:
+                async for w in windows:
+                    rows.append(np.asarray(w.values, np.float32))
+                    starts.append(int(w.start_ns))
+                    bar.update(1)
+                    if command and proc is None:
+                        cmd_started = time.monotonic()
+                        try:
+                            proc = await asyncio.create_subprocess_exec(*command)
+                        except OSError as e:
+                            raise ValidationError(f"cannot start {command[0]!r}: {e.strerror or e}") from None
+                        waiter.set()
             reps_done += 1
 
     waiter = asyncio.Event()
