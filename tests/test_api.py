@@ -411,3 +411,34 @@ def test_plan_bytes_hdf5_attribute_types_never_500(tmp_path, catalog):
             async with c.post("/v1/runs", data=wire.pack({"plan": buf.getvalue()})) as r:
                 assert r.status == 400, await body(r)
     run(main())
+
+
+def test_thread_count_is_checked_before_a_compressed_plan_is_decompressed(tmp_path, catalog):
+    # 18 x 100000 threads of zeros: a few KiB gzip-compressed, 7 MB once read.
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        f.create_dataset("compositions", data=np.zeros((1, len(catalog), 100_000), np.float32),
+                         compression="gzip", compression_opts=9)
+        f.attrs["format"] = "mimesys.plan"
+    assert len(buf.getvalue()) < 100_000
+
+    async def main():
+        async with agent(tmp_path) as c:
+            async with c.post("/v1/runs", data=wire.pack({"plan": buf.getvalue()})) as r:
+                assert r.status == 400
+                assert "100000 threads" in (await body(r))["error"]
+    run(main())
+
+
+def test_websocket_messages_from_clients_are_size_limited(tmp_path):
+    async def main():
+        async with agent(tmp_path, api={"max_ws_message_kib": 1}, monitor={"interval_s": 5}) as c:
+            async with c.ws_connect("/v1/monitor") as ws:
+                assert msgpack.unpackb((await ws.receive(timeout=5)).data)["type"] == "header"
+                await ws.send_bytes(b"x" * 4096)
+                msg = await ws.receive(timeout=5)
+                while msg.type.name == "BINARY":
+                    msg = await ws.receive(timeout=5)
+                assert msg.type.name in ("CLOSE", "CLOSED", "CLOSING")
+                assert ws.close_code == 1009  # message too big
+    run(main())

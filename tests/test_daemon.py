@@ -75,7 +75,7 @@ def start_agent(tmp_path: Path, cfg: Path, env=None, name="agent"):
             line = proc.stdout.readline()
             if not line:
                 break
-            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            m = re.search(r"listening on (https?://127\.0\.0\.1:\d+)", line)
             if m:
                 url = m.group(1)
                 break
@@ -379,3 +379,25 @@ def test_sigterm_with_streams_open_ends_them_and_exits_promptly(tmp_path, catalo
     assert last_mon["type"] == "end" and last_tr["type"] == "end" and last_tr["state"] == "cancelled"
     assert "shutting down" in last_tr["error"]
     assert agent.proc.returncode == 0 and elapsed < 5, (agent.proc.returncode, elapsed)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+def test_optional_tls_from_config(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True, timeout=60)
+    cfg = write_config(tmp_path, tls_cert=f'"{cert}"', tls_key=f'"{key}"')
+    with start_agent(tmp_path, cfg) as agent:
+        assert agent.url.startswith("https://")
+        url = agent.url
+
+        async def main():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                async with s.get(url + "/healthz", ssl=False) as r:
+                    return r.status
+        assert asyncio.run(main()) == 200
+    # A key that does not load is a start-up error naming both files, never a traceback.
+    key.write_text("not a key")
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "check-config", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode != 0 and "tls_cert/tls_key" in out.stderr and "Traceback" not in out.stderr
