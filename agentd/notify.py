@@ -95,7 +95,8 @@ def setup_logging(level: int = logging.INFO) -> str:
     root.setLevel(level)
     for h in list(root.handlers):
         root.removeHandler(h)
-    if under_systemd():
+    # Under systemd and with journald there to receive (else the messages would vanish).
+    if under_systemd() and os.path.exists("/run/systemd/journal/socket"):
         try:
             from systemd.journal import JournalHandler
             handler: logging.Handler = JournalHandler(SYSLOG_IDENTIFIER="mimesys-agent")
