@@ -3,7 +3,6 @@ agent apps (simulated host) on 127.0.0.1, including SIGKILL of the controller mi
 
 import asyncio
 import json
-import os
 import re
 import signal
 import subprocess
@@ -199,3 +198,26 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
     s = c.samples(filtered=False)
     assert len(s["action"]) == total
     c.close()
+
+
+def test_campaign_refuses_a_fleet_of_other_hardware(tmp_path):
+    pytest.importorskip("agentd.api.app", reason="the agent HTTP API is not in this checkout yet")
+    from bench.sim_agents import start_agents
+    from controller.campaign.campaign import Campaign, CampaignError, run_campaign
+    from controller.fleet import Fleet
+
+    async def main():
+        urls, runners = await start_agents(2, TOKEN.encode(), tmp_path / "agents", n_cpus=[4, 2])
+        try:
+            camp = Campaign.open(tmp_path / "camp", {"round_size": 8, "chain_len": 4,
+                                                     "sweep_intensities": [1.0], "sweep_thread_counts": [1]})
+            async with Fleet.from_urls(urls[:1], TOKEN) as fl:
+                await run_campaign(camp, fl, 0, progress=False)
+            with pytest.raises(CampaignError, match="hardware differs .* refusing to mix hosts"):
+                async with Fleet.from_urls(urls[1:], TOKEN) as fl:
+                    await run_campaign(camp, fl, 1, progress=False)
+            camp.close()
+        finally:
+            for r in runners:
+                await r.cleanup()
+    asyncio.run(main())

@@ -3,7 +3,6 @@ over the simulated host backend, in this process or in subprocesses that get kil
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -216,3 +215,23 @@ def test_agent_killed_mid_run_has_its_work_reassigned(tmp_path, catalog):
     assert rep.reassigned >= 1 and rep.done == 6
     assert procs[0][1] in rep.retired
     assert {a for _, a in results[-3:]} == {procs[1][1]}      # the survivor finished the work
+
+
+def test_fleet_cli_list_and_probe(tmp_path):
+    proc, url = _spawn_agent(tmp_path, "cli", speedup=0.0)
+    try:
+        fleet = tmp_path / "fleet.toml"
+        fleet.write_text(f'[[agent]]\nurl = "{url}"\ntoken_file = "token"\nname = "sim1"\n'
+                         f'[[agent]]\nurl = "http://127.0.0.1:9"\ntoken_file = "token"\nname = "down"\n')
+        cli = [sys.executable, "-m", "controller.cli", "fleet"]
+        out = subprocess.run(cli + ["list", "--fleet", str(fleet)], capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 0 and "sim1" in out.stdout and "2 agent(s)" in out.stdout
+        out = subprocess.run(cli + ["probe", "--fleet", str(fleet)], capture_output=True, text=True, cwd=ROOT,
+                             timeout=60)
+        assert "sim1: SIMULATED backend sim" in out.stdout
+        assert "metrics: 27 of 27 available" in out.stdout and "calibration: mem.bw_Bps=" in out.stdout
+        assert "down: UNREACHABLE" in out.stdout
+        assert "1 of 2 agent(s) reachable" in out.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

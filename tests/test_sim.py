@@ -162,3 +162,14 @@ def test_backend_pacing_and_cancel(catalog):
     paced, cancel_s, n = asyncio.run(run())
     assert n == 4 and paced >= 0.19
     assert cancel_s < 0.05
+
+
+def test_backend_from_agent_config_reads_sim_environment(monkeypatch):
+    from agentd.config import Config
+    monkeypatch.setenv("MIMESYS_SIM_CPUS", "8")
+    monkeypatch.setenv("MIMESYS_SIM_SEED", "5")
+    be = SimBackend.from_config(Config())
+    assert be.max_threads == 8 and be.config.seed == 5 and len(be.metric_schema()) == 8 + 1 + 5 + 2 + 8 + 2 + 5
+    monkeypatch.setenv("MIMESYS_SIM_SPEEDUP", "fast")
+    with pytest.raises(Exception, match="MIMESYS_SIM_SPEEDUP='fast': expected float"):
+        SimBackend.from_config(Config())

@@ -5,6 +5,9 @@ DDR4 channel pair, one SATA SSD, a 10 GbE NIC), chosen so that the simulated met
 space has the shapes a real host has: memory bandwidth that saturates, LLC misses that
 depend on who else is polluting the cache, disk threads that wait instead of computing.
 They are NOT measurements of any host; the simulated host is labelled as such.
+DRAM bytes per LLC miss differ by access pattern (read-only chase 64 B, streaming with
+write-back ~94 B, dirty random read-modify-write ~128 B, DMA reads that bypass the LLC), so
+memory bandwidth and LLC misses are related but not one line.
 
 A profile is looked up by the catalog entry's kernel name; a kernel this table does not
 know gets its resource class's profile, so a catalog that grows keeps simulating.
@@ -48,11 +51,11 @@ KERNEL_PROFILES: dict[str, StressorProfile] = {
                               llc_polluter=0.05),
     "pointer_chase": StressorProfile(mem_Bps=0.15 * GB, llc_miss_per_s=1.0 * MB, llc_sensitive=13 * MB,
                                      llc_polluter=0.3, resident_B=16 * MB),
-    "stream_triad": StressorProfile(mem_Bps=7.5 * GB, llc_miss_per_s=110 * MB, llc_polluter=1.0,
+    "stream_triad": StressorProfile(mem_Bps=7.5 * GB, llc_miss_per_s=80 * MB, llc_polluter=1.0,
                                     resident_B=256 * 2**20, mem_pressure=0.01),
-    "random_access": StressorProfile(mem_Bps=2.4 * GB, llc_miss_per_s=38 * MB, llc_polluter=0.8,
+    "random_access": StressorProfile(mem_Bps=2.4 * GB, llc_miss_per_s=19 * MB, llc_polluter=0.8,
                                      shared_resident_B=1 * 2**30, mem_pressure=0.03),
-    "hashmap_insert": StressorProfile(mem_Bps=1.6 * GB, llc_miss_per_s=25 * MB, llc_polluter=0.6,
+    "hashmap_insert": StressorProfile(mem_Bps=1.6 * GB, llc_miss_per_s=12 * MB, llc_polluter=0.6,
                                       llc_sensitive=4 * MB, shared_resident_B=512 * 2**20, mem_pressure=0.05),
     "disk_seq_read": StressorProfile(cpu=0.12, mem_Bps=0.45 * GB, disk_read_Bps=480 * MB, io_bytes=1 * 2**20,
                                      llc_miss_per_s=0.5 * MB, page_cache_B=0.0),

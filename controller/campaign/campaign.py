@@ -224,6 +224,11 @@ class Campaign:
                      "a SIMULATED" if binding.simulated else "a real", len(metrics), len(names), threads)
             return binding
         old = self.binding
+        if old.identity != identity and not self.config.allow_mixed_hosts:
+            diff = sorted(k for k in set(old.identity) | set(identity) if old.identity.get(k) != identity.get(k))
+            raise CampaignError(f"the fleet's hardware differs from the host this campaign is bound to "
+                                f"(fingerprint keys: {', '.join(diff)}); refusing to mix hosts in one dataset "
+                                f"(set allow_mixed_hosts = true in campaign.toml to allow it explicitly)")
         if old.catalog_hash != binding.catalog_hash:
             raise CampaignError(f"the agents run catalog {binding.catalog_hash}, this campaign collected with "
                                 f"{old.catalog_hash}; samples of two catalogs cannot share a dataset")
@@ -232,11 +237,6 @@ class Campaign:
         if old.simulated != binding.simulated:
             raise CampaignError("this campaign was collected on a "
                                 f"{'simulated' if old.simulated else 'real'} host; the fleet is not")
-        if old.identity != identity and not self.config.allow_mixed_hosts:
-            diff = sorted(k for k in set(old.identity) | set(identity) if old.identity.get(k) != identity.get(k))
-            raise CampaignError(f"the fleet's hardware differs from the host this campaign is bound to "
-                                f"(fingerprint keys: {', '.join(diff)}); refusing to mix hosts in one dataset "
-                                f"(set allow_mixed_hosts = true in campaign.toml to allow it explicitly)")
         return old
 
     # -- reading the store --------------------------------------------------------------
