@@ -4,7 +4,7 @@
         --method aligned=ALIGNED_DIR --method nearest --method knn --method single --dataset DS.h5 -o eval/
     mimesys evaluate colocation --app CMD --mix CMD --plan PLAN [--agent URL] [--regex R]
 
-Methods: `NAME=DIR` is an exported ONNX model directory (agentd.generate.OnnxGenerator);
+Methods: `NAME=DIR` is an exported ONNX model directory (agentd.generate.load_generator);
 `nearest`, `knn`, `single` (or `NAME=baseline:KIND`) are the baselines of controller/baselines.py,
 built from `--dataset`. Targets are mimesys traces (`mimesys import` converts foreign ones);
 one recorded on another machine is mapped onto the agent's host first.
@@ -54,11 +54,10 @@ def resolve_method(spec: str, dataset: str | None):
     if not (path / "manifest.json").is_file():
         raise ConfigError(f"--method {spec!r}: {path} is not an exported model directory (no manifest.json)")
     try:
-        from agentd.generate import OnnxGenerator
+        from agentd.generate import load_generator
     except ImportError as e:
         raise ConfigError(f"--method {spec!r}: agentd.generate is not available in this build ({e})") from None
-    loader = getattr(OnnxGenerator, "load", None) or getattr(OnnxGenerator, "from_dir", None) or OnnxGenerator
-    return name, loader(path)
+    return name, load_generator(path)
 
 
 @click.group(invoke_without_command=True)
