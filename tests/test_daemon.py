@@ -4,8 +4,9 @@ mimesys-runner and stressors), the systemd integration, and the record/replay co
 The host is shared with other busy processes: per-core /proc/stat then includes their work.
 The ±0.05 per-core check is asserted strictly when the cores were quiet just before the
 run; on a busy host the test still asserts everything contention cannot explain away
-(one row per window, the runner's executed fractions, measured ≥ planned − 0.05) and
-reports the strict comparison as an expected failure with the measured background.
+(one row per window, stream == stored trace, the runner did at least the planned work,
+measured ≥ planned − 0.05) and reports the strict comparison as an expected failure with
+the measured background.
 """
 
 import asyncio
@@ -183,13 +184,14 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     report = (f"planned per core:\n{fractions}\nmeasured (trace):\n{np.round(measured, 3)}\n"
               f"runner executed:\n{np.round(ran / 1e9, 3)}\nbackground busy before the run: {np.round(background, 3)}")
     print(report)
-    # What contention cannot explain away: the runner ran the plan, and every core was at
-    # least as busy as planned.
-    np.testing.assert_allclose(ran / 1e9, fractions, atol=0.02, err_msg=report)
+    # What contention cannot explain away: the runner did the planned work (preemption can
+    # only stretch a segment past its deadline), and every core was at least as busy as planned.
+    assert (ran / 1e9 >= fractions - 0.02).all(), report
     assert (measured >= fractions - 0.05).all(), report
     if max(background) > 0.03:
         pytest.xfail(f"host busy (background {np.round(background, 2)} of each core): the strict ±0.05 "
                      f"check is not meaningful now; max |error| = {np.abs(measured - fractions).max():.3f}\n{report}")
+    np.testing.assert_allclose(ran / 1e9, fractions, atol=0.02, err_msg=report)
     np.testing.assert_allclose(measured, fractions, atol=0.05, err_msg=report)
 
 
