@@ -11,7 +11,7 @@ import time
 from aiohttp import WSMsgType, web
 
 from .. import __version__, wire
-from ..errors import NotImplementedYet, ValidationError
+from ..errors import MimesysError, NotImplementedYet, ValidationError
 from . import bodies, prometheus
 from .state import BACKEND, CATALOG, CONFIG, GENERATOR, MONITOR, RUNS, STARTED_AT
 
@@ -157,7 +157,12 @@ async def generate(request: web.Request) -> web.Response:
         raise ValidationError("trace: has no windows")
     generator = await _generator(request.app)
     plan = await asyncio.to_thread(generator.generate, trace, seed=seed if seed is not None else 0)
-    return reply({"plan": await asyncio.to_thread(plan.to_bytes), "windows": plan.T})
+    out = {"plan": await asyncio.to_thread(plan.to_bytes), "windows": plan.T}
+    try:  # a model trained for another catalog or host still answers, but says so
+        request.app[RUNS].validate(plan)
+    except MimesysError as e:
+        out["warning"] = f"this plan would not run on this agent: {e}"
+    return reply(out)
 
 
 async def _generator(app: web.Application):
