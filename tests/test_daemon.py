@@ -297,6 +297,15 @@ def test_unit_file_is_hardened_and_passes_systemd_analyze_verify(tmp_path):
                       "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"):
         assert re.search(rf"^{re.escape(directive)}", unit, re.M), directive
     assert "CAP_SYS_ADMIN" not in re.findall(r"^CapabilityBoundingSet=.*$", unit, re.M)[0]
+    # The syscall filter leaves perf_event_open (the perf samplers) allowed.
+    filters = re.findall(r"^SystemCallFilter=(.*)$", unit, re.M)
+    assert "perf_event_open" in filters[0].split() and not filters[0].startswith("~")
+    for line in filters[1:]:
+        if line.startswith("~"):
+            for group in line[1:].split():
+                listed = subprocess.run(["systemd-analyze", "syscall-filter", group], capture_output=True,
+                                        text=True, timeout=30).stdout.split()
+                assert "perf_event_open" not in listed, f"{group} would deny perf_event_open"
     # verify checks that ExecStart binaries exist: point them at this checkout's entry point
     # (the package installs the same program at /usr/bin/mimesys-agent).
     exe = shutil.which("mimesys-agent", path=str(Path(sys.executable).parent)) or shutil.which("mimesys-agent")
