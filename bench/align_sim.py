@@ -107,10 +107,10 @@ def pretrained_model(workdir: Path, train_args: list[str]) -> Path:
     ds_path = workdir / "dataset.h5"
     if not ds_path.exists():
         simulated_dataset(n_chains=300, chain_len=16, repetitions=2, n_cpus=N_CPUS, seed=0).write(ds_path)
-    r = CliRunner(mix_stderr=False).invoke(main, ["train", str(ds_path), "--out", str(model_dir), "--quiet",
-                                                  *(train_args or SMALL_MODEL)], catch_exceptions=False)
+    r = CliRunner().invoke(main, ["train", str(ds_path), "--out", str(model_dir), "--quiet",
+                                  *(train_args or SMALL_MODEL)], catch_exceptions=False)
     if r.exit_code != 0:
-        raise SystemExit(f"mimesys train failed ({r.exit_code}): {r.output}\n{r.stderr}")
+        raise SystemExit(f"mimesys train failed ({r.exit_code}): {r.output}")
     return model_dir
 
 

@@ -41,7 +41,12 @@ def plot_reward_curve(history: list[EpochRecord], path: Path | str, *, title: st
     std = np.array([h.reward_std for h in history])
     fig, (ax, ax_kl) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True,
                                     gridspec_kw={"height_ratios": [3, 1.2]})
-    ax.plot(ep, mean, marker="o", ms=3, label="mean reward")
+    ax.plot(ep, mean, marker="o", ms=3, lw=0.8, label="mean reward (epoch's rollouts)")
+    if len(mean) >= 5:
+        # each epoch draws different target segments, so the raw mean also moves with their difficulty
+        w = 5
+        smooth = np.convolve(mean, np.ones(w) / w, mode="valid")
+        ax.plot(ep[w - 1:], smooth, color="k", lw=1.6, label=f"{w}-epoch moving average")
     ax.fill_between(ep, mean - std, mean + std, alpha=0.25, label="± 1 std over windows")
     ax.plot(ep, [h.reward_max for h in history], lw=0.8, ls=":", color="C2", label="best window")
     ax.set_ylabel("reward = − weighted L1\n(normalized metrics)")

@@ -1,0 +1,111 @@
+"""Alignment against a REAL agent: `mimesys-agent serve` with the host backend on 127.0.0.1
+(mimesys-runner executes the plans, the samplers measure this machine). One short epoch
+through the fleet client; the point is the plumbing (plans accepted, windows measured,
+rewards finite, labels say real), not the reward's value on a shared machine."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from agentd.catalog import load_catalog
+from agentd.metrics import MetricSpec
+from agentd.plan import Plan
+from agentd.trace import Trace
+from controller.align.config import AlignConfig
+from controller.align.executors import FleetExecutor
+from controller.align.heldout import score_heldout
+from controller.align.loop import AlignRun, align
+from controller.align.policy import AlignPolicy
+from controller.align.reward import RewardFunction
+from controller.align.targets import target_from_trace
+from controller.fleet import Fleet
+from controller.model.config import ModelConfig
+from controller.model.layout import MetricLayout, Normalizer
+from controller.model.policy import DiffusionPolicy, ModelSpec
+from runner_helpers import runner_or_skip
+
+K = 2
+
+
+@pytest.fixture(scope="module")
+def host_agent(tmp_path_factory):
+    runner_or_skip()
+    d = tmp_path_factory.mktemp("agent")
+    (d / "token").write_text("align-test-token-0123456789\n")
+    (d / "token").chmod(0o600)
+    (d / "agent.toml").write_text(f"""
+[agent]
+backend = "host"
+state_dir = "{d}/state"
+scratch_dir = "{d}/state/scratch"
+model_dir = "{d}/model"
+[api]
+bind = "127.0.0.1"
+port = 0
+token_file = "{d}/token"
+""")
+    proc = subprocess.Popen([sys.executable, "-m", "agentd.cli", "serve", "--config", str(d / "agent.toml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        url = None
+        while time.monotonic() < deadline and url is None:
+            line = proc.stdout.readline()
+            if line.startswith("listening on "):
+                url = line.split()[-1]
+            elif not line and proc.poll() is not None:
+                break
+        if url is None:
+            pytest.fail("the agent did not start listening within 30 s")
+        (d / "fleet.toml").write_text(f'[[agent]]\nurl = "{url}"\ntoken_file = "token"\nname = "local"\n')
+        yield d / "fleet.toml"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_align_epoch_through_a_real_host_agent(host_agent, tmp_path):
+    catalog = load_catalog()
+    ex = FleetExecutor(Fleet.from_file(host_agent), source="fleet.toml")
+    try:
+        assert not ex.simulated and ex.label == "1 agent (fleet.toml)"
+        schema = [MetricSpec.from_dict(m) for m in ex.infos[0]["schema"]]
+        names = [m.name for m in schema]
+        # calibrate a tiny model's normalization on what this host measures for a few plans
+        a = np.zeros((3, len(catalog), K), np.float32)
+        a[1, catalog.index("cpu_int_crc32"), :] = 0.8
+        a[2, catalog.index("cache_memcpy_l2"), 0] = 0.5
+        (probe,) = ex.execute([Plan.from_catalog(a, catalog, seed=1)], names)
+        assert probe.values.shape == (3, len(names)) and probe.agent == "local" and not probe.simulated
+        cpu0 = names.index("cpu.util.core0")
+        assert np.isfinite(probe.values[:, cpu0]).all()
+
+        spec = ModelSpec(tuple(schema), tuple(catalog.names), catalog.hash, K, 1.0, ex.infos[0]["fingerprint"])
+        ex.check_model(catalog.hash, K)
+        torch.manual_seed(0)
+        model = DiffusionPolicy(spec, ModelConfig(hidden=16, blocks=1, train_timesteps=100, sample_steps=4,
+                                                  guidance=1.0),
+                                Normalizer.fit(np.concatenate([probe.values, probe.values * 1.1]), schema,
+                                               MetricLayout.build(names, K)))
+        # a real target: what this host measured (busy CPU, then idle) as a 3-window trace
+        target = target_from_trace(Trace(probe.values[[1, 1, 0]], schema), names, name="measured-here")
+        cfg = AlignConfig.from_overrides({"epochs": 1, "segment_windows": 2, "segments_per_epoch": 1,
+                                          "repeats_per_segment": 2, "stat_min_count": 2, "lr": 1e-4})
+        policy = AlignPolicy.from_config(model, cfg)
+        run = AlignRun(policy, policy.frozen_copy(), [target], ex,
+                       RewardFunction.build(names, policy.normalize_obs), cfg, tmp_path / "work",
+                       {"path": "tiny", "sha256": "tiny"}, title="real agent test")
+        before = {k: v.clone() for k, v in policy.state_dict().items()}
+        (rec,) = align(run, progress=False)
+        assert rec.windows == 2 * 2 and rec.unscored == 0 and np.isfinite(rec.reward_mean) and rec.reward_mean <= 0
+        assert any(not torch.equal(v, policy.state_dict()[k]) for k, v in before.items())
+        # the same executor scores a deployed-style generation with the evaluation room's DTW
+        (score,) = score_heldout(model, {"measured-here": Trace(probe.values, schema)}, ex,
+                                 metrics=["cpu.util"], seeds=[0])
+        assert 0 <= score.dtw["cpu.util"] <= 1
+    finally:
+        ex.close()
