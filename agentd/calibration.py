@@ -131,7 +131,7 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     """Run every stressor (or `only` these) on this host; return the calibration document.
     `progress(done_windows, total_windows)` is called as windows complete."""
     from .hostpaths import online_cpus
-    from .runner import RunnerConfig, WindowDone, RunnerExit, start_runner
+    from .runner import RunnerExit, RunnerConfig, WindowDone, start_runner
     from .errors import RunnerError
 
     catalog = catalog or load_catalog()

@@ -137,6 +137,25 @@ void free_touched(void *p, size_t bytes) {
     if (p) munmap(p, bytes);
 }
 
+int fill_range(int fd, uint64_t from, uint64_t to, char *err) {
+    size_t chunk = 1 << 20;
+    char *buf = malloc(chunk);
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ from;
+    for (size_t i = 0; i < chunk / 8; i++) ((uint64_t *)buf)[i] = xorshift64(&x);
+    for (uint64_t off = from; off < to; off += chunk) {
+        size_t n = to - off < chunk ? (size_t)(to - off) : chunk;
+        if (pwrite(fd, buf, n, (off_t)off) != (ssize_t)n) {
+            snprintf(err, ERRLEN, "%s", strerror(errno));
+            free(buf);
+            return -1;
+        }
+    }
+    free(buf);
+    fsync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  /* later reads go to the device */
+    return 0;
+}
+
 int scratch_file(const struct stressor *s, uint64_t bytes, int fill, int want_direct, int *direct_ok, char *err) {
     if (!s->env->scratch_dir) {
         snprintf(err, ERRLEN, "%s: disk stressor needs --scratch-dir", s->name);
@@ -151,21 +170,13 @@ int scratch_file(const struct stressor *s, uint64_t bytes, int fill, int want_di
     }
     unlink(path);  /* the space lives exactly as long as the fd, i.e. this process */
     if (fill) {
-        size_t chunk = 1 << 20;
-        char *buf = malloc(chunk);
-        uint64_t x = 0x9E3779B97F4A7C15ull ^ (uint64_t)s->index;
-        for (size_t i = 0; i < chunk / 8; i++) ((uint64_t *)buf)[i] = xorshift64(&x);
-        for (uint64_t off = 0; off < bytes; off += chunk) {
-            size_t n = bytes - off < chunk ? (size_t)(bytes - off) : chunk;
-            if (pwrite(fd, buf, n, (off_t)off) != (ssize_t)n) {
-                snprintf(err, ERRLEN, "%s: writing scratch file: %s", s->name, strerror(errno));
-                free(buf); close(fd);
-                return -1;
-            }
+        if (fill_range(fd, 0, bytes, err)) {
+            char why[ERRLEN];
+            snprintf(why, sizeof why, "%s: writing scratch file: %s", s->name, err);
+            snprintf(err, ERRLEN, "%s", why);
+            close(fd);
+            return -1;
         }
-        free(buf);
-        fsync(fd);
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  /* later reads go to the device */
     } else if (ftruncate(fd, (off_t)bytes)) {
         snprintf(err, ERRLEN, "%s: sizing scratch file: %s", s->name, strerror(errno));
         close(fd);

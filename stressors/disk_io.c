@@ -1,23 +1,58 @@
 /* Helpers for the disk kernels (not a kernel itself): scratch file, per-thread ranges. */
 #define _GNU_SOURCE
 #include "disk_io.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+static struct { int fd, refs; uint64_t bytes; } data_file = {-1, 0, 0};
+
 int disk_setup_file(struct stressor *s, int fill, uint64_t dflt_io, char *err) {
     struct disk_shared *sh = calloc(1, sizeof *sh);
-    if (param_u64(s, "file_bytes", 128ull << 20, &sh->file_bytes, err) ||
+    if (param_u64(s, "file_bytes", 64ull << 20, &sh->file_bytes, err) ||
         param_u64(s, "io_bytes", dflt_io, &sh->io_bytes, err)) { free(sh); return -1; }
     if (sh->io_bytes < 4096) sh->io_bytes = 4096;
     sh->io_bytes &= ~4095ull;
     sh->file_bytes = sh->file_bytes / sh->io_bytes * sh->io_bytes;
     int want_direct = param_bool(s, "direct", 0), ok = 0;
     char why[ERRLEN] = "";
-    sh->fd = scratch_file(s, sh->file_bytes, fill, want_direct, &ok, why);
-    if (sh->fd < 0) { snprintf(err, ERRLEN, "%s", why); free(sh); return -1; }
+    if (!fill) {
+        sh->fd = scratch_file(s, sh->file_bytes, 0, want_direct, &ok, why);
+        if (sh->fd < 0) { snprintf(err, ERRLEN, "%s", why); free(sh); return -1; }
+    } else {
+        if (data_file.fd < 0) {
+            data_file.fd = scratch_file(s, sh->file_bytes, 1, 0, NULL, why);
+            if (data_file.fd < 0) { snprintf(err, ERRLEN, "%s", why); free(sh); return -1; }
+            data_file.bytes = sh->file_bytes;
+        } else if (sh->file_bytes > data_file.bytes) {
+            if (fill_range(data_file.fd, data_file.bytes, sh->file_bytes, why)) {
+                snprintf(err, ERRLEN, "%s: growing the data file: %s", s->name, why);
+                free(sh);
+                return -1;
+            }
+            data_file.bytes = sh->file_bytes;
+        }
+        data_file.refs++;
+        sh->shares_data_file = 1;
+        /* a descriptor of its own (own flags) on the unlinked file, via /proc/self/fd */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", data_file.fd);
+        sh->fd = -1;
+        if (want_direct) {
+            sh->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+            if (sh->fd >= 0) ok = 1;
+            else snprintf(why, sizeof why, "%s", strerror(errno));
+        }
+        if (sh->fd < 0) sh->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (sh->fd < 0) {
+            snprintf(err, ERRLEN, "%s: reopening the data file: %s", s->name, strerror(errno));
+            free(sh);
+            return -1;
+        }
+    }
     sh->direct = ok;
     if (want_direct && !ok)
         snprintf(s->note, ERRLEN, "O_DIRECT refused by the filesystem under %s (%s): buffered IO with "
@@ -55,7 +90,11 @@ void disk_thread_teardown(struct stressor *s, void *ts) {
 void disk_teardown(struct stressor *s) {
     struct disk_shared *sh = s->shared;
     if (!sh) return;
-    close(sh->fd);   /* the file was unlinked at creation: closing frees its blocks */
+    close(sh->fd);   /* the file was unlinked at creation: the last close frees its blocks */
+    if (sh->shares_data_file && --data_file.refs == 0) {
+        close(data_file.fd);
+        data_file.fd = -1;
+    }
     free(sh);
 }
 

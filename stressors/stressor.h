@@ -70,6 +70,8 @@ void free_touched(void *p, size_t bytes);
  * fill: 0 = leave sparse, 1 = write real data, fsync and drop it from the page cache.
  * want_direct: try to switch the fd to O_DIRECT; *direct_ok says whether the filesystem
  * accepted (if not, err holds the reason and the fd stays buffered). Returns fd or -1. */
+/* Write pseudo-random data to [from, to) of fd, fsync, drop it from the page cache. */
+int fill_range(int fd, uint64_t from, uint64_t to, char *err);
 int scratch_file(const struct stressor *s, uint64_t bytes, int fill, int want_direct, int *direct_ok,
                  char *err);
 static inline uint64_t xorshift64(uint64_t *x) {

@@ -1,10 +1,12 @@
 /* disk_seq_write: sequential buffered writes to a scratch file (wrapping inside the
  * thread's slice, so the footprint never exceeds file_bytes) with fdatasync every
- * sync_every_bytes, which forces the data to the device. One unit = one write;
- * bytes = bytes written. */
+ * sync_every_bytes, which forces the data to the device; data synced an interval ago is
+ * punched out behind the writer. One unit = one write; bytes = bytes written. */
 #define _GNU_SOURCE
 #include "../disk_io.h"
+#include <fcntl.h>
 #include <unistd.h>
+#include <linux/falloc.h>
 
 static int sw_setup(struct stressor *s, char *err) { return disk_setup_file(s, 0, 1 << 20, err); }
 
@@ -19,7 +21,18 @@ static uint64_t sw_step(struct stressor *s, void *ts, uint64_t units, uint64_t *
         if (n > 0) { *bytes += (uint64_t)n; ops++; st->since_sync += (uint64_t)n; }
         st->pos += sh->io_bytes;
         if (st->pos >= st->hi) st->pos = st->lo;
-        if (st->since_sync >= sync_every) { fdatasync(sh->fd); st->since_sync = 0; }
+        if (st->since_sync >= sync_every) {
+            fdatasync(sh->fd);
+            st->since_sync = 0;
+            /* punch out what was synced one interval ago: the file keeps only a few MiB of
+             * blocks (like a log being consumed), so releasing it at exit stays fast */
+            if (st->pos >= st->lo + 2 * sync_every)
+                fallocate(sh->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                          (off_t)(st->pos - 2 * sync_every), (off_t)sync_every);
+            else if (st->pos == st->lo && st->hi - st->lo >= 2 * sync_every)
+                fallocate(sh->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                          (off_t)(st->hi - 2 * sync_every), (off_t)(2 * sync_every));
+        }
     }
     return ops;
 }

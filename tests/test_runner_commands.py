@@ -1,0 +1,91 @@
+"""`mimesys-agent run-plan` and `mimesys-agent calibrate` end to end with the real runner,
+and the calibration file's reader."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from agentd.calibration import read as read_calibration
+from agentd.calibration import write as write_calibration
+from agentd.errors import ValidationError
+
+from runner_helpers import make_plan, runner_or_skip
+
+CPUS = "0" if (os.cpu_count() or 1) == 1 else "0-1"
+
+
+@pytest.fixture(autouse=True)
+def _runner():
+    runner_or_skip()
+
+
+def test_run_plan_prints_planned_vs_achieved(catalog, tmp_path):
+    from agentd.commands.run_plan import run_plan
+    plan_path = tmp_path / "plan.h5"
+    make_plan(catalog, {"cpu_int_crc32": 0.3, "net_udp_sink": 0.2, "disk_rand_read_4k": [0.2, 0.0][:len(CPUS.split("-"))]},
+              T=4, K=len(CPUS.split("-")), window_s=0.2).write(plan_path)
+    report = tmp_path / "out" / "report.json"
+    res = CliRunner().invoke(run_plan, [str(plan_path), "--cpus", CPUS, "--scratch-dir", str(tmp_path / "scratch"),
+                                        "--seed", "9", "--repetitions", "2", "--report", str(report)])
+    assert res.exit_code == 0, res.output
+    assert "cpu_int_crc32" in res.output and "ran/plan" in res.output and "runner: done" in res.output
+    doc = json.loads(report.read_text())
+    assert doc["windows"] == 8 and doc["seed"] == 9 and doc["exit"] == "done"
+    crc = doc["stressors"]["cpu_int_crc32"]
+    assert crc["planned_s"] == pytest.approx(8 * 0.2 * 0.3 * doc["threads"], rel=1e-6)
+    assert crc["ran_s"] > 0.5 * crc["planned_s"] and crc["ops"] > 0
+    assert doc["timing"]["segments"] > 0 and doc["timing"]["p99_segment_error_ms"] is not None
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_run_plan_bad_input_is_one_line(catalog, tmp_path):
+    from agentd.commands.run_plan import run_plan
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"not hdf5")
+    res = CliRunner().invoke(run_plan, [str(bad)])
+    assert res.exit_code == 1 and "not a readable HDF5 plan" in res.output and "Traceback" not in res.output
+    plan_path = tmp_path / "p.h5"
+    make_plan(catalog, {"cpu_fp_poly": 0.5}, T=1, K=1, window_s=0.1).write(plan_path)
+    res = CliRunner().invoke(run_plan, [str(plan_path), "--cpus", "x-y"])
+    assert res.exit_code == 1 and "--cpus" in res.output
+
+
+def test_calibrate_writes_rates_and_peaks(tmp_path):
+    from agentd.commands.calibrate import calibrate
+    out = tmp_path / "calibration.json"
+    only = ["cpu_fp_poly", "mem_stream_triad_256M", "net_tcp_loopback", "disk_seq_read_direct"]
+    args = ["--out", str(out), "--window-s", "0.2", "--cpus", CPUS, "--scratch-dir", str(tmp_path / "s")]
+    for n in only:
+        args += ["--only", n]
+    res = CliRunner().invoke(calibrate, args)
+    assert res.exit_code == 0, res.output
+    doc = read_calibration(out)
+    assert set(doc["stressors"]) == set(only)
+    fp = doc["stressors"]["cpu_fp_poly"]
+    assert fp["one_thread"]["ops_per_s"] > 1e6 and fp["all_threads"] is None
+    assert fp["one_thread"]["cpu_fraction"] > 0.3
+    triad = doc["stressors"]["mem_stream_triad_256M"]
+    assert triad["one_thread"]["bytes_per_s"] > 1e8
+    if CPUS != "0":
+        assert triad["all_threads"]["threads"] == 2
+    for key in ("mem.bw_Bps", "disk.read_Bps", "net.tx_Bps"):
+        assert doc["peaks"][key] > 0, key
+    assert doc["peaks"]["mem.bw_Bps"] == max(triad["one_thread"]["bytes_per_s"],
+                                             (triad["all_threads"] or triad["one_thread"])["bytes_per_s"])
+
+
+def test_calibration_reader_rejects_foreign_files(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text("{]")
+    with pytest.raises(ValidationError, match="not JSON"):
+        read_calibration(p)
+    p.write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ValidationError, match="not a mimesys calibration file"):
+        read_calibration(p)
+    write_calibration({"format": "mimesys.calibration", "schema_version": 99, "stressors": {}, "peaks": {}}, p)
+    with pytest.raises(ValidationError, match="schema_version 99"):
+        read_calibration(p)
