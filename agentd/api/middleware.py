@@ -44,7 +44,9 @@ async def errors_middleware(request: web.Request, handler):
             raise
         if e.status == 413:
             return error_response(413, f"request body exceeds the limit of {request.app[MAX_BODY]} bytes")
-        return error_response(e.status, e.text if e.text and not e.text.startswith(f"{e.status}:") else e.reason)
+        if e.text and not e.text.startswith(f"{e.status}:"):
+            return error_response(e.status, e.text)
+        return error_response(e.status, f"{e.reason}: {request.method} {request.path}")
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:
