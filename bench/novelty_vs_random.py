@@ -69,7 +69,7 @@ async def run(args) -> dict:
     coverage_png(png, Yn["novelty"][:, pick], [names[i] for i in pick],
                  f"novelty (blue, {cov['novelty']['occupied_cells']} cells) vs random (orange, "
                  f"{cov['random']['occupied_cells']} cells), {len(Yn['novelty'])} vs {len(Yn['random'])} samples",
-                 simulated=True, compare=(Yn["random"][:, pick], "random"))
+                 simulated=True, compare=(Yn["random"][:, pick], "random"), bounds=bounds[pick])
     for c in camps.values():
         c.close()
     return {"bench": "novelty_vs_random", "simulated": True, "rounds": args.rounds + 1,

@@ -44,7 +44,7 @@ from agentd.plan import Plan
 
 from ..dataset import Dataset, samples_from_chain
 from . import proposals
-from .coverage import DEFAULT_KEY_METRICS, coverage, coverage_png, metric_bounds, normalize
+from .coverage import DEFAULT_KEY_METRICS, UNIT_FLOOR, coverage, coverage_png, metric_bounds, normalize
 from .store import RecordLog, atomic_write_bytes
 
 log = logging.getLogger("mimesys.collect")
@@ -310,7 +310,7 @@ class Campaign:
 
     def _stable(self, spread: np.ndarray, lo: np.ndarray, hi: np.ndarray, units: list[str]) -> np.ndarray:
         # A floor on the range so a metric that barely moved (idle NIC) cannot drop everything.
-        floor = np.array([{"fraction": 0.02, "B/s": 1e6, "1/s": 100.0, "B": 1e6}.get(u, 0.0) for u in units])
+        floor = np.array([UNIT_FLOOR.get(u, 0.0) for u in units])
         rng = np.maximum(hi - lo, floor)
         with np.errstate(invalid="ignore"):
             bad = np.nan_to_num(spread, nan=0.0) > self.config.spread_threshold * rng
@@ -444,7 +444,7 @@ class Campaign:
         png = self.root / "reports" / f"coverage_round_{r:04d}.png"
         coverage_png(png, Yn, names, f"{self.root.name}: round {r}, {len(Yn)} samples, "
                      f"coverage {cov['occupied_cells']} cells ({cov['fraction']:.1%}), {self.config.strategy}",
-                     simulated=self.binding.simulated)
+                     simulated=self.binding.simulated, bounds=bounds)
         report_path = self.root / "reports" / "coverage.json"
         history = json.loads(report_path.read_text()) if report_path.exists() else []
         history = [h for h in history if h.get("round") != r] + [dataclasses.asdict(summary)]

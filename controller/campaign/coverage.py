@@ -12,6 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+# Smallest span a metric of this unit is scaled to: an idle NIC's few KB/s stay near 0
+# instead of being stretched over the whole axis (also the spread filter's range floor).
+UNIT_FLOOR = {"fraction": 0.02, "B/s": 1e6, "1/s": 100.0, "B": 1e6}
+
 DEFAULT_KEY_METRICS = ("cpu.util", "mem.bw_Bps", "llc.miss_per_s", "disk.read_Bps", "disk.write_Bps",
                        "net.lo.tx_Bps", "net.tx_Bps", "psi.io.some")
 
@@ -26,7 +30,7 @@ def metric_bounds(names: list[str], units: list[str], observed: np.ndarray, peak
         col = observed[:, j] if observed.size else np.array([])
         seen = float(np.nanmax(col)) if col.size and np.isfinite(col).any() else 0.0
         peak = peaks.get(n)
-        hi[j] = max(seen, float(peak) if isinstance(peak, (int, float)) else 0.0, 1e-9)
+        hi[j] = max(seen, float(peak) if isinstance(peak, (int, float)) else 0.0, UNIT_FLOOR.get(u, 1e-9))
     return hi
 
 
@@ -48,7 +52,8 @@ def coverage(Yn: np.ndarray, grid: int = 20) -> dict:
 
 
 def coverage_png(path: Path, Yn: np.ndarray, names: list[str], title: str, *, simulated: bool,
-                 max_metrics: int = 6, compare: tuple[np.ndarray, str] | None = None) -> None:
+                 max_metrics: int = 6, compare: tuple[np.ndarray, str] | None = None,
+                 bounds: np.ndarray | None = None) -> None:
     """Pairwise joint distributions (2-D histograms) of the first max_metrics key metrics.
     With `compare` = (Yn2, label), draws the second dataset's points over the first."""
     import matplotlib
@@ -56,6 +61,8 @@ def coverage_png(path: Path, Yn: np.ndarray, names: list[str], title: str, *, si
     import matplotlib.pyplot as plt
 
     D = min(Yn.shape[1], max_metrics)
+    if bounds is not None:   # axes are value / bound; say what 1.0 is
+        names = [f"{n} / {b:.3g}" for n, b in zip(names, bounds)]
     fig, axes = plt.subplots(D - 1, D - 1, figsize=(2.6 * (D - 1), 2.6 * (D - 1)), squeeze=False)
     for r in range(1, D):
         for c in range(D - 1):
