@@ -358,7 +358,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
     onnx = out / "model-onnx"
     with d.step("export", "ONNX graphs + manifest for agent-side generation") as rec:
-        d.run(CONTROLLER_CLI, ["export", model, "--onnx", onnx], step="export")
+        d.run(CONTROLLER_CLI, ["export", model, "--onnx", onnx, "--overwrite"], step="export")
         rec.detail = f"{onnx}"
 
     traces = out / "traces"
