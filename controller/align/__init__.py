@@ -7,8 +7,10 @@ is the negative weighted L1 between executed and target metrics in the model's
 normalized metric space. See the MIMESYS paper §4.3 and Black et al., "Training
 Diffusion Models with Reinforcement Learning" (DDPO).
 
-Modules: config (defaults), reward, advantages (per-window running statistics), ppo
-(clipped surrogate + KL), ddim_logprob (the per-step log-probability), rollout
-(sequential segments, batched across agents), executors (fleet or simulated host),
-loop (resumable SAMPLING/TRAINING epochs), curves (reward-curve PNG).
+Modules: config (defaults + presets), reward, advantages (per-window running statistics),
+ppo (clipped surrogate + KL), policy (the model room's DiffusionPolicy under the η > 0
+sampler; its DDIM log-prob step lives in controller/model/schedule.py), targets (traces,
+segments), rollout (sequential segments, batched across agents), executors (fleet or
+simulated host), loop (resumable SAMPLING/TRAINING epochs), checkpoint, curves (reward-curve
+PNG), session (files in, aligned model file out), heldout (before/after DTW).
 """

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from agentd.errors import MimesysError
+from controller.align.config import PRESETS
 
 
 def _parse_value(text: str):
@@ -47,7 +48,8 @@ def _pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path),
               help="Where to write the aligned model (same format as `mimesys train` writes).")
 @click.option("--epochs", type=int, default=None, help="Epochs to run in total (raising it continues a run).")
-@click.option("--preset", default=None, help="Named overrides (controller/align/config.py PRESETS).")
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
+              help="Named overrides (controller/align/config.py PRESETS).")
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE",
               help="Override one config field, e.g. --set lr=1e-5 --set segment_windows=16.")
 @click.option("--weight", "weights", multiple=True, metavar="PATTERN=W",
