@@ -5,7 +5,7 @@ Alignment. The samplers are read at every window boundary the runner reports
 of t+1): window t of the trace measures exactly window t of the plan, not a 1 Hz grid
 that drifts against it. The last window ends with a sample taken when the runner reports
 it done. How late each boundary sample was (our read time minus the runner's reported
-start) is kept per run in `boundary_lag_ns` and shown in /v1/info.
+start) is kept per run in `boundary_lag_ns` and shown in /v1/info ("alignment").
 
 Warm-up windows (repetition -1 from the runner) are executed and sampled but not yielded;
 the boundary between the last warm-up and window 0 is the first window's start sample.
@@ -113,13 +113,16 @@ class HostBackend(Backend):
         return list(self._schema)
 
     def sampler_states(self) -> dict:
-        states = self.samplers.states()
-        if self.boundary_lag_ns:
-            lags = sorted(self.boundary_lag_ns)
-            states["_alignment"] = {"state": "ok", "errors": 0, "no_data": 0,
-                                    "reason": f"last run: boundary sample lag median "
-                                              f"{statistics.median(lags) / 1e6:.3f} ms, max {lags[-1] / 1e6:.3f} ms"}
-        return states
+        return self.samplers.states()
+
+    def alignment_stats(self) -> dict:
+        """How late the boundary samples of the last run were, after the runner's boundary."""
+        if not self.boundary_lag_ns:
+            return {}
+        lags = sorted(self.boundary_lag_ns)
+        return {"boundary_samples": len(lags), "lag_median_ms": round(statistics.median(lags) / 1e6, 3),
+                "lag_p99_ms": round(lags[min(len(lags) - 1, int(0.99 * len(lags)))] / 1e6, 3),
+                "lag_max_ms": round(lags[-1] / 1e6, 3)}
 
     def _calibration(self) -> dict:
         """state_dir/calibration.json as written by `mimesys-agent calibrate`; {} when absent."""
@@ -154,6 +157,7 @@ class HostBackend(Backend):
                                     repetitions=options.repetitions, warmup_windows=options.warmup_windows,
                                     catalog=self.catalog)
         last = (options.repetitions - 1, plan.T - 1)
+        window_ns = int(round(plan.window_s * 1e9))
         derive = self.samplers.derive
         open_window = None          # (repetition, window, start_ns, start RawSample) of the window running now
         measured: dict[tuple[int, int], tuple[int, np.ndarray]] = {}   # values awaiting their WindowDone
@@ -173,7 +177,9 @@ class HostBackend(Backend):
                     if key == last and open_window is not None and open_window[:2] == key:
                         # Nothing starts after the last window: its end sample is taken now.
                         raw = await self.read()
-                        self.boundary_lag_ns.append(raw.monotonic_ns - ev.end_ns)
+                        # Against the window's planned end (end_ns is the last *work*, which
+                        # may be long before the boundary when the window ends idle).
+                        self.boundary_lag_ns.append(raw.monotonic_ns - (ev.planned_start_ns + window_ns))
                         rep, win, start_ns, start_raw = open_window
                         measured[key] = (start_ns, derive(start_raw, raw))
                         open_window = None

@@ -165,8 +165,11 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
                 async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.h5") as r:
                     assert r.status == 200
                     (tmp_path / "run.h5").write_bytes(await r.read())
-                return frames
-        frames = asyncio.run(main())
+                async with s.get(agent.url + "/v1/info") as r:
+                    alignment = msgpack.unpackb(await r.read())["alignment"]
+                return frames, alignment
+        frames, alignment = asyncio.run(main())
+        assert alignment["boundary_samples"] == 7  # 6 starts + the end of the last window
 
     header, windows, end = frames[0], [f for f in frames if f["type"] == "window"], frames[-1]
     assert header["type"] == "header" and header["simulated"] is False
@@ -182,7 +185,8 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     assert tr.T == 6 and not tr.simulated
     np.testing.assert_array_equal(tr.values[:, cols], measured)
     report = (f"planned per core:\n{fractions}\nmeasured (trace):\n{np.round(measured, 3)}\n"
-              f"runner executed:\n{np.round(ran / 1e9, 3)}\nbackground busy before the run: {np.round(background, 3)}")
+              f"runner executed:\n{np.round(ran / 1e9, 3)}\nbackground busy before the run: {np.round(background, 3)}\n"
+              f"boundary sample lag: {alignment}")
     print(report)
     # What contention cannot explain away: the runner did the planned work (preemption can
     # only stretch a segment past its deadline), and every core was at least as busy as planned.

@@ -64,7 +64,8 @@ class ScriptedRunner:
 
 def done(rep, win, M=1, K=1):
     z = np.zeros((M, K), np.int64)
-    return WindowDone(rep, win, 0, time.monotonic_ns(), z + 5, z + 7, z, z, 0, np.zeros(K, np.int64),
+    now = time.monotonic_ns()
+    return WindowDone(rep, win, 0, now, z + 5, z + 7, z, z, now - 1_000_000_000, np.zeros(K, np.int64),
                       np.zeros(K, np.int64), np.zeros(K, np.int64), 0)
 
 

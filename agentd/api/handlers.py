@@ -42,6 +42,7 @@ async def info(request: web.Request) -> web.Response:
         "schema": [m.to_dict() for m in backend.metric_schema()],
         "catalog": app[CATALOG].to_dict(),
         "samplers": states() if callable(states) else {},
+        "alignment": backend.alignment_stats() if hasattr(backend, "alignment_stats") else {},
         "max_threads": runs.max_threads,
         "current_run": runs.current.run_id if runs.current and runs.current.state.value == "running" else None,
         "limits": {"max_body_bytes": cfg.api.max_body_bytes, "max_ws_message_bytes": cfg.api.max_ws_message_kib * 1024,
