@@ -416,3 +416,23 @@ def test_optional_tls_from_config(tmp_path):
     out = subprocess.run([sys.executable, "-m", "agentd.cli", "check-config", "--config", str(cfg)],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode != 0 and "tls_cert/tls_key" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_serve_backend_sim_is_labelled_simulated(tmp_path):
+    cfg = write_config(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "agentd.cli", "serve", "--config", str(cfg), "--backend", "sim"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "MIMESYS_SIM_CPUS": "3"})
+    try:
+        url = re.search(r"(http://\S+)", proc.stdout.readline()).group(1)
+
+        async def main():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                async with s.get(url + "/v1/info") as r:
+                    return msgpack.unpackb(await r.read())
+        info = asyncio.run(main())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+    assert info["backend"] == "sim" and info["simulated"] is True and info["max_threads"] == 3
+    assert proc.returncode == 0
