@@ -229,6 +229,7 @@ def test_fleet_cli_list_and_probe(tmp_path):
         out = subprocess.run(cli + ["probe", "--fleet", str(fleet)], capture_output=True, text=True, cwd=ROOT,
                              timeout=60)
         assert "sim1: SIMULATED backend sim" in out.stdout
+        assert "fingerprint: mimesys simulated host, 4 cores; memory 16.0 GiB" in out.stdout
         assert "metrics: 27 of 27 available" in out.stdout and "calibration: mem.bw_Bps=" in out.stdout
         assert "down: UNREACHABLE" in out.stdout
         assert "1 of 2 agent(s) reachable" in out.stdout

@@ -63,6 +63,7 @@ def probe(fleet_file, as_json):
             kind = "SIMULATED" if i.get("simulated") else "real"
             click.echo(f"{p.client.name}: {kind} backend {i.get('backend')} v{i.get('version')}, {model}, "
                        f"{cores} CPUs, plans up to {i.get('max_threads')} threads")
+            click.echo(f"  fingerprint: {_fingerprint_line(fp)}")
             schema = i.get("schema", [])
             avail = [m["name"] for m in schema if m.get("availability") == "available"]
             click.echo(f"  metrics: {len(avail)} of {len(schema)} available")
@@ -82,7 +83,43 @@ def probe(fleet_file, as_json):
         fl.check_hosts(probes)
         ok = [p for p in probes if p.ok]
         click.echo(f"{len(ok)} of {len(probes)} agent(s) reachable; all share one hardware fingerprint"
-                   + (" (mixing allowed)" if fl.allow_mixed_hosts else ""))
+                   + (" (mixing allowed)" if fl.allow_mixed_hosts else ""), err=as_json)
     except FleetError as e:
         click.echo(f"WARNING: {e}", err=True)
         raise SystemExit(1)
+
+
+def _fingerprint_line(fp: dict) -> str:
+    """A one-line summary of a host fingerprint (real agents' sections or the simulated host's)."""
+    def size(b):
+        return f"{b / 2**30:.1f} GiB" if b and b >= 2**30 else (f"{b / 2**20:.0f} MiB" if b else "?")
+    cpu = fp.get("cpu") if isinstance(fp.get("cpu"), dict) else {}
+    parts = []
+    if cpu:
+        parts.append(f"{cpu.get('arch', '?')} {cpu.get('vendor', '')} {cpu.get('model', '?')}, "
+                     f"{cpu.get('physical_cores')} cores x {cpu.get('threads_per_core')} threads, "
+                     f"{cpu.get('sockets')} socket(s){', VM' if cpu.get('hypervisor') else ''}")
+    elif fp.get("cpu_model"):
+        parts.append(f"{fp['cpu_model']}, {fp.get('cores')} cores")
+    if fp.get("llc_B"):
+        parts.append(f"LLC {size(fp['llc_B'])}")
+    mem = fp.get("memory", {}).get("total_B") if isinstance(fp.get("memory"), dict) else fp.get("memory_B")
+    if mem:
+        parts.append(f"memory {size(mem)}")
+    disks = fp.get("disks") or []
+    if disks:
+        parts.append("disks " + ", ".join(d.get("name", "?") + (" (rotational)" if d.get("rotational") else "")
+                                          for d in disks))
+    nics = fp.get("nics") or []
+    if nics:
+        parts.append("NICs " + ", ".join(n.get("name", "?") for n in nics))
+    kernel = fp.get("kernel")
+    if isinstance(kernel, dict):
+        parts.append(f"kernel {kernel.get('release')}")
+    pmu = fp.get("pmu")
+    if isinstance(pmu, dict):
+        hw = pmu.get("hardware_events")
+        parts.append("hardware PMU " + ("available" if hw == "available" else "unavailable"))
+    elif isinstance(pmu, bool):
+        parts.append("PMU " + ("simulated" if pmu else "none"))
+    return "; ".join(parts) or "(empty)"
