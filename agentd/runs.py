@@ -193,12 +193,12 @@ class RunManager:
             return RunState(self.status(run_id)["state"])
         if run.state is RunState.RUNNING and run.task is not None:
             run.cancel_requested = by_request
+            # The flag is checked at every window: a cancellation that lands just as an inner
+            # wait_for completes can be swallowed (Python < 3.12); the run then stops at its
+            # next window instead of running on. (Cancelling again would interrupt cleanup.)
             run.stop_requested = True
-            # Cancel until it takes: a cancellation that lands while an inner wait_for
-            # completes can be swallowed (Python < 3.12), and the run would carry on.
-            while not run.task.done():
-                run.task.cancel()
-                await asyncio.wait({run.task}, timeout=0.5)
+            run.task.cancel()
+            await asyncio.wait({run.task})
         return run.state
 
     async def close(self) -> None:
