@@ -76,6 +76,14 @@ class RunFailed(AgentError):
     """The run ended in state failed/cancelled on the agent."""
 
 
+class AgentBusy(AgentError):
+    """409: the agent is executing another run (`running` names it)."""
+
+    def __init__(self, agent: str, message: str, running: str):
+        super().__init__(agent, message, 409, {"running": running})
+        self.running = running
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     url: str
@@ -199,15 +207,40 @@ class AgentClient:
         if options.seed is not None:
             opts["seed"] = int(options.seed)
         plan_bytes = await asyncio.to_thread(plan.to_bytes)
-        reply = await self._request("POST", "/v1/runs", {"plan": plan_bytes, "options": opts}, timeout_s=60.0)
+        try:
+            reply = await self._request("POST", "/v1/runs", {"plan": plan_bytes, "options": opts}, timeout_s=60.0)
+        except AgentError as e:
+            if e.status == 409 and e.details.get("running"):
+                raise AgentBusy(self.name, str(e), str(e.details["running"])) from None
+            raise
         return str(reply["run_id"])
 
+    async def wait_idle(self, run_id: str, timeout_s: float, poll_s: float = 1.0) -> bool:
+        """Wait until `run_id` (someone else's run) is no longer running. True if it ended."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                if (await self.status(run_id)).get("state") != "running":
+                    return True
+            except AgentError as e:
+                if e.status == 404:
+                    return True
+            await asyncio.sleep(poll_s)
+        return False
+
     async def run(self, plan: Plan, options: RunOptions | None = None, *,
-                  on_window: Callable[[ExecutedWindow], None] | None = None) -> RunResult:
-        """Execute `plan` on the agent and return every window. Raises AgentError/RunFailed."""
+                  on_window: Callable[[ExecutedWindow], None] | None = None,
+                  on_start: Callable[[str], Awaitable[None] | None] | None = None) -> RunResult:
+        """Execute `plan` on the agent and return every window. Raises AgentError/RunFailed
+        (AgentBusy when another run occupies the agent). `on_start(run_id)` is awaited once
+        the agent accepted the run, before its windows are followed."""
         options = options or RunOptions()
         run_id = await self.start(plan, options)
         try:
+            if on_start is not None:
+                out = on_start(run_id)
+                if asyncio.iscoroutine(out):
+                    await out
             return await self._follow(run_id, plan, options, on_window)
         except BaseException:
             # Cancelled by the caller, or the stream is lost for good: stop the run if we can.
@@ -382,7 +415,7 @@ class JobsReport:
 
 class Fleet:
     def __init__(self, clients: list[AgentClient], *, allow_mixed_hosts: bool = False, max_attempts: int = 5,
-                 retire_after: int = 3, backoff_s: float = 0.5):
+                 retire_after: int = 3, backoff_s: float = 0.5, busy_wait_s: float = 900.0):
         if not clients:
             raise FleetError("a fleet needs at least one agent")
         self.clients = clients
@@ -390,6 +423,10 @@ class Fleet:
         self.max_attempts = max_attempts
         self.retire_after = retire_after
         self.backoff_s = backoff_s
+        self.busy_wait_s = busy_wait_s
+        # Runs this controller started in an earlier life (e.g. before kill -9): when one still
+        # occupies an agent, it is cancelled rather than waited for.
+        self.owned_runs: set[str] = set()
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
@@ -460,7 +497,9 @@ class Fleet:
         return ref
 
     async def run_jobs(self, jobs: list[Job], on_result: Callable[[Job, RunResult], Awaitable[None] | None],
-                       *, agents: list[AgentClient] | None = None) -> JobsReport:
+                       *, agents: list[AgentClient] | None = None,
+                       on_start: Callable[[Job, AgentClient, str], Awaitable[None] | None] | None = None
+                       ) -> JobsReport:
         """Run every job once, one job per agent at a time. `on_result` is awaited exactly once
         per job id, in completion order. Raises FleetError if every agent is retired, or a job
         fails `max_attempts` times, or a job is rejected as invalid (a 4xx that is not retryable)."""
@@ -495,8 +534,31 @@ class Fleet:
                 if job is None:
                     return
                 job.attempts += 1
+                started = None if on_start is None else (lambda run_id, job=job: on_start(job, c, run_id))
                 try:
-                    result = await c.run(job.plan, job.options)
+                    result = await c.run(job.plan, job.options, on_start=started)
+                except AgentBusy as e:
+                    # Not this agent's failure: an orphan of ours is cancelled, anyone else's awaited.
+                    job.attempts -= 1
+                    await give_back(job)
+                    if e.running in self.owned_runs:
+                        log.info("agent %s runs %s, started by this campaign before a restart: cancelling",
+                                 c.name, e.running)
+                        with contextlib.suppress(AgentError):
+                            await c.cancel(e.running)
+                        self.owned_runs.discard(e.running)
+                    elif not await c.wait_idle(e.running, self.busy_wait_s):
+                        report.retired.append(c.name)
+                        log.warning("agent %s stayed busy with run %s for %.0f s: retired", c.name, e.running,
+                                    self.busy_wait_s)
+                        live.discard(c.name)
+                        if not live:
+                            fatal.append(FleetError(f"every agent failed or stayed busy; {len(remaining)} "
+                                                    f"job(s) left"))
+                        async with changed:
+                            changed.notify_all()
+                        return
+                    continue
                 except AgentError as e:
                     if not e.retryable:
                         fatal.append(FleetError(f"job {job.id} rejected by {c.name}: {e}"))

@@ -194,6 +194,8 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
                 comps = np.frombuffer(rec["comps"], "<f4").reshape(rec["shape"][1], -1)
                 assert np.array_equal(comps, expected[rec["chain"]].reshape(len(comps), -1))
     assert c.next_round() == 3
+    started = [r for r in log if r["type"] == "run_started"]
+    assert len(started) >= len(keys) and c.orphan_runs() == set()       # every run noted; none left over
     total = sum(r["shape"][1] - 1 for r in c.chain_records())
     s = c.samples(filtered=False)
     assert len(s["action"]) == total

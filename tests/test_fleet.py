@@ -236,3 +236,27 @@ def test_fleet_cli_list_and_probe(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_busy_agent_orphan_cancelled_foreign_run_awaited(tmp_path, catalog):
+    """409 is not a failure: a run this controller started before a restart is cancelled, a
+    foreign one is waited for; neither retires the agent."""
+    async def body(urls):
+        async with Fleet.from_urls(urls, TOKEN, retire_after=1, backoff_s=0.05) as fl:
+            c = fl.clients[0]
+            orphan = await c.start(plan(catalog, T=5000), RunOptions())        # 100 s at 50 windows/s
+            fl.owned_runs.add(orphan)
+            t0 = time.monotonic()
+            rep1 = await fl.run_jobs([Job("a", plan(catalog, T=5), RunOptions())], lambda j, r: None)
+            t_orphan = time.monotonic() - t0
+            assert (await c.status(orphan))["state"] == "cancelled"
+            foreign = await c.start(plan(catalog, T=25), RunOptions())          # 0.5 s
+            started = []
+            rep2 = await fl.run_jobs([Job("b", plan(catalog, T=5), RunOptions())], lambda j, r: None,
+                                     on_start=lambda j, cl, run_id: started.append(run_id))
+            assert (await c.status(foreign))["state"] == "done"
+            return rep1, rep2, t_orphan, started, foreign
+    rep1, rep2, t_orphan, started, foreign = asyncio.run(with_agents(tmp_path, 1, body, speedup=50.0))
+    assert rep1.done == rep2.done == 1 and not rep1.retired and not rep2.retired
+    assert t_orphan < 10
+    assert len(started) == 1 and started[0] != foreign

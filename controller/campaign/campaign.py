@@ -421,6 +421,16 @@ class Campaign:
         log.info("acknowledged %s (%d samples) from %s", job.id, job.plan.T - 1, result.agent)
         return job.plan.T - 1
 
+    def record_start(self, job, agent: str, run_id: str) -> None:
+        """Note that `agent` accepted `job` as `run_id`, so that after a crash the run can be
+        recognised as ours (and cancelled) if it still occupies the agent."""
+        self.store.append([{"key": f"{job.id}/run/{run_id}", "type": "run_started", "job": job.id,
+                            "agent": agent, "run_id": run_id, "t": time.time()}])
+
+    def orphan_runs(self) -> set[str]:
+        """Runs started for chains that have no result record (the controller died meanwhile)."""
+        return {r["run_id"] for r in self.store if r.get("type") == "run_started" and r["job"] not in self.store}
+
     def finish_round(self, r: int, seconds: float, proposal: dict, profile_seconds: float = 0.0) -> RoundSummary:
         s_all = self.samples(r, filtered=False)
         ki, names, units = self.key_index()
@@ -475,6 +485,7 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
     identity = fleet.check_hosts(probes)          # the agents agree among themselves ...
     campaign.bind([p.info for p in probes if p.ok], identity)   # ... and with the campaign's host
     agents = [p.client for p in probes if p.ok]
+    fleet.owned_runs |= campaign.orphan_runs()
     summaries = []
     for r in range(campaign.next_round(), rounds + 1):
         t0 = time.monotonic()
@@ -489,7 +500,8 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
             async def on_result(job, result):
                 n = campaign.record_chain(r, job, result)
                 bar.update(n)
-            await fleet.run_jobs(jobs, on_result, agents=agents)
+            await fleet.run_jobs(jobs, on_result, agents=agents,
+                                 on_start=lambda job, client, run_id: campaign.record_start(job, client.name, run_id))
         finally:
             bar.close()
         t_profile = time.monotonic() - t_profile
