@@ -97,6 +97,16 @@ hdf5_bodies = st.builds(
                                    st.sampled_from([(1,), (1, 18, 2), (2, 18, 3), (0, 18, 2), (3, 1)]),
                                    st.floats(width=32, allow_nan=True, allow_infinity=True))))
 
+def _valid_plan() -> bytes:
+    from agentd.catalog import load_catalog
+    from agentd.plan import Plan
+    cat = load_catalog()
+    return Plan.from_catalog(np.full((2, len(cat), 2), 0.01, np.float32), cat, window_s=0.05).to_bytes()
+
+
+# Valid plans too, so random options also reach the run manager (201, then cancelled).
+plan_bodies = st.one_of(hdf5_bodies, st.just(_valid_plan()))
+
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -113,10 +123,10 @@ def test_random_msgpack_maps_never_500(client, path, body):
 
 
 @FUZZ
-@given(path=st.sampled_from(ENDPOINTS), blob=hdf5_bodies, options=option_maps, seed=scalars)
+@given(path=st.sampled_from(ENDPOINTS), blob=plan_bodies, options=option_maps, seed=scalars)
 def test_hostile_hdf5_files_and_options_never_500(client, path, blob, options, seed):
     body = {"plan": blob, "options": options} if path == "/v1/runs" else {"trace": blob, "seed": seed}
     status, ctype, data = client(path, wire.pack(body))
     check(status, ctype, data)
-    if status == 201:
+    if status in (201, 409):
         client.cancel_current()  # an accepted plan: free the agent for the next example
