@@ -83,7 +83,11 @@ def read_checkpoint(path: Path | str) -> dict:
 def policy_from_checkpoint(ckpt: dict, *, weights: str = "ema") -> DiffusionPolicy:
     policy = DiffusionPolicy(ModelSpec.from_dict(ckpt["spec"]), ModelConfig.from_dict(ckpt["model_config"]),
                              Normalizer.from_dict(ckpt["normalizer"]), ActionScale.from_dict(ckpt["action_scale"]))
-    policy.load_state_dict(ckpt["weights"] if weights == "ema" else ckpt["train_weights"])
+    try:
+        policy.load_state_dict(ckpt["weights"] if weights == "ema" else ckpt["train_weights"])
+    except RuntimeError as e:
+        raise ValidationError(f"model weights do not fit this build's network (git revision of the model: "
+                              f"{ckpt.get('git_revision')}): {str(e).splitlines()[-1].strip()}") from e
     return policy.eval()
 
 

@@ -9,8 +9,8 @@ from agentd.errors import ConfigError
 
 @dataclass(frozen=True)
 class ModelConfig:
-    hidden: int = 128                 # token width D
-    blocks: int = 3                   # equivariant blocks in the denoiser
+    hidden: int = 64                  # token width D (64 × 2 blocks: ~1 ms per window on one CPU core)
+    blocks: int = 2                   # equivariant blocks in the denoiser
     train_timesteps: int = 1000       # DDPM training steps (cosine schedule)
     use_prev_action: bool = True      # state-aware conditioning on a_{t-1} (the paper's §4.2.2)
     use_prev_obs: bool = True         # also condition on o_{t-1}

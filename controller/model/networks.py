@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .layout import Z_CLIP, MetricLayout, Normalizer
@@ -105,23 +106,28 @@ class ContextEncoder(nn.Module):
 
 class EquivariantBlock(nn.Module):
     """h_k += MLP([h_k, mean_j h_j, g]);  g += MLP([g, mean_j h_j]).  h [B, K, D], g [B, D].
-    The last block does not update g (nothing reads it after)."""
+
+    The thread MLP's first layer is split by input (W_h h_k + W_p pooled + W_g g): the same
+    function as a linear layer over the concatenation, without materializing K copies of
+    the pooled and global vectors (fewer, cheaper ONNX nodes). The last block does not
+    update g (nothing reads it after)."""
 
     def __init__(self, hidden: int, update_global: bool = True):
         super().__init__()
         self.norm_h = nn.LayerNorm(hidden)
         self.norm_g = nn.LayerNorm(hidden)
-        self.thread_mlp = _mlp(3 * hidden, 2 * hidden, hidden)
+        self.thread_in = nn.Linear(hidden, 2 * hidden)
+        self.shared_in = nn.Linear(2 * hidden, 2 * hidden, bias=False)   # [pooled, g] -> same for every thread
+        self.thread_out = nn.Linear(2 * hidden, hidden)
         self.global_mlp = _mlp(2 * hidden, 2 * hidden, hidden) if update_global else None
 
     def forward(self, h, g):
         hn, gn = self.norm_h(h), self.norm_g(g)
-        pooled = hn.mean(dim=1)
-        K = h.shape[1]
-        h = h + self.thread_mlp(torch.cat([hn, pooled[:, None].expand(-1, K, -1),
-                                           gn[:, None].expand(-1, K, -1)], dim=-1))
+        shared = torch.cat([hn.mean(dim=1), gn], dim=-1)                    # [B, 2D]
+        z = self.thread_in(hn) + self.shared_in(shared)[:, None]           # [B, K, 2D]
+        h = h + self.thread_out(F.silu(z))
         if self.global_mlp is not None:
-            g = g + self.global_mlp(torch.cat([gn, pooled], dim=-1))
+            g = g + self.global_mlp(shared)
         return h, g
 
 

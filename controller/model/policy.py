@@ -166,10 +166,10 @@ class DiffusionPolicy(nn.Module):
     def encode(self, ctx: Context, guidance: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Context tokens for guided denoising: [B] conditional rows, then (if guidance ≠ 1)
         [B] null rows. -> thread_ctx [B or 2B, K, D], global_ctx [B or 2B, D]."""
-        B = len(ctx)
+        ones = torch.ones_like(ctx.target_obs[:, 0])          # (written so that ONNX tracing keeps B dynamic)
         if guidance == 1.0:
-            return self.encoder(ctx.target_obs, ctx.prev_obs, ctx.prev_action, torch.ones(B, device=ctx.target_obs.device))
-        keep = torch.cat([torch.ones(B), torch.zeros(B)]).to(ctx.target_obs.device)
+            return self.encoder(ctx.target_obs, ctx.prev_obs, ctx.prev_action, ones)
+        keep = torch.cat([ones, torch.zeros_like(ones)])
         two = lambda x: torch.cat([x, x])  # noqa: E731
         return self.encoder(two(ctx.target_obs), two(ctx.prev_obs), two(ctx.prev_action), keep)
 
@@ -178,16 +178,18 @@ class DiffusionPolicy(nn.Module):
         h, g = tokens
         B = x_t.shape[0]
         if guidance == 1.0:
-            return self.denoiser(x_t, torch.full((B,), t, dtype=torch.long, device=x_t.device), h, g)
-        eps = self.denoiser(torch.cat([x_t, x_t]), torch.full((2 * B,), t, dtype=torch.long, device=x_t.device), h, g)
+            return self.denoiser(x_t, torch.full_like(x_t[:, 0, 0], t, dtype=torch.long), h, g)
+        x2 = torch.cat([x_t, x_t])
+        eps = self.denoiser(x2, torch.full_like(x2[:, 0, 0], t, dtype=torch.long), h, g)
         eps_c, eps_u = eps[:B], eps[B:]
         return eps_u + guidance * (eps_c - eps_u)
 
     def sample(self, ctx: Context, *, steps: int | None = None, guidance: float | None = None,
                eta: float | None = None, generator: torch.Generator | None = None,
-               x_T: torch.Tensor | None = None) -> SampleOutput:
+               x_T: torch.Tensor | None = None, noise: torch.Tensor | None = None) -> SampleOutput:
         """Draw one composition per context row with DDIM, recording the path and each
-        step's log-probability (finite when η > 0). Gradients flow if enabled by the caller."""
+        step's log-probability (finite when η > 0). Gradients flow if enabled by the caller.
+        x_T [B, M, K] and noise [S, B, M, K] replace the generator's draws when given."""
         sched = self.schedule(steps)
         w = self.config.guidance if guidance is None else float(guidance)
         eta = self.config.eta if eta is None else float(eta)
@@ -198,7 +200,7 @@ class DiffusionPolicy(nn.Module):
         for i in range(sched.steps):
             eps = self.guided_eps(x, int(sched.timesteps[i]), tokens, w)
             step = ddim_step(eps, x, sched.alpha_bar_t[i], sched.alpha_bar_prev[i], eta, clip=self.latent_box,
-                             generator=generator)
+                             generator=generator, noise=None if noise is None else noise[i])
             x = step.prev_sample
             latents.append(x)
             log_probs.append(step.log_prob)

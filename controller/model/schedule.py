@@ -83,10 +83,11 @@ class DDIMStep:
 
 def ddim_step(eps: torch.Tensor, x_t: torch.Tensor, alpha_bar_t: float, alpha_bar_prev: float,
               eta: float, *, clip: tuple[float, float] = (-1.0, 1.0), prev_sample: torch.Tensor | None = None,
-              generator: torch.Generator | None = None) -> DDIMStep:
+              generator: torch.Generator | None = None, noise: torch.Tensor | None = None) -> DDIMStep:
     """eps, x_t: [B, M, K]. prev_sample None: draw x_prev (σ > 0) or take the mean (σ = 0);
     given: evaluate its log-probability (gradient flows through the mean only, as in DDPO).
-    clip: the valid latent box that x0̂ is clipped to."""
+    clip: the valid latent box that x0̂ is clipped to. noise: the standard normal draw to use
+    instead of one from `generator` (the exported sampler takes its noise as an input)."""
     a_t, a_p = float(alpha_bar_t), float(alpha_bar_prev)
     x0 = ((x_t - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)).clamp(clip[0], clip[1])
     eps = (x_t - math.sqrt(a_t) * x0) / math.sqrt(1 - a_t)
@@ -94,7 +95,8 @@ def ddim_step(eps: torch.Tensor, x_t: torch.Tensor, alpha_bar_t: float, alpha_ba
     mean = math.sqrt(a_p) * x0 + math.sqrt(max(1 - a_p - std ** 2, 0.0)) * eps
     if prev_sample is None:
         if std > 0:
-            noise = torch.randn(x_t.shape, generator=generator, dtype=x_t.dtype, device=x_t.device)
+            if noise is None:
+                noise = torch.randn(x_t.shape, generator=generator, dtype=x_t.dtype, device=x_t.device)
             prev_sample = mean + std * noise
         else:
             prev_sample = mean

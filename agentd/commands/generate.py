@@ -1,0 +1,48 @@
+"""`mimesys-agent generate --model DIR --trace TRACE -o plan.h5`: turn a trace into a plan
+locally with an exported model (ONNX Runtime; no PyTorch, no network)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from ._common import friendly_errors
+
+
+@click.command("generate")
+@click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Exported model directory (manifest.json + ONNX graphs, from `mimesys export`).")
+@click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Target trace (HDF5, mimesys trace format).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Plan to write (HDF5).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
+@click.option("--steps", type=click.IntRange(1, 10000), default=None, help="DDIM steps (default: the model's).")
+@click.option("--guidance", type=click.FloatRange(0, 100), default=None, help="Guidance weight (default: the model's).")
+@click.option("--eta", type=click.FloatRange(0, 10), default=None, help="DDIM η (default: the model's).")
+@click.option("--threads", type=click.IntRange(1, 256), default=None, help="ONNX Runtime threads (default: the manifest's).")
+@click.option("--progress/--no-progress", default=True)
+@friendly_errors
+def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads, progress):
+    """Generate a plan reproducing TRACE, window by window."""
+    from ..generate import load_generator
+    from ..trace import Trace
+
+    gen = load_generator(model_dir, steps=steps, guidance=guidance, eta=eta, threads=threads)
+    trace = Trace.read(trace_path)
+    t0 = time.perf_counter()
+    if progress:
+        with click.progressbar(length=trace.T, label="generating", file=click.get_text_stream("stderr")) as bar:
+            plan = gen.generate(trace, seed=seed, progress=lambda done, total: bar.update(1))
+    else:
+        plan = gen.generate(trace, seed=seed)
+    elapsed = time.perf_counter() - t0
+    plan.write(output)
+    filled = plan.provenance["missing_metrics_filled_with_training_mean"]
+    if filled:
+        click.echo(f"note: filled with the training mean (metric: windows): {filled}", err=True)
+    click.echo(json.dumps({"plan": str(output), "windows": plan.T, "threads": plan.K, "stressors": plan.M,
+                           "seconds": round(elapsed, 3), "windows_per_s": round(plan.T / max(elapsed, 1e-9), 1),
+                           "sampler": plan.provenance["sampler"], "fused_graph": gen.fused}))

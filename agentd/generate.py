@@ -1,0 +1,269 @@
+"""Local generation: trace -> plan with ONNX Runtime and a NumPy DDIM sampler (no PyTorch).
+
+`load_generator(model_dir)` reads an export (controller/export.py: manifest.json + two ONNX
+graphs) and returns an `OnnxGenerator`. Its `generate(trace, seed=...)` walks the trace
+window by window: window t's composition is sampled conditioned on the target metrics
+o_t, the previous target window o_{t−1} and the composition it generated for window
+t − 1 (idle before the first), then projected onto the valid set (entries clipped to
+[0, 1], each thread's column scaled to sum ≤ 1).
+
+The DDIM update is the one in controller/model/schedule.py (Song et al. 2021 eq. 12,
+predicted x0 clipped to the valid latent box), computed from the ᾱ table in the
+manifest; classifier-free guidance runs the conditional and the null context as one
+batch of 2 per step. At the export's default settings the fused sampler graph does the
+same in one ONNX Runtime call per window (no per-step Python); both paths draw x_T and
+the step noise the same way from the seed, so they produce the same plan.
+
+Input metrics are matched by name. A model metric the trace lacks, or a NaN in a window,
+is filled with the training mean inside the encoder graph (with its "missing" mask bit),
+and the plan's provenance says which metrics and how many windows. `Generator` is the
+protocol the baselines (controller/baselines.py) implement too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import NotImplementedYet, TraceError, ValidationError
+from .plan import Plan
+from .trace import Trace
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "mimesys.model-export"
+MANIFEST_VERSION = 1
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Anything that turns a target trace into a plan."""
+
+    name: str
+
+    def generate(self, trace: Trace, *, seed: int = 0) -> Plan: ...
+
+
+def project_to_valid(a: np.ndarray) -> np.ndarray:
+    """[..., M, K] -> float32, entries clipped to [0, 1], each thread's column scaled to sum ≤ 1."""
+    a = np.clip(np.nan_to_num(np.asarray(a, np.float32), nan=0.0), 0.0, 1.0)
+    s = a.sum(axis=-2, keepdims=True)
+    return (a / np.maximum(s, 1.0)).astype(np.float32)
+
+
+def ddim_schedule(alpha_bar: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(timesteps [S] descending, ᾱ_t [S], ᾱ_prev [S]) with "leading+1" spacing, as
+    controller/model/schedule.DDIMSchedule.make (a test checks they agree)."""
+    T = len(alpha_bar)
+    if not 1 <= steps <= T:
+        raise ValidationError(f"sampling steps must be in 1..{T}, got {steps}")
+    ts = np.minimum((np.arange(steps, dtype=np.int64) * (T // steps) + 1)[::-1], T - 1)
+    prev = np.concatenate([alpha_bar[ts[1:]], [alpha_bar[0]]])
+    return ts.copy(), alpha_bar[ts].astype(np.float64), prev.astype(np.float64)
+
+
+def target_matrix(trace: Trace, metric_names: list[str]) -> tuple[np.ndarray, dict]:
+    """Trace values in the model's metric order [T, N] (NaN where missing), and a report:
+    which model metrics the trace lacks or has NaN in (windows), which trace metrics are unused."""
+    values = trace.select(metric_names)
+    have = set(trace.names)
+    nan_windows = {n: int(np.isnan(values[:, j]).sum()) for j, n in enumerate(metric_names)}
+    return values, {
+        "absent_in_trace": [n for n in metric_names if n not in have],
+        "nan_windows": {n: c for n, c in nan_windows.items() if c and n in have},
+        "ignored_trace_metrics": [n for n in trace.names if n not in set(metric_names)],
+    }
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    steps: int
+    guidance: float
+    eta: float
+
+
+class OnnxGenerator:
+    """The exported diffusion model behind the Generator protocol."""
+
+    name = "diffusion"
+
+    def __init__(self, model_dir: Path | str, *, threads: int | None = None, steps: int | None = None,
+                 guidance: float | None = None, eta: float | None = None, force_stepwise: bool = False):
+        import onnxruntime as ort
+
+        self.model_dir = Path(model_dir)
+        self.manifest = read_manifest(self.model_dir)
+        m = self.manifest
+        s = m["sampler"]
+        self.settings = SamplerSettings(int(steps if steps is not None else s["steps"]),
+                                        float(guidance if guidance is not None else s["guidance"]),
+                                        float(eta if eta is not None else s["eta"]))
+        if self.settings.guidance < 0 or self.settings.eta < 0:
+            raise ValidationError(f"guidance and eta must be ≥ 0, got {self.settings}")
+        self.metric_names: list[str] = list(m["metric_names"])
+        self.catalog_names: list[str] = list(m["catalog_names"])
+        self.catalog_hash: str = m["catalog_hash"]
+        self.threads, self.stressors = int(m["threads"]), int(m["stressors"])
+        self.window_s = float(m["window_s"])
+        self.offset, self.scale = float(m["action_scale"]["offset"]), float(m["action_scale"]["scale"])
+        self.box = tuple(float(x) for x in s["latent_box"])
+        self.alpha_bar = np.asarray(s["alpha_bar"], np.float64)
+        self.timesteps, ab_t, ab_p = ddim_schedule(self.alpha_bar, self.settings.steps)
+        self._coef = self._step_coefficients(ab_t, ab_p, self.settings.eta)
+
+        opts = ort.SessionOptions()
+        # One intra-op thread: the graphs are tiny, so thread hand-offs cost more than they save.
+        opts.intra_op_num_threads = int(threads or m["graphs"].get("onnxruntime_threads", 1) or 1)
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        g = m["graphs"]
+        try:
+            self._enc = ort.InferenceSession(str(self.model_dir / g["context_encoder"]["file"]), opts,
+                                             providers=["CPUExecutionProvider"])
+            self._den = ort.InferenceSession(str(self.model_dir / g["denoiser"]["file"]), opts,
+                                             providers=["CPUExecutionProvider"])
+            # The fused one-window sampler graph, when asked for exactly the settings it was built with.
+            fused = g.get("sampler")
+            self._fused = None
+            if fused and SamplerSettings(**fused["settings"]) == self.settings and not force_stepwise:
+                self._fused = ort.InferenceSession(str(self.model_dir / fused["file"]), opts,
+                                                   providers=["CPUExecutionProvider"])
+                self._fused_inputs = [i.name for i in self._fused.get_inputs()]
+        except Exception as e:  # onnxruntime raises its own exception types (Fail, InvalidGraph, NoSuchFile, ...)
+            raise ValidationError(f"{self.model_dir}: cannot load ONNX graphs: {e}") from e
+
+    @staticmethod
+    def _step_coefficients(ab_t, ab_p, eta):
+        """Per step: (√ᾱ_t, √(1−ᾱ_t), √ᾱ_prev, √(1−ᾱ_prev−σ²), σ)."""
+        out = []
+        for a_t, a_p in zip(ab_t, ab_p):
+            sigma = eta * math.sqrt(max((1 - a_p) / (1 - a_t) * (1 - a_t / a_p), 0.0))
+            out.append((math.sqrt(a_t), math.sqrt(1 - a_t), math.sqrt(a_p),
+                        math.sqrt(max(1 - a_p - sigma ** 2, 0.0)), sigma))
+        return out
+
+    # -- one window -------------------------------------------------------------
+    @property
+    def fused(self) -> bool:
+        """True when windows are generated by the fused sampler graph (one call per window)."""
+        return self._fused is not None
+
+    def draw_noise(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        """x_T [1, M, K] and, when η > 0, the per-step noise [S, 1, M, K] (float32)."""
+        shape = (1, self.stressors, self.threads)
+        x_T = rng.standard_normal(shape, dtype=np.float32)
+        noise = rng.standard_normal((self.settings.steps, *shape), dtype=np.float32) if self.settings.eta > 0 else None
+        return x_T, noise
+
+    def sample_window(self, target: np.ndarray, prev_obs: np.ndarray, prev_action: np.ndarray,
+                      rng: np.random.Generator) -> np.ndarray:
+        """target, prev_obs [N] raw (NaN allowed); prev_action [M, K] -> composition [M, K] (valid)."""
+        x_T, noise = self.draw_noise(rng)
+        f32 = np.float32
+        if self._fused is not None:
+            feed = {"target_obs": target[None].astype(f32), "prev_obs": prev_obs[None].astype(f32),
+                    "prev_action": prev_action[None].astype(f32), "x_T": x_T}
+            if noise is not None:
+                feed["step_noise"] = noise
+            return project_to_valid(self._fused.run(None, feed)[0][0])
+        return self.sample_window_stepwise(target, prev_obs, prev_action, x_T, noise)
+
+    def sample_window_stepwise(self, target, prev_obs, prev_action, x_T, noise=None) -> np.ndarray:
+        """The NumPy DDIM loop over the encoder and denoiser graphs (any steps/guidance/η)."""
+        w = self.settings.guidance
+        guided = w != 1.0
+        f32 = np.float32
+        if guided:
+            enc_in = {"target_obs": np.stack([target, target]).astype(f32),
+                      "prev_obs": np.stack([prev_obs, prev_obs]).astype(f32),
+                      "prev_action": np.stack([prev_action, prev_action]).astype(f32),
+                      "keep": np.array([1.0, 0.0], f32)}
+        else:
+            enc_in = {"target_obs": target[None].astype(f32), "prev_obs": prev_obs[None].astype(f32),
+                      "prev_action": prev_action[None].astype(f32), "keep": np.ones(1, f32)}
+        h, g = self._enc.run(None, enc_in)
+        x = np.asarray(x_T, np.float64)
+        lo, hi = self.box
+        feed = {"thread_ctx": h, "global_ctx": g}
+        rows = 2 if guided else 1
+        for i, t in enumerate(self.timesteps):
+            feed["x_t"] = np.repeat(x, rows, axis=0).astype(f32)
+            feed["t"] = np.full(rows, t, np.int64)
+            eps = self._den.run(None, feed)[0].astype(np.float64)
+            e = eps[1:2] + w * (eps[0:1] - eps[1:2]) if guided else eps
+            sa, s1a, sp, dir_c, sigma = self._coef[i]
+            x0 = np.clip((x - s1a * e) / sa, lo, hi)
+            e = (x - sa * x0) / s1a
+            x = sp * x0 + dir_c * e
+            if sigma > 0:
+                x = x + sigma * noise[i]
+        return project_to_valid(self.offset + self.scale * x[0])
+
+    # -- a whole trace ----------------------------------------------------------
+    def generate(self, trace: Trace, *, seed: int = 0,
+                 progress: Callable[[int, int], None] | None = None) -> Plan:
+        """One composition per trace window, in order, each conditioned on the previous one."""
+        if trace.T == 0:
+            raise TraceError("trace has no windows")
+        if not math.isclose(float(trace.window_s), self.window_s, rel_tol=1e-6):
+            raise ValidationError(f"trace windows are {trace.window_s} s but the model was trained on "
+                                  f"{self.window_s} s windows; resample the trace first")
+        values, report = target_matrix(trace, self.metric_names)
+        if not np.isfinite(values).any():
+            raise ValidationError(f"the trace has none of the model's metrics ({', '.join(self.metric_names)})")
+        rng = np.random.default_rng(seed)
+        comps = np.zeros((trace.T, self.stressors, self.threads), np.float32)
+        prev_a = np.zeros((self.stressors, self.threads), np.float32)
+        prev_o = np.full(len(self.metric_names), np.nan, np.float32)
+        for t in range(trace.T):
+            comps[t] = prev_a = self.sample_window(values[t], prev_o, prev_a, rng)
+            prev_o = values[t]
+            if progress is not None:
+                progress(t + 1, trace.T)
+        return Plan(comps, list(self.catalog_names), self.catalog_hash, window_s=self.window_s, seed=int(seed),
+                    provenance=self._provenance(trace, report, seed),
+                    host_fingerprint=dict(self.manifest.get("training_host_fingerprint") or {})).validate()
+
+    def _provenance(self, trace: Trace, report: dict, seed: int) -> dict:
+        mm = self.manifest.get("model", {})
+        missing = {n: trace.T for n in report["absent_in_trace"]} | report["nan_windows"]
+        return {
+            "generator": self.name, "model_dir": str(self.model_dir),
+            "model_sha256": mm.get("sha256"), "model_git_revision": mm.get("git_revision"),
+            "sampler": {"steps": self.settings.steps, "guidance": self.settings.guidance, "eta": self.settings.eta},
+            "seed": int(seed), "trace_windows": trace.T, "trace_provenance": trace.provenance,
+            "trace_simulated": bool(trace.simulated),
+            "simulated_training_data": bool(self.manifest.get("simulated_training_data", False)),
+            "missing_metrics_filled_with_training_mean": missing,
+            "ignored_trace_metrics": report["ignored_trace_metrics"],
+        }
+
+
+def read_manifest(model_dir: Path | str) -> dict:
+    path = Path(model_dir) / MANIFEST
+    if not path.is_file():
+        raise NotImplementedYet(f"{model_dir}: no {MANIFEST} (export a model with `mimesys export MODEL --onnx DIR`)")
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValidationError(f"{path}: unreadable manifest: {e}") from e
+    if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
+        raise ValidationError(f"{path}: not a mimesys model export (format={m.get('format') if isinstance(m, dict) else None!r})")
+    if m.get("version") != MANIFEST_VERSION:
+        raise ValidationError(f"{path}: export version {m.get('version')} not supported (this build reads {MANIFEST_VERSION})")
+    for key in ("metric_names", "catalog_names", "catalog_hash", "threads", "stressors", "sampler", "graphs",
+                "action_scale", "window_s"):
+        if key not in m:
+            raise ValidationError(f"{path}: manifest lacks {key!r}")
+    return m
+
+
+def load_generator(model_dir: Path | str, **overrides) -> OnnxGenerator:
+    """overrides: threads, steps, guidance, eta (None = the manifest's)."""
+    return OnnxGenerator(model_dir, **overrides)
+

@@ -1,0 +1,131 @@
+"""Generation speed: one sequential 300-window trace, default sampler settings, this CPU.
+
+Prints ONE JSON line:
+  onnx_windows_per_s           agentd's OnnxGenerator (fused sampler graph, ONNX Runtime, 1 thread)
+  onnx_stepwise_windows_per_s  the NumPy DDIM loop over the encoder + denoiser graphs
+  torch_windows_per_s          DiffusionPolicy.sample in PyTorch eager, one window at a time
+Windows are generated in sequence (each conditioned on the previous composition), as in
+production; best of --repeats runs of each, measured side by side in one process.
+
+Without --model the model is the default configuration (controller/model/config.py) with
+untrained weights on this host's shape (K = CPUs, M = catalog size, N metrics): timing
+does not depend on weight values, and the JSON says so. With --model MODEL_DIR (a training
+output) that model is exported and timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentd.catalog import load_catalog  # noqa: E402
+from agentd.generate import load_generator  # noqa: E402
+from agentd.metrics import MetricSpec  # noqa: E402
+from agentd.trace import Trace  # noqa: E402
+from controller.export import export_onnx  # noqa: E402
+from controller.model.checkpoint import load_policy, save_checkpoint  # noqa: E402
+from controller.model.config import ModelConfig  # noqa: E402
+from controller.model.layout import ActionScale, MetricLayout, Normalizer  # noqa: E402
+from controller.model.policy import DiffusionPolicy, ModelSpec  # noqa: E402
+
+HOST_WIDE = [("mem.bw_Bps", "B/s"), ("mem.used_B", "B"), ("disk.read_Bps", "B/s"), ("disk.write_Bps", "B/s"),
+             ("disk.read_iops", "1/s"), ("disk.write_iops", "1/s"), ("net.rx_Bps", "B/s"), ("net.tx_Bps", "B/s"),
+             ("psi.cpu.some", "percent"), ("psi.io.some", "percent"), ("psi.memory.some", "percent"),
+             ("perf.ctx_switches_per_s", "1/s"), ("cpu.util", "fraction")]
+
+
+def untrained_model(out: Path, threads: int) -> Path:
+    cat = load_catalog()
+    metrics = [MetricSpec(f"cpu.util.core{k}", "fraction") for k in range(threads)] + \
+              [MetricSpec(n, u) for n, u in HOST_WIDE]
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(0, 1, (256, len(metrics))) * np.array([1.0 if m.unit == "fraction" else 1e8 for m in metrics])
+    spec = ModelSpec(tuple(metrics), tuple(cat.names), cat.hash, threads, 1.0, {"benchmark": "untrained"})
+    cfg = ModelConfig()
+    norm = Normalizer.fit(obs, metrics, MetricLayout.build(spec.metric_names, threads))
+    torch.manual_seed(0)
+    pol = DiffusionPolicy(spec, cfg, norm, ActionScale(0.05, 0.15))
+    for p in pol.denoiser.out.parameters():     # zero-initialized head: give it weights like a trained one
+        torch.nn.init.normal_(p, std=0.02)
+    save_checkpoint(out / "model.pt", {"spec": spec.to_dict(), "model_config": cfg.to_dict(), "normalizer": norm.to_dict(),
+                                       "action_scale": pol.action_scale.to_dict(), "weights": pol.state_dict(),
+                                       "train_weights": pol.state_dict(), "step": 0, "git_revision": "bench",
+                                       "dataset": {"simulated": False, "note": "untrained benchmark model"}})
+    return out
+
+
+def target_trace(pol: DiffusionPolicy, T: int) -> Trace:
+    rng = np.random.default_rng(1)
+    lo, hi = np.array(pol.normalizer.raw_min), np.array(pol.normalizer.raw_max)
+    vals = (lo + (hi - lo) * rng.uniform(0, 1, (T, len(lo)))).astype(np.float32)
+    return Trace(vals, list(pol.spec.metrics), window_s=pol.spec.window_s)
+
+
+def time_onnx(gen, trace: Trace) -> float:
+    t0 = time.perf_counter()
+    gen.generate(trace, seed=0)
+    return trace.T / (time.perf_counter() - t0)
+
+
+@torch.no_grad()
+def time_torch(pol: DiffusionPolicy, trace: Trace) -> float:
+    values = trace.select(pol.spec.metric_names)
+    g = torch.Generator().manual_seed(0)
+    prev_a = torch.zeros((1, pol.M, pol.K))
+    prev_o = torch.full((1, values.shape[1]), float("nan"))
+    t0 = time.perf_counter()
+    for t in range(trace.T):
+        o = torch.from_numpy(values[t:t + 1])
+        from controller.model.policy import Context
+        prev_a = pol.sample(Context(o, prev_o, prev_a), generator=g).actions
+        prev_o = o
+    return trace.T / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None, help="training output directory (default: untrained default model)")
+    ap.add_argument("--windows", type=int, default=300)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="ONNX Runtime and torch intra-op threads")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="mimesys-bench-") as tmp:
+        tmp = Path(tmp)
+        model = args.model or untrained_model(tmp / "model", os.cpu_count() or 1)
+        export_onnx(model, tmp / "onnx", threads=args.threads)
+        pol = load_policy(model)
+        trace = target_trace(pol, args.windows)
+        fused = load_generator(tmp / "onnx", threads=args.threads)
+        stepwise = load_generator(tmp / "onnx", threads=args.threads, force_stepwise=True)
+        assert fused.fused and not stepwise.fused
+        runs = {"onnx": [], "onnx_stepwise": [], "torch": []}
+        for _ in range(args.repeats):     # interleaved, so load changes hit all three alike
+            runs["onnx"].append(time_onnx(fused, trace))
+            runs["onnx_stepwise"].append(time_onnx(stepwise, trace))
+            runs["torch"].append(time_torch(pol, trace))
+    print(json.dumps({
+        "onnx_windows_per_s": round(max(runs["onnx"]), 1),
+        "onnx_stepwise_windows_per_s": round(max(runs["onnx_stepwise"]), 1),
+        "torch_windows_per_s": round(max(runs["torch"]), 1),
+        "onnx_over_torch": round(max(runs["onnx"]) / max(runs["torch"]), 2),
+        "windows": args.windows, "repeats": args.repeats, "threads": args.threads,
+        "sampler": {"steps": pol.config.sample_steps, "guidance": pol.config.guidance, "eta": pol.config.eta},
+        "model": str(args.model) if args.model else "default config, untrained weights (timing only)",
+        "parameters": pol.parameter_count(), "M": pol.M, "K": pol.K, "N": len(pol.spec.metrics),
+        "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""`mimesys export MODEL --onnx DIR`: ONNX graphs + manifest for agents (ONNX Runtime, no PyTorch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from agentd.errors import MimesysError
+
+
+@click.command("export")
+@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.option("--onnx", "onnx_dir", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="ONNX Runtime intra-op threads recorded for agents (1 is fastest for this small model).")
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+def export(model, onnx_dir, threads, overwrite):
+    """Export MODEL (training output directory or model.pt) to ONNX."""
+    from controller.export import export_onnx
+
+    try:
+        m = export_onnx(model, onnx_dir, threads=threads, overwrite=overwrite)
+    except MimesysError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(json.dumps({"onnx_dir": str(onnx_dir), "metrics": len(m["metric_names"]), "threads": m["threads"],
+                           "stressors": m["stressors"], "sampler": {k: m["sampler"][k] for k in ("steps", "guidance", "eta")},
+                           "parity": m["parity"]}))

@@ -1,0 +1,157 @@
+"""Local generation with ONNX Runtime (agentd/generate.py, `mimesys-agent generate`):
+valid plans, sequential state-aware conditioning, NaN handling stated in provenance, the
+NumPy sampler equal to PyTorch's and to the fused graph, and no torch in the process."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from agentd.commands.generate import generate as generate_cmd
+from agentd.generate import Generator, ddim_schedule, load_generator, project_to_valid
+from agentd.plan import Plan
+from agentd.trace import Trace
+from controller.export import export_onnx
+from controller.model.checkpoint import load_policy
+from controller.model.config import ModelConfig
+from controller.model.schedule import DDIMSchedule
+from controller.train import TrainConfig, train
+from test_model_toydata import TOY_METRICS, write_toy_dataset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, catalog):
+    d = tmp_path_factory.mktemp("gen")
+    data = write_toy_dataset(d / "toy.h5", catalog, S=300)
+    train(data, d / "model", TrainConfig(steps=60, batch_size=64, warmup_steps=5, cpu_threads=1),
+          ModelConfig(guidance=2.0), progress=False)
+    export_onnx(d / "model", d / "onnx")
+    import h5py
+    with h5py.File(data) as f:
+        obs = f["obs"][:40]
+    Trace(obs, TOY_METRICS, simulated=True).write(d / "trace.h5")
+    return d
+
+
+def test_generate_makes_a_valid_plan_for_the_catalog(exported, catalog):
+    gen = load_generator(exported / "onnx")
+    assert isinstance(gen, Generator) and gen.fused
+    plan = gen.generate(Trace.read(exported / "trace.h5"), seed=3)
+    plan.validate(catalog)
+    assert plan.compositions.shape == (40, len(catalog), 2)
+    assert plan.provenance["generator"] == "diffusion" and plan.provenance["trace_simulated"] is True
+    again = gen.generate(Trace.read(exported / "trace.h5"), seed=3)
+    assert np.array_equal(plan.compositions, again.compositions)
+
+
+def test_each_window_is_conditioned_on_the_previous_generated_composition(exported):
+    gen = load_generator(exported / "onnx")
+    trace = Trace.read(exported / "trace.h5")
+    plan = gen.generate(trace, seed=0)
+    values = trace.select(gen.metric_names)
+    # replay window 5 by hand with the composition generated for window 4 as state
+    rng = np.random.default_rng(0)
+    prev_a, prev_o = np.zeros((gen.stressors, gen.threads), np.float32), np.full(len(gen.metric_names), np.nan, np.float32)
+    for t in range(6):
+        a = gen.sample_window(values[t], prev_o, prev_a, rng)
+        assert np.allclose(a, plan.compositions[t], atol=1e-6)
+        prev_a, prev_o = a, values[t]
+
+
+def test_missing_metrics_are_filled_with_training_mean_and_reported(exported):
+    full = Trace.read(exported / "trace.h5")
+    v = full.values.copy()
+    v[3:7, 2] = np.nan
+    keep = [0, 1, 2, 4]                                      # drop disk.write_Bps entirely
+    trace = Trace(v[:, keep], [full.metrics[i] for i in keep])
+    plan = load_generator(exported / "onnx").generate(trace, seed=0)
+    filled = plan.provenance["missing_metrics_filled_with_training_mean"]
+    assert filled == {"disk.write_Bps": 40, "mem.bw_Bps": 4}
+    assert plan.provenance["ignored_trace_metrics"] == ["llc.miss_per_s"]
+    assert np.isfinite(plan.compositions).all()
+
+
+def test_numpy_sampler_matches_pytorch_and_the_fused_graph(exported):
+    pol = load_policy(exported / "model")
+    fused = load_generator(exported / "onnx")
+    stepwise = load_generator(exported / "onnx", force_stepwise=True)
+    assert not stepwise.fused
+    trace = Trace.read(exported / "trace.h5")
+    vals = trace.select(fused.metric_names)
+    rng = np.random.default_rng(7)
+    prev_a = np.zeros((fused.stressors, 2), np.float32)
+    for t in range(5):
+        x_T, _ = fused.draw_noise(rng)
+        prev_o = vals[t - 1] if t else np.full(vals.shape[1], np.nan, np.float32)
+        a_np = stepwise.sample_window_stepwise(vals[t], prev_o, prev_a, x_T)
+        with torch.no_grad():
+            ctx = pol.context_from_numpy(vals[t:t + 1], prev_o[None], prev_a[None])
+            a_pt = pol.sample(ctx, x_T=torch.from_numpy(x_T)).actions[0].numpy()
+        feed = {"target_obs": vals[t:t + 1], "prev_obs": prev_o[None].astype(np.float32),
+                "prev_action": prev_a[None], "x_T": x_T}
+        a_fused = project_to_valid(fused._fused.run(None, feed)[0][0])
+        assert np.abs(a_np - a_pt).max() < 1e-4 and np.abs(a_fused - a_pt).max() < 1e-4
+        prev_a = a_np
+
+
+def test_numpy_schedule_equals_the_training_side_schedule():
+    from controller.model.schedule import cosine_alpha_bar
+    ab = cosine_alpha_bar(1000)
+    for steps in (1, 4, 10, 25, 1000):
+        ts, a_t, a_p = ddim_schedule(ab, steps)
+        ref = DDIMSchedule.make(ab, steps)
+        assert np.array_equal(ts, ref.timesteps) and np.allclose(a_t, ref.alpha_bar_t) and np.allclose(a_p, ref.alpha_bar_prev)
+
+
+def test_other_sampler_settings_run_the_numpy_loop(exported):
+    gen = load_generator(exported / "onnx", steps=4, guidance=1.0, eta=1.0)
+    assert not gen.fused
+    plan = gen.generate(Trace.read(exported / "trace.h5"), seed=1)
+    assert plan.provenance["sampler"] == {"steps": 4, "guidance": 1.0, "eta": 1.0}
+    plan.validate()
+
+
+def test_project_to_valid():
+    a = np.array([[0.9, -1.0, np.nan], [0.6, 0.2, 0.5]], np.float32)
+    p = project_to_valid(a)
+    assert np.allclose(p.sum(axis=0), [1.0, 0.2, 0.5]) and (p >= 0).all()
+
+
+def test_cli_writes_a_plan_and_bad_input_is_one_line(exported, tmp_path):
+    out = CliRunner().invoke(generate_cmd, ["--model", str(exported / "onnx"), "--trace", str(exported / "trace.h5"),
+                                            "-o", str(tmp_path / "plan.h5"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    assert Plan.read(tmp_path / "plan.h5").T == 40
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"nope")
+    out = CliRunner().invoke(generate_cmd, ["--model", str(exported / "onnx"), "--trace", str(bad), "-o",
+                                            str(tmp_path / "p2.h5"), "--no-progress"])
+    assert out.exit_code != 0 and "not a readable mimesys trace" in out.output and not (tmp_path / "p2.h5").exists()
+    out = CliRunner().invoke(generate_cmd, ["--model", str(tmp_path), "--trace", str(exported / "trace.h5"), "-o",
+                                            str(tmp_path / "p3.h5"), "--no-progress"])
+    assert out.exit_code != 0 and "no manifest.json" in out.output
+
+
+def test_generation_runs_without_torch(exported, tmp_path):
+    code = f"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'controller'):
+            raise ImportError('blocked ' + name)
+sys.meta_path.insert(0, Block())
+from agentd.cli import main
+sys.argv = ['mimesys-agent', 'generate', '--model', {str(exported / 'onnx')!r}, '--trace',
+            {str(exported / 'trace.h5')!r}, '-o', {str(tmp_path / 'p.h5')!r}, '--no-progress']
+main()
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["windows"] == 40
