@@ -111,6 +111,15 @@ COLLECT = [sys.executable, "-m", "controller.cli", "collect"]
 SMALL = ["--round-size", "24", "--chain-len", "8", "--sweep-intensities", "1.0", "--no-progress"]
 
 
+def small_campaign(path):
+    """A campaign directory configured small (a lighter surrogate than the defaults: fast tests)."""
+    from controller.campaign.campaign import CampaignConfig
+    path.mkdir(parents=True)
+    cfg = CampaignConfig(round_size=24, chain_len=8, sweep_intensities=(1.0,), pool=400, trees=16)
+    (path / "campaign.toml").write_text(cfg.to_toml())
+    return path
+
+
 @pytest.fixture
 def agents(tmp_path):
     pytest.importorskip("agentd.api.app", reason="the agent HTTP API is not in this checkout yet")
@@ -120,7 +129,7 @@ def agents(tmp_path):
 
 
 def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
-    camp = tmp_path / "camp"
+    camp = small_campaign(tmp_path / "camp")
     out = subprocess.run(COLLECT + [str(camp), "--rounds", "1", "--fleet", str(agents)] + SMALL,
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -131,18 +140,20 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     hist = json.loads((camp / "reports" / "coverage.json").read_text())
     assert [h["round"] for h in hist] == [0, 1] and hist[1]["coverage"]["occupied_cells"] >= \
         hist[0]["coverage"]["occupied_cells"]
+    from click.testing import CliRunner
+
+    from controller.cli import main as mimesys
     ds_path = tmp_path / "d.h5"
-    out = subprocess.run([sys.executable, "-m", "controller.cli", "dataset", "build", str(camp), "-o", str(ds_path)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = CliRunner().invoke(mimesys, ["dataset", "build", str(camp), "-o", str(ds_path)])
+    assert out.exit_code == 0, out.output
     from controller.dataset import Dataset
     ds = Dataset.read(ds_path)
     assert ds.simulated and ds.S == summary["samples"] - ds.provenance["dropped_unstable"]
     assert set(np.unique(ds.round)) <= {0, 1}
     # the campaign refuses a contradicting option on resume
-    out = subprocess.run(COLLECT + [str(camp), "--rounds", "1", "--fleet", str(agents), "--strategy", "random"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert out.returncode != 0 and "created with strategy = 'novelty'" in out.stderr
+    out = CliRunner().invoke(mimesys, ["collect", str(camp), "--rounds", "1", "--fleet", str(agents),
+                                       "--strategy", "random"])
+    assert out.exit_code != 0 and "created with strategy = 'novelty'" in out.output
 
 
 def _acked(camp):
@@ -168,7 +179,7 @@ def _kill_when(camp, agents, pred, timeout=90):
 
 
 def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, agents):
-    camp = tmp_path / "camp"
+    camp = small_campaign(tmp_path / "camp")
     # kill 1: in round 0, after three chains were acknowledged
     acked1 = _kill_when(camp, agents, lambda a: len(a) >= 3)
     # kill 2: in round 1, once one of its chains was acknowledged (its proposals are on disk)
