@@ -1,0 +1,61 @@
+"""Baselines behind the Generator interface: nearest neighbour, k-NN interpolation (k=100),
+single stressor with duty cycle = per-core utilization."""
+
+import numpy as np
+import pytest
+
+from agentd.generate import Generator
+from agentd.trace import Trace
+from controller.baselines import KnnInterpolation, from_dataset
+from controller.model.data import load_training_data
+from test_model_toydata import TOY_METRICS, write_toy_dataset
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory, catalog):
+    return write_toy_dataset(tmp_path_factory.mktemp("bl") / "toy.h5", catalog, S=400)
+
+
+def test_nearest_returns_the_composition_of_the_matching_sample(toy, catalog):
+    data = load_training_data(toy)
+    gen = from_dataset("nearest", toy)
+    assert isinstance(gen, Generator)
+    idx = [5, 17, 200]
+    trace = Trace(np.concatenate([data.samples.obs[idx], np.full((3, 1), np.nan, np.float32)], axis=1), TOY_METRICS)
+    plan = gen.generate(trace, seed=0)
+    plan.validate(catalog)
+    assert np.allclose(plan.compositions, data.samples.action[idx], atol=1e-6)
+    assert plan.provenance["generator"] == "nearest"
+
+
+def test_knn_uses_100_neighbours_and_interpolates(toy, catalog):
+    gen = from_dataset("knn", toy)
+    assert isinstance(gen, KnnInterpolation) and gen.k == 100
+    data = load_training_data(toy)
+    trace = Trace(data.samples.obs[:20, :4] * 1.07, TOY_METRICS[:4])   # between samples, not on one
+    plan = gen.generate(trace)
+    plan.validate(catalog)
+    # an average of 100 sparse compositions is denser than any one of them
+    assert (plan.compositions > 1e-4).sum() > (data.samples.action[:20] > 1e-4).sum()
+
+
+def test_single_stressor_duty_cycle_matches_per_core_cpu(toy, catalog):
+    gen = from_dataset("single", toy)
+    util = np.array([[0.2, 0.9], [0.0, 1.3], [np.nan, 0.5]], np.float32)
+    trace = Trace(np.concatenate([util, np.ones((3, 2), np.float32)], axis=1), TOY_METRICS[:4])
+    plan = gen.generate(trace)
+    plan.validate(catalog)
+    m = catalog.names.index(plan.provenance["stressor"])
+    assert catalog.stressors[m].resource_class == "memory"
+    assert np.allclose(plan.compositions[:, m, :], [[0.2, 0.9], [0.0, 1.0], [0.0, 0.5]])
+    assert plan.compositions.sum() == pytest.approx(np.nansum(np.clip(util, 0, 1)))
+    assert plan.provenance["nan_windows_set_idle"] == 1
+
+
+def test_unknown_kind_and_foreign_trace_are_clear_errors(toy):
+    with pytest.raises(Exception, match="unknown baseline 'best'"):
+        from_dataset("best", toy)
+    gen = from_dataset("nearest", toy)
+    from agentd.metrics import MetricSpec
+    with pytest.raises(Exception, match="none of the dataset's metrics"):
+        gen.generate(Trace(np.ones((3, 1), np.float32), [MetricSpec("gpu.util", "fraction")]))
