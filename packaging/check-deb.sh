@@ -29,6 +29,7 @@ has usr/lib/python3/dist-packages/agentd/cli.py '' "agent CLI module"
 has lib/systemd/system/mimesys-agent.service '-rw-r--r--' "systemd unit"
 has etc/mimesys/agent.toml '-rw-r--r--' "default config"
 has usr/share/mimesys/catalog.toml '' "stressor catalog"
+has usr/share/man/man1/mimesys-agent.1.gz "" "manual page"
 has usr/lib/mimesys/vendor/onnxruntime/__init__.py '' "vendored ONNX Runtime"
 has usr/lib/mimesys/vendor/aiohttp/__init__.py '' "vendored aiohttp"
 if printf '%s\n' "$CONTENTS" | grep -Eq '/dist-packages/(controller|torch)/'; then
