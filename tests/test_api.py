@@ -442,3 +442,21 @@ def test_websocket_messages_from_clients_are_size_limited(tmp_path):
                 assert msg.type.name in ("CLOSE", "CLOSED", "CLOSING")
                 assert ws.close_code == 1009  # message too big
     run(main())
+
+
+def test_concurrent_submissions_exactly_one_runs(tmp_path, catalog, sim_paced):
+    plan = cpu_plan(catalog, [[0.5, 0.5]] * 40, window_s=0.05)
+
+    async def main():
+        async with agent(tmp_path) as c:
+            async def submit():
+                async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_bytes()})) as r:
+                    return r.status, await body(r)
+            results = await asyncio.gather(*(submit() for _ in range(6)))
+            winners = [b["run_id"] for s, b in results if s == 201]
+            assert len(winners) == 1
+            assert sorted(s for s, _ in results) == [201] + [409] * 5
+            assert all(b["running"] == winners[0] for s, b in results if s == 409)
+            async with c.delete(f"/v1/runs/{winners[0]}") as r:
+                assert (await body(r))["state"] == "cancelled"
+    run(main())
