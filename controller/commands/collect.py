@@ -46,14 +46,15 @@ def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, repet
                  "repetitions": repetitions, "window_s": window_s, "threads": threads, "seed": seed,
                  "hull_fraction": hull_fraction, "spread_threshold": spread_threshold, "allow_mixed_hosts": allow_mixed_hosts,
                  "sweep_intensities": [float(x) for x in sweep_intensities.split(",")] if sweep_intensities else None}
+    fleet_file = fleet_file or (campaign / "fleet.toml")
+    if not fleet_file.exists():   # checked before a new campaign directory is created
+        raise click.ClickException(f"no fleet file {fleet_file}: pass --fleet FILE (or put one at "
+                                   f"{campaign / 'fleet.toml'})")
     try:
         camp = Campaign.open(campaign, overrides)
     except MimesysError as e:
         raise click.ClickException(str(e)) from None
     _log_to(camp.root / "logs" / "collect.log")
-    fleet_file = fleet_file or (camp.root / "fleet.toml")
-    if not fleet_file.exists():
-        raise click.ClickException(f"no fleet file: pass --fleet FILE (or put one at {camp.root / 'fleet.toml'})")
     logging.getLogger("mimesys.collect").info("collect %s --rounds %d --fleet %s (strategy %s)", campaign,
                                               rounds, fleet_file, camp.config.strategy)
 
