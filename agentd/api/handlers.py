@@ -57,8 +57,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(text=prometheus.render(request.app), content_type="text/plain",
-                        charset="utf-8", headers={"X-Prometheus-Exposition": "0.0.4"})
+    return web.Response(body=prometheus.render(request.app).encode(),
+                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
 # -- runs ---------------------------------------------------------------------------
