@@ -174,3 +174,41 @@ def test_demo_is_registered_and_refuses_to_run_with_a_part_missing():
     assert result.exit_code == 0, result.output
     missing = demo.missing_parts({**demo.REQUIRED_PARTS, "train": "controller.commands.no_such_module:train"})
     assert any("no_such_module" in m for m in missing)
+
+
+def test_demo_never_replaces_a_directory_it_did_not_write(tmp_path):
+    from controller.commands import demo
+
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(demo.DemoFailed, match="not a demo output"):
+        demo._prepare_out(foreign, resume=False)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+    out = tmp_path / "demo-out"
+    demo._prepare_out(out, resume=False)
+    (out / "campaign").mkdir()
+    demo._prepare_out(out, resume=True)       # --resume keeps the previous output
+    assert (out / "campaign").is_dir()
+    demo._prepare_out(out, resume=False)      # a new demo replaces it
+    assert not (out / "campaign").exists() and (out / demo.MARKER).is_file()
+
+
+def test_demo_summary_reads_the_evaluation_csv(tmp_path, capsys):
+    from controller.commands import demo
+
+    (tmp_path / "results.csv").write_text(
+        "trace,method,load_level,metric,dtw_normalized,scale,scale_from,reason\n"
+        "app,model,low,cpu.util,0.100000,1,fraction,\n"
+        "app,model,low,disk.write_Bps,0.300000,1e8,peak,\n"
+        "app,nearest,low,cpu.util,0.500000,1,fraction,\n"
+        "app,nearest,low,disk.write_Bps,,,,not measured\n")
+    demo._print_results(tmp_path)
+    out = capsys.readouterr().out
+    model_line = next(l for l in out.splitlines() if l.strip().startswith("model"))
+    assert model_line.split()[-1] == "0.200"            # mean over the scored metrics
+    nearest_line = next(l for l in out.splitlines() if l.strip().startswith("nearest"))
+    assert "nan" in nearest_line and nearest_line.split()[-1] == "0.500"
+    with pytest.raises(demo.DemoFailed, match="results.csv"):
+        demo._print_results(tmp_path / "missing")
