@@ -171,3 +171,41 @@ def test_evaluate_cli_errors_are_one_line(tmp_path):
     r = CliRunner().invoke(main, ["evaluate", "colocation", "--app", "true", "--mix", "true",
                                   "--plan", str(tmp_path / "missing.h5")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+
+def test_cli_evaluates_product_baselines_on_simulated_agent(tmp_path):
+    """`mimesys evaluate` end to end with the real baselines (controller/baselines.py) built from a
+    simulated dataset, against a real agent (simulated host) on 127.0.0.1."""
+    from click.testing import CliRunner
+
+    from controller.cli import main as cli
+    from controller.dataset import simulated_dataset
+
+    ds = tmp_path / "ds.h5"
+    simulated_dataset(12, 8, repetitions=2, n_cpus=2, seed=3).write(ds)
+    target = tmp_path / "target.h5"
+    t = np.linspace(0, 1, 24, dtype=np.float32)
+    Trace(np.stack([0.2 + 0.6 * t, 0.8 - 0.6 * t, 0.5 * np.ones_like(t)], axis=1),
+          [MetricSpec("cpu.util.core0", "fraction"), MetricSpec("cpu.util.core1", "fraction"),
+           MetricSpec("cpu.util", "fraction")]).write(target)
+
+    async def main():
+        runner, url, token = await _start_sim_agent(tmp_path, cpus=2)
+        tok = tmp_path / "tok"
+        tok.write_text(token)
+        try:
+            return await asyncio.to_thread(
+                CliRunner().invoke, cli, ["evaluate", "--agent", url, "--token-file", str(tok), "--trace", str(target),
+                                          "--method", "nearest", "--method", "knn", "--method", "single",
+                                          "--dataset", str(ds), "-o", str(tmp_path / "ev"), "--band", "3"])
+        finally:
+            await runner.cleanup()
+
+    r = asyncio.run(main())
+    assert r.exit_code == 0, r.output
+    assert "SIMULATED host" in r.output
+    doc = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert set(doc["summary"]) == {"nearest", "knn", "single"}
+    assert all(0 <= v["all"]["MEAN"] <= 1 for v in doc["summary"].values())
+    assert (tmp_path / "ev" / "target.png").exists()
