@@ -133,7 +133,9 @@ class OnnxGenerator:
             if fused and SamplerSettings(**fused["settings"]) == self.settings and not force_stepwise:
                 self._fused = ort.InferenceSession(str(self.model_dir / fused["file"]), opts,
                                                    providers=["CPUExecutionProvider"])
-                self._fused_inputs = [i.name for i in self._fused.get_inputs()]
+                self._fused_inputs = {i.name for i in self._fused.get_inputs()}
+            # A model that ignores an input (e.g. the no-state ablation, prev_action) has no such graph input.
+            self._enc_inputs = {i.name for i in self._enc.get_inputs()}
         except Exception as e:  # onnxruntime raises its own exception types (Fail, InvalidGraph, NoSuchFile, ...)
             raise ValidationError(f"{self.model_dir}: cannot load ONNX graphs: {e}") from e
 
@@ -167,9 +169,8 @@ class OnnxGenerator:
         f32 = np.float32
         if self._fused is not None:
             feed = {"target_obs": target[None].astype(f32), "prev_obs": prev_obs[None].astype(f32),
-                    "prev_action": prev_action[None].astype(f32), "x_T": x_T}
-            if noise is not None:
-                feed["step_noise"] = noise
+                    "prev_action": prev_action[None].astype(f32), "x_T": x_T, "step_noise": noise}
+            feed = {k: v for k, v in feed.items() if k in self._fused_inputs}
             return project_to_valid(self._fused.run(None, feed)[0][0])
         return self.sample_window_stepwise(target, prev_obs, prev_action, x_T, noise)
 
@@ -186,7 +187,7 @@ class OnnxGenerator:
         else:
             enc_in = {"target_obs": target[None].astype(f32), "prev_obs": prev_obs[None].astype(f32),
                       "prev_action": prev_action[None].astype(f32), "keep": np.ones(1, f32)}
-        h, g = self._enc.run(None, enc_in)
+        h, g = self._enc.run(None, {k: v for k, v in enc_in.items() if k in self._enc_inputs})
         x = np.asarray(x_T, np.float64)
         lo, hi = self.box
         feed = {"thread_ctx": h, "global_ctx": g}

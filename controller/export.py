@@ -96,6 +96,15 @@ def example_inputs(policy: DiffusionPolicy, B: int = 2, seed: int = 0):
     return (obs, prev, a, keep), (x, t, h, gl)
 
 
+def _graph_inputs(path: Path) -> list[str]:
+    """Input names as exported (an input the model ignores, e.g. prev_action in the no-state
+    ablation, is dropped by the exporter)."""
+    import onnx
+    g = onnx.load(str(path)).graph
+    init = {i.name for i in g.initializer}
+    return [i.name for i in g.input if i.name not in init]
+
+
 def _sha256(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -139,12 +148,12 @@ def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, ove
             "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "graphs": {
                 "context_encoder": {"file": ENCODER_FILE, "sha256": _sha256(tmp / ENCODER_FILE),
-                                    "inputs": ["target_obs", "prev_obs", "prev_action", "keep"],
+                                    "inputs": _graph_inputs(tmp / ENCODER_FILE),
                                     "outputs": ["thread_ctx", "global_ctx"]},
                 "denoiser": {"file": DENOISER_FILE, "sha256": _sha256(tmp / DENOISER_FILE),
                              "inputs": ["x_t", "t", "thread_ctx", "global_ctx"], "outputs": ["eps"]},
                 "sampler": {"file": SAMPLER_FILE, "sha256": _sha256(tmp / SAMPLER_FILE), "batch": 1,
-                            "inputs": names, "outputs": ["action"],
+                            "inputs": [n for n in names if n in _graph_inputs(tmp / SAMPLER_FILE)], "outputs": ["action"],
                             "settings": {"steps": policy.config.sample_steps, "guidance": policy.config.guidance,
                                          "eta": policy.config.eta}},
                 "opset": OPSET, "onnxruntime_threads": threads},
@@ -191,8 +200,10 @@ def check_parity(policy: DiffusionPolicy, onnx_dir: Path, batches=(1, 2, 7)) -> 
         with torch.no_grad():
             h_t, g_t = policy.encoder(obs, prev, a, keep)
             eps_t = policy.denoiser(x, t, h, g)
-        h_o, g_o = enc.run(None, {"target_obs": obs.numpy(), "prev_obs": prev.numpy(),
-                                  "prev_action": a.numpy(), "keep": keep.numpy()})
+        feed = {"target_obs": obs.numpy(), "prev_obs": prev.numpy(), "prev_action": a.numpy(), "keep": keep.numpy()}
+        # an input the model does not use (the no-state ablation's prev_action) is not in the graph
+        used = {i.name for i in enc.get_inputs()}
+        h_o, g_o = enc.run(None, {k: v for k, v in feed.items() if k in used})
         eps_o, = den.run(None, {"x_t": x.numpy(), "t": t.numpy(), "thread_ctx": h.numpy(), "global_ctx": g.numpy()})
         d_enc = max(d_enc, float(np.abs(h_o - h_t.numpy()).max()), float(np.abs(g_o - g_t.numpy()).max()))
         d_den = max(d_den, float(np.abs(eps_o - eps_t.numpy()).max()))
@@ -202,8 +213,9 @@ def check_parity(policy: DiffusionPolicy, onnx_dir: Path, batches=(1, 2, 7)) -> 
         s_in = _sampler_inputs(policy, 200 + seed)
         with torch.no_grad():
             ref = _FusedSampler(policy)(*s_in)
-        names = [i.name for i in smp.get_inputs()]
-        out, = smp.run(None, {n: x.numpy() for n, x in zip(names, s_in)})
+        all_names = ["target_obs", "prev_obs", "prev_action", "x_T", "step_noise"]
+        used = {i.name for i in smp.get_inputs()}
+        out, = smp.run(None, {n: x.numpy() for n, x in zip(all_names, s_in) if n in used})
         d_smp = max(d_smp, float(np.abs(out - ref.numpy()).max()))
     return {"encoder_max_abs_diff": d_enc, "denoiser_max_abs_diff": d_den, "sampler_max_abs_diff": d_smp,
             "batches": list(batches)}
