@@ -209,6 +209,9 @@ class RunManager:
     async def _execute(self, run: Run) -> None:
         values: list[np.ndarray] = []
         starts: list[int] = []
+        # The final state is published only after the trace is on disk, so a client that
+        # sees "done" can fetch trace.h5 at once.
+        state, error = RunState.DONE, None
         try:
             # aclosing: the backend's generator (and the runner it owns) is closed here, at
             # once, however this loop ends, not whenever the generator is collected.
@@ -221,41 +224,41 @@ class RunManager:
                     run.windows_done += 1
                     self.windows_executed += 1
                     run.frames.append(wire.pack(wire.window_frame(w)))
-            run.state = RunState.DONE
         except asyncio.CancelledError:
-            run.state = RunState.CANCELLED
-            run.error = "cancelled by request" if run.cancel_requested else "cancelled: agent shutting down"
+            state = RunState.CANCELLED
+            error = "cancelled by request" if run.cancel_requested else "cancelled: agent shutting down"
         except MimesysError as e:
-            run.state, run.error = RunState.FAILED, str(e)
+            state, error = RunState.FAILED, str(e)
             log.error("run %s failed: %s", run.run_id, e)
         except Exception as e:  # a bug or an unexpected OS error: the run fails, the agent stays up
-            run.state, run.error = RunState.FAILED, f"{type(e).__name__}: {e}"
+            state, error = RunState.FAILED, f"{type(e).__name__}: {e}"
             log.exception("run %s failed unexpectedly", run.run_id)
         finally:
             run.ended_at = time.time()
             if run.options.record and values:
                 try:
-                    await asyncio.to_thread(self._write_trace, run, values, starts)
+                    await asyncio.to_thread(self._write_trace, run, state, values, starts)
                     run.recorded = True
                 except Exception as e:
                     log.error("run %s: could not write its trace: %s", run.run_id, e)
-                    run.error = (run.error + "; " if run.error else "") + f"trace not written: {e}"
-            end = {"type": "end", "state": run.state.value, "windows_done": run.windows_done}
-            if run.error:
-                end["error"] = run.error
+                    error = (error + "; " if error else "") + f"trace not written: {e}"
+            run.state, run.error = state, error
+            end = {"type": "end", "state": state.value, "windows_done": run.windows_done}
+            if error:
+                end["error"] = error
             run.frames.close(wire.pack(end))
-            self.runs_by_state[run.state.value] += 1
+            self.runs_by_state[state.value] += 1
             self._write_status(run)
-            log.info("run %s %s after %d of %d windows%s", run.run_id, run.state.value, run.windows_done,
-                     run.windows_total, f": {run.error}" if run.error else "")
+            log.info("run %s %s after %d of %d windows%s", run.run_id, state.value, run.windows_done,
+                     run.windows_total, f": {error}" if error else "")
             self.prune()
 
-    def _write_trace(self, run: Run, values: list[np.ndarray], starts: list[int]) -> None:
+    def _write_trace(self, run: Run, state: RunState, values: list[np.ndarray], starts: list[int]) -> None:
         info = self.backend.info()
         Trace(values=np.stack(values).astype(np.float32), metrics=self.backend.metric_schema(),
               window_s=float(run.plan.window_s), window_start_ns=np.asarray(starts, np.int64),
               host_fingerprint=info.fingerprint, simulated=bool(info.simulated),
-              provenance={"kind": "run", "run_id": run.run_id, "state": run.state.value,
+              provenance={"kind": "run", "run_id": run.run_id, "state": state.value,
                           "backend": info.name, "agent_version": __version__,
                           "plan_windows": run.plan.T, "repetitions": run.options.repetitions,
                           "warmup_windows": run.options.warmup_windows,
