@@ -162,6 +162,7 @@ class LocalAgent:
 
     out: Path
     proc: subprocess.Popen | None = None
+    log: object = None
     tmp: Path | None = None
     port: int = 0
 
@@ -198,9 +199,9 @@ class LocalAgent:
         for d in ("state", "scratch", "model"):
             (self.tmp / d).mkdir()
         self.out.mkdir(parents=True, exist_ok=True)
-        log = open(self.out / "agent.log", "wb")
+        self.log = open(self.out / "agent.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", AGENT_CLI, "serve", "--config", str(self.config_file),
-                                      "--log-level", "info"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                      "--log-level", "info"], cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         token = self.token_file.read_text().strip()
         deadline = time.monotonic() + timeout_s
@@ -233,6 +234,8 @@ class LocalAgent:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.log is not None:
+            self.log.close()
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
