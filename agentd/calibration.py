@@ -13,7 +13,7 @@ File (JSON)::
      "catalog_hash": ..., "window_s": ..., "cpus": [...], "host": {...},
      "stressors": {name: {"class": ..., "one_thread": {"ops_per_s", "bytes_per_s", "ran_s",
                           "cpu_fraction"}, "all_threads": {... , "threads"} | null,
-                          "note": "..."}},
+                          "note": "...", "unavailable": "why (this host cannot run it)"}},
      "peaks": {"mem.bw_Bps", "cache.bw_Bps", "disk.read_Bps", "disk.write_Bps", "net.tx_Bps"},
      "notes": {name: text}}
 
@@ -137,8 +137,23 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     catalog = catalog or load_catalog()
     config = config or RunnerConfig()
     cpus = list(config.cpus or online_cpus())
-    cplan = build_plan(catalog, len(cpus), window_s, all_threads=all_threads, only=only)
-    handle = await start_runner(cplan.plan, config, catalog=catalog)
+    names = list(only or catalog.names)
+    unavailable: dict[str, str] = {}
+    while True:
+        if not names:
+            raise RunnerError(f"no stressor can run on this host: {unavailable}")
+        cplan = build_plan(catalog, len(cpus), window_s, all_threads=all_threads, only=names)
+        try:
+            handle = await start_runner(cplan.plan, config, catalog=catalog)
+            break
+        except RunnerError as e:
+            # A variant this host cannot run (no AVX2, no punch-hole support under the scratch
+            # directory, ...) is recorded as unavailable; the rest is still measured.
+            culprit = next((n for n in names if f" {n}: " in f" {e}"), None)
+            if culprit is None:
+                raise
+            unavailable[culprit] = str(e).split(f"{culprit}: ", 1)[1]
+            names.remove(culprit)
     windows = []
     try:
         async for ev in handle.events():
@@ -151,7 +166,12 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     finally:
         if handle.exit is None:
             await handle.stop()
-    return summarize(catalog, cplan, windows, handle.notes, cpus)
+    doc = summarize(catalog, cplan, windows, handle.notes, cpus)
+    for name, reason in unavailable.items():
+        s = catalog.stressors[catalog.index(name)]
+        doc["stressors"][name] = {"class": s.resource_class, "kernel": s.kernel, "unavailable": reason,
+                                  "one_thread": None, "all_threads": None}
+    return doc
 
 
 def write(doc: dict, path: Path | str) -> None:

@@ -261,7 +261,10 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
         *ops += st->ops->step(st, ts, n, bytes);
         uint64_t t2 = now_ns();
         double per = (double)(t2 - t) / (double)n;
-        a->ns_per_unit = a->ns_per_unit > 0 ? 0.75 * a->ns_per_unit + 0.25 * per : per;
+        /* a step that took far longer than usual was most likely preempted: let it move
+         * the estimate only a little, or the end-of-segment rounding would cut short */
+        double wgt = a->ns_per_unit > 0 && per > 4 * a->ns_per_unit ? 0.02 : 0.25;
+        a->ns_per_unit = a->ns_per_unit > 0 ? (1 - wgt) * a->ns_per_unit + wgt * per : per;
         double want = (double)STEP_TARGET_NS / (a->ns_per_unit > 1 ? a->ns_per_unit : 1);
         a->units = want < 1 ? 1 : want > (1 << 24) ? (1 << 24) : (uint64_t)want;
         t = t2;

@@ -74,3 +74,6 @@ def worker_schedstat(pid: int) -> dict[int, tuple[int, int]]:
         except (OSError, ValueError):
             pass
     return out
+
+
+ROOT_CATALOG = Path(__file__).resolve().parent.parent / "stressors" / "catalog.toml"

@@ -89,3 +89,23 @@ def test_calibration_reader_rejects_foreign_files(tmp_path):
     write_calibration({"format": "mimesys.calibration", "schema_version": 99, "stressors": {}, "peaks": {}}, p)
     with pytest.raises(ValidationError, match="schema_version 99"):
         read_calibration(p)
+
+
+def test_calibration_records_a_variant_this_host_cannot_run(tmp_path):
+    """A variant the runner refuses (here: a catalog asking for 512-bit SIMD, which the
+    kernel does not implement) is recorded as unavailable with the runner's reason; the
+    others are still measured."""
+    import asyncio
+
+    from agentd.calibration import measure
+    from agentd.catalog import load_catalog
+    from agentd.runner import RunnerConfig
+    from runner_helpers import ROOT_CATALOG
+    text = ROOT_CATALOG.read_text().replace("params = { vector_bits = 256, dim = 1024 }",
+                                            "params = { vector_bits = 512, dim = 1024 }")
+    (tmp_path / "catalog.toml").write_text(text)
+    catalog = load_catalog(tmp_path / "catalog.toml")
+    doc = asyncio.run(measure(RunnerConfig(cpus=(0,)), window_s=0.1, catalog=catalog,
+                              only=["cpu_fp_poly", "cpu_simd_dist_256"]))
+    assert "vector_bits=512, expected 128 or 256" in doc["stressors"]["cpu_simd_dist_256"]["unavailable"]
+    assert doc["stressors"]["cpu_fp_poly"]["one_thread"]["ops_per_s"] > 0

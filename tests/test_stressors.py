@@ -67,36 +67,49 @@ def _interleaved_with_idle(catalog, names, fraction, window_s, read_counter, con
     return plan, snaps
 
 
-@pytest.mark.parametrize("f", [0.3, 0.7])
-def test_cpu_stressor_fraction_matches_core_utilization(catalog, f):
-    T, W = 8, 0.25
+def _measure_cpu_fraction(catalog, f: float, T: int = 8, W: float = 0.25) -> dict:
     plan = make_plan(catalog, {"cpu_fp_poly": f}, T=T, K=1, window_s=W)
-    marks = {}
+    marks, windows = {}, []
 
     # Measure from the start of window 0 to the start of window T-1 (the worker thread
     # exits after its last window, so the end mark must be taken while it still exists).
     def probe(kind, ev, handle):
         if kind == "start" and ev.window in (0, T - 1):
             marks[ev.window] = (time.monotonic_ns(), worker_schedstat(handle.pid), proc_stat_cpu(CPU))
-    windows = []
-    handle = asyncio.run(_run_with_probes(plan, RunnerConfig(cpus=(CPU,)),
-                                          lambda k, e, h: (probe(k, e, h), k == "done" and windows.append(e))))
+        if kind == "done":
+            windows.append(ev)
+    asyncio.run(_run_with_probes(plan, RunnerConfig(cpus=(CPU,)), probe))
     (a_ns, a_sched, a_stat), (b_ns, b_sched, b_stat) = marks[0], marks[T - 1]
     elapsed = b_ns - a_ns
     # the worker is the thread that ran: largest on-CPU delta
     tid = max(b_sched, key=lambda t: b_sched[t][0] - a_sched.get(t, (0, 0))[0])
-    on_cpu = (b_sched[tid][0] - a_sched[tid][0]) / elapsed
-    waiting = (b_sched[tid][1] - a_sched[tid][1]) / elapsed
-    busy = (b_stat[0] - a_stat[0]) / max(1, b_stat[1] - a_stat[1])
-    own = sum(int(w.thread_cpu_ns[0]) for w in windows[:T - 1]) / ((T - 1) * W * 1e9)
+    return {
+        "on_cpu": (b_sched[tid][0] - a_sched[tid][0]) / elapsed,
+        "waiting": (b_sched[tid][1] - a_sched[tid][1]) / elapsed,
+        "busy": (b_stat[0] - a_stat[0]) / max(1, b_stat[1] - a_stat[1]),
+        "own": sum(int(w.thread_cpu_ns[0]) for w in windows[:T - 1]) / ((T - 1) * W * 1e9),
+    }
+
+
+@pytest.mark.parametrize("f", [0.3, 0.7])
+def test_cpu_stressor_fraction_matches_core_utilization(catalog, f):
+    # Other jobs on this machine preempt the worker; a measurement in which the worker spent
+    # more than 5 % of the time waiting for its CPU is repeated once and the
+    # least disturbed one is judged. Every try is printed (pytest -s).
+    tries = []
+    for _ in range(2):
+        tries.append(_measure_cpu_fraction(catalog, f))
+        print(f"f={f}: " + ", ".join(f"{k} {v:.3f}" for k, v in tries[-1].items()))
+        if tries[-1]["waiting"] <= 0.05:
+            break
+    r = min(tries, key=lambda r: r["waiting"])
+    on_cpu, waiting, busy, own = r["on_cpu"], r["waiting"], r["busy"], r["own"]
     msg = (f"f={f}: schedstat on-CPU {on_cpu:.3f}, run-queue wait {waiting:.3f}, runner's own thread CPU "
-           f"{own:.3f}, /proc/stat cpu{CPU} busy {busy:.3f}")
-    print(msg)
-    assert abs(on_cpu + waiting - f) <= 0.05, msg
-    assert on_cpu >= f - 0.05 - waiting, msg
-    assert on_cpu <= f + 0.05, msg
-    assert busy >= f - 0.05, msg
-    assert abs(own - on_cpu) <= 0.05, msg   # the runner's own accounting agrees with the kernel's
+           f"{own:.3f}, /proc/stat cpu{CPU} busy {busy:.3f} ({len(tries)} tries)")
+    assert abs(on_cpu + waiting - f) <= 0.05, msg      # the stressor demanded exactly its share
+    assert f - 0.05 - waiting <= on_cpu <= f + 0.05, msg  # and got it, short only by measured waiting
+    assert busy >= f - 0.05, msg                       # the core was at least that busy
+    assert abs(own - on_cpu) <= 0.05, msg              # the runner's own accounting agrees with the kernel's
 
 
 def test_idle_plan_uses_no_cpu(catalog):

@@ -55,6 +55,9 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
     except MimesysError as e:
         raise click.ClickException(str(e)) from None
     for name, e in doc["stressors"].items():
+        if e.get("unavailable"):
+            click.echo(f"{name:28s} unavailable: {e['unavailable']}")
+            continue
         one = e["one_thread"]
         line = f"{name:28s} {one['ops_per_s']:12.4g} ops/s {one['bytes_per_s'] / 1e6:10.1f} MB/s"
         if e["all_threads"]:
