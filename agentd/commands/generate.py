@@ -4,6 +4,7 @@ locally with an exported model (ONNX Runtime; no PyTorch, no network)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads,
     trace = Trace.read(trace_path)
     t0 = time.perf_counter()
     if progress:
-        with click.progressbar(length=trace.T, label="generating", file=click.get_text_stream("stderr")) as bar:
+        with click.progressbar(length=trace.T, label="generating", file=sys.stderr) as bar:
             plan = gen.generate(trace, seed=seed, progress=lambda done, total: bar.update(1))
     else:
         plan = gen.generate(trace, seed=seed)

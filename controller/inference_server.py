@@ -1,0 +1,247 @@
+"""The inference server (`mimesys serve --model DIR`): generate plans from traces over HTTP,
+and profile a generated plan on an agent while streaming its trace back.
+
+One app factory (create_app), one route table, thin handlers; errors become HTTP statuses
+in agentd's errors middleware (the same mapping as the agent's), bearer-token auth on every
+route. Bodies and frames are msgpack (agentd/wire.py).
+
+| method | path | body -> reply |
+|---|---|---|
+| GET  | /healthz | -> {ok: true} |
+| GET  | /v1/info | -> model manifest summary, methods, profiling agent |
+| POST | /v1/generate | {trace: HDF5 bytes, seed?, method?} -> {plan: HDF5 bytes, windows, method, provenance} |
+| POST | /v1/generate/series | {traces: [HDF5 bytes], seed?, method?} -> {plans: [HDF5 bytes], windows: [T]} |
+| WS   | /v1/profile | first client frame {trace, seed?, method?}; then frames: {type: "plan", plan},
+|      |             | {type: "header", ...agent's header}, {type: "window", ...} per executed window,
+|      |             | {type: "end", state: "done", trace: HDF5 bytes} or {type: "end", state: "failed", error} |
+
+`method` is "diffusion" (the ONNX model, default) or a baseline ("nearest", "knn", "single")
+when the server was given a dataset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import WSMsgType, web
+
+from agentd import wire
+from agentd.api import bodies
+from agentd.api.middleware import MAX_BODY, auth_middleware, errors_middleware
+from agentd.errors import ConfigError, NotImplementedYet, ValidationError
+from agentd.generate import Generator, load_generator
+from agentd.trace import Trace
+
+log = logging.getLogger(__name__)
+MAX_SERIES = 64
+
+
+@dataclass
+class ServerState:
+    model_dir: Path
+    methods: dict[str, Generator]
+    manifest: dict
+    agent: object | None = None            # controller.fleet.AgentClient for /v1/profile
+    busy: asyncio.Lock = field(default_factory=asyncio.Lock)   # one profile run at a time
+
+
+STATE = web.AppKey("inference_state", ServerState)
+
+
+def trace_to_bytes(trace: Trace) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="mimesys-trace-") as d:
+        p = Path(d) / "trace.h5"
+        trace.write(p)
+        return p.read_bytes()
+
+
+def trace_from_bytes(data: bytes, where: str) -> Trace:
+    with tempfile.TemporaryDirectory(prefix="mimesys-trace-") as d:
+        p = Path(d) / "trace.h5"
+        p.write_bytes(data)
+        try:
+            return Trace.read(p)
+        except ValidationError as e:
+            raise ValidationError(f"{where}: {str(e).replace(str(p), 'trace')}") from None
+
+
+def _method(state: ServerState, obj: dict) -> tuple[str, Generator]:
+    name = obj.get("method") or "diffusion"
+    if not isinstance(name, str) or name not in state.methods:
+        raise ValidationError(f"method {name!r} not served here; available: {', '.join(state.methods)}")
+    return name, state.methods[name]
+
+
+async def _generate_one(gen: Generator, trace: Trace, seed: int):
+    if trace.T == 0:
+        raise ValidationError("trace: has no windows")
+    return await asyncio.to_thread(gen.generate, trace, seed=seed)
+
+
+def reply(obj: dict, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=wire.pack(obj), content_type=wire.CONTENT_TYPE)
+
+
+# -- handlers ----------------------------------------------------------------------
+async def healthz(request: web.Request) -> web.Response:
+    return reply({"ok": True})
+
+
+async def info(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    m = st.manifest
+    return reply({"model_dir": str(st.model_dir), "methods": list(st.methods), "metric_names": m["metric_names"],
+                  "catalog_names": m["catalog_names"], "catalog_hash": m["catalog_hash"], "threads": m["threads"],
+                  "window_s": m["window_s"], "sampler": {k: m["sampler"][k] for k in ("steps", "guidance", "eta")},
+                  "simulated_training_data": m.get("simulated_training_data", False),
+                  "training_host_fingerprint": m.get("training_host_fingerprint", {}),
+                  "profiling_agent": getattr(st.agent, "url", None)})
+
+
+async def generate(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    obj = bodies.body_map(await request.read(), allowed=("trace", "seed", "method"), required=("trace",),
+                          max_bytes=request.app[MAX_BODY])
+    name, gen = _method(st, obj)
+    trace = await asyncio.to_thread(bodies.trace_field, obj)
+    plan = await _generate_one(gen, trace, bodies.seed_field(obj) or 0)
+    return reply({"plan": await asyncio.to_thread(plan.to_bytes), "windows": plan.T, "method": name,
+                  "provenance": plan.provenance})
+
+
+async def generate_series(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    obj = bodies.body_map(await request.read(), allowed=("traces", "seed", "method"), required=("traces",),
+                          max_bytes=request.app[MAX_BODY])
+    name, gen = _method(st, obj)
+    traces = obj["traces"]
+    if not isinstance(traces, list) or not traces or len(traces) > MAX_SERIES:
+        raise ValidationError(f"traces: expected a list of 1..{MAX_SERIES} HDF5 traces")
+    seed = bodies.seed_field(obj) or 0
+    plans, windows = [], []
+    for i, data in enumerate(traces):
+        trace = await asyncio.to_thread(bodies.trace_field, {"trace": data})
+        try:
+            plan = await _generate_one(gen, trace, seed + i)
+        except ValidationError as e:
+            raise ValidationError(f"traces[{i}]: {e}") from None
+        plans.append(await asyncio.to_thread(plan.to_bytes))
+        windows.append(plan.T)
+    return reply({"plans": plans, "windows": windows, "method": name})
+
+
+async def profile(request: web.Request) -> web.WebSocketResponse:
+    st = request.app[STATE]
+    ws = web.WebSocketResponse(max_msg_size=request.app[MAX_BODY])
+    await ws.prepare(request)
+    try:
+        if st.agent is None:
+            raise NotImplementedYet("this server has no profiling agent (start it with --agent URL --agent-token-file F)")
+        msg = await ws.receive(timeout=60)
+        if msg.type != WSMsgType.BINARY:
+            raise ValidationError("first frame must be a binary msgpack map {trace, seed?, method?}")
+        obj = bodies.body_map(msg.data, allowed=("trace", "seed", "method", "repetitions"), required=("trace",),
+                              max_bytes=request.app[MAX_BODY])
+        name, gen = _method(st, obj)
+        trace = await asyncio.to_thread(bodies.trace_field, obj)
+        plan = await _generate_one(gen, trace, bodies.seed_field(obj) or 0)
+        await ws.send_bytes(wire.pack({"type": "plan", "plan": await asyncio.to_thread(plan.to_bytes), "method": name}))
+        if st.busy.locked():
+            raise ValidationError("another profile run is in progress on this server's agent; retry later")
+        async with st.busy:
+            from agentd.backend import RunOptions
+            queue: asyncio.Queue = asyncio.Queue()
+            run = asyncio.create_task(st.agent.run(plan, RunOptions(record=False), on_window=queue.put_nowait))
+            while not (run.done() and queue.empty()):
+                getter = asyncio.create_task(queue.get())
+                done, _ = await asyncio.wait({getter, run}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    await ws.send_bytes(wire.pack(wire.window_frame(getter.result())))
+                else:
+                    getter.cancel()
+            result = run.result()
+        await ws.send_bytes(wire.pack({"type": "end", "state": "done", "agent": st.agent.url,
+                                       "simulated": bool(result.trace.simulated),
+                                       "trace": await asyncio.to_thread(trace_to_bytes, result.trace)}))
+    except Exception as e:  # every failure ends the stream with its reason; bugs are logged
+        if not isinstance(e, (ValidationError, NotImplementedYet, asyncio.TimeoutError)) and \
+                type(e).__name__ not in ("AgentError", "RunFailed", "AgentBusy", "FleetError"):
+            log.exception("profile failed")
+        if not ws.closed:
+            await ws.send_bytes(wire.pack({"type": "end", "state": "failed", "error": str(e) or type(e).__name__}))
+    finally:
+        await ws.close()
+    return ws
+
+
+def setup_routes(app: web.Application) -> None:
+    app.add_routes([web.get("/healthz", healthz), web.get("/v1/info", info), web.post("/v1/generate", generate),
+                    web.post("/v1/generate/series", generate_series), web.get("/v1/profile", profile)])
+
+
+def create_app(model_dir: Path | str, *, token: bytes, dataset: Path | str | None = None,
+               agent_url: str | None = None, agent_token: str | None = None,
+               max_body_bytes: int = 256 << 20) -> web.Application:
+    model_dir = Path(model_dir)
+    diffusion = load_generator(model_dir)
+    methods: dict[str, Generator] = {"diffusion": diffusion}
+    if dataset is not None:
+        from controller.baselines import KINDS, from_dataset
+        from controller.model.data import load_training_data
+        data = load_training_data(dataset)
+        methods.update({k: from_dataset(k, data) for k in KINDS})
+    agent = None
+    if agent_url:
+        if not agent_token:
+            raise ConfigError("--agent needs --agent-token-file")
+        from controller.fleet import AgentClient
+        agent = AgentClient(agent_url, agent_token)
+    app = web.Application(middlewares=[errors_middleware, auth_middleware(token, False)],
+                          client_max_size=max_body_bytes)
+    app[MAX_BODY] = max_body_bytes
+    app[STATE] = ServerState(model_dir, methods, diffusion.manifest, agent)
+
+    async def close_agent(app):
+        yield
+        if agent is not None:
+            await agent.close()
+
+    app.cleanup_ctx.append(close_agent)
+    setup_routes(app)
+    return app
+
+
+def plan_png(target: Trace, plan, png: Path, executed: Trace | None = None, metrics: list[str] | None = None) -> None:
+    """Target metrics (and the executed ones, when profiled) over time, plus the plan's busy
+    fraction per resource class: the PNG comparison the client commands write."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = metrics or [n for n in ("cpu.util", "mem.bw_Bps", "llc.miss_per_s", "disk.read_Bps", "disk.write_Bps",
+                                    "net.tx_Bps") if n in target.names] or target.names[:6]
+    fig, axes = plt.subplots(len(names) + 1, 1, figsize=(9, 1.8 * (len(names) + 1)), sharex=True)
+    sim = " (SIMULATED)" if target.simulated or (executed is not None and executed.simulated) else ""
+    for ax, n in zip(axes, names):
+        ax.plot(target.column(n), "k-", lw=1.5, label="target")
+        if executed is not None and n in executed.names:
+            ax.plot(executed.column(n)[: target.T], "C1-", lw=1.2, label="executed" + sim)
+        ax.set_ylabel(n, fontsize=8)
+        ax.legend(fontsize=7, loc="upper right")
+    comps = plan.compositions                                   # [T, M, K]
+    classes: dict[str, list[int]] = {}
+    for m, name in enumerate(plan.catalog_names):
+        classes.setdefault(name.split("_")[0], []).append(m)
+    for cls, rows in classes.items():
+        axes[-1].plot(comps[:, rows, :].sum(axis=(1, 2)) / plan.K, label=cls)
+    axes[-1].set_ylabel("plan: busy per thread", fontsize=8)
+    axes[-1].set_xlabel("window")
+    axes[-1].legend(fontsize=7, ncol=5, loc="upper right")
+    fig.suptitle(f"{plan.provenance.get('generator', 'plan')}: target vs {'executed' if executed else 'plan'}{sim}")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
