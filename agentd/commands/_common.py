@@ -27,11 +27,14 @@ def load(config_path: Path | None, backend: str | None):
 
 
 def friendly_errors(f):
-    """MimesysError → 'Error: <message>' and exit status 1, never a traceback."""
+    """MimesysError / OSError → 'Error: <message>' and exit status 1, never a traceback."""
     @functools.wraps(f)
     def wrapper(*args, **kw):
         try:
             return f(*args, **kw)
         except MimesysError as e:
             raise click.ClickException(str(e)) from None
+        except OSError as e:  # e.g. an output path that cannot be written
+            where = f"{e.filename}: " if e.filename else ""
+            raise click.ClickException(f"{where}{e.strerror or e}") from None
     return wrapper
