@@ -173,7 +173,10 @@ def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, ove
             "model": {"source": str(src), "sha256": _sha256(src), "git_revision": ck.get("git_revision"),
                       "step": ck.get("step"), "parameters": policy.parameter_count(),
                       "model_config": ck["model_config"], "train_config": ck.get("train_config"),
-                      "dataset": ck.get("dataset"), "created_at": ck.get("created_at")},
+                      "dataset": ck.get("dataset"), "created_at": ck.get("created_at"),
+                      # set by `mimesys align` (controller/align/session.py): base model, executor, simulated
+                      "alignment": {k: v for k, v in ck["alignment"].items() if k != "history"}
+                      if ck.get("alignment") else None},
             "simulated_training_data": bool(ck.get("dataset", {}).get("simulated", False)),
             "parity": parity,
         }

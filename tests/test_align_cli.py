@@ -47,6 +47,13 @@ def test_align_command_writes_a_loadable_aligned_model_and_resumes(tmp_path):
     hist = json.loads((work / "history.json").read_text())
     assert hist["simulated"] is True and len(hist["history"]) == 2
 
+    # the aligned model exports unchanged, and the export says it was aligned on simulated agents
+    r = CliRunner().invoke(main, ["export", str(out), "--onnx", str(tmp_path / "onnx")])
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "onnx" / "manifest.json").read_text())
+    assert manifest["model"]["alignment"]["simulated"] is True
+    assert manifest["model"]["alignment"]["base_model"]["sha256"] == rec["base_model"]["sha256"]
+
     # same command with more epochs continues from the checkpoint (2 -> 3)
     r = CliRunner().invoke(main, args(3))
     assert r.exit_code == 0, r.output
