@@ -6,7 +6,8 @@ Everything here runs on the simulated host (agentd/sim) and every figure is SIMU
 1. dataset: controller.dataset.simulated_dataset (random sparse compositions chained and
    run through the simulated host, 4 CPUs);
 2. two models trained identically (`mimesys train`), one state-aware (conditioned on
-   o_t, a_{t−1}, o_{t−1}), one without a_{t−1} (--no-prev-action); both exported to ONNX
+   o_t and a_{t−1}; --prev-obs adds o_{t−1} to both), one without a_{t−1}
+   (--no-prev-action); both exported to ONNX
    and used through agentd's OnnxGenerator, as deployed;
 3. held-out targets the generators never saw: application-like two-app mixes (the
    generator of bench/align_sim.py, other seeds) and random phase workloads (each
@@ -63,7 +64,7 @@ def phase_traces(catalog, sim: SimModel, seed: int, count: int) -> dict[str, Tra
     return out
 
 
-def train_models(workdir: Path, steps: int) -> dict[str, Path]:
+def train_models(workdir: Path, steps: int, common: list[str]) -> dict[str, Path]:
     from click.testing import CliRunner
     from controller.cli import main
     from controller.dataset import simulated_dataset
@@ -73,11 +74,12 @@ def train_models(workdir: Path, steps: int) -> dict[str, Path]:
         simulated_dataset(n_chains=300, chain_len=16, repetitions=2, n_cpus=N_CPUS, seed=0).write(ds)
     out = {}
     for name, extra in (("diffusion", []), ("diffusion_no_state", ["--no-prev-action"])):
-        mdir, onnx = workdir / f"model_{name}_{steps}", workdir / f"onnx_{name}_{steps}"
+        tag = f"{steps}{''.join(common).replace('--', '_').replace(' ', '')}"
+        mdir, onnx = workdir / f"model_{name}_{tag}", workdir / f"onnx_{name}_{tag}"
         if not (onnx / "manifest.json").exists():
             t0 = time.time()
             for args in (["train", str(ds), "--out", str(mdir), "--steps", str(steps), "--threads", "1", "--quiet",
-                          "--overwrite", *extra],
+                          "--overwrite", *common, *extra],
                          ["export", str(mdir), "--onnx", str(onnx), "--overwrite"]):
                 r = CliRunner().invoke(main, args, catch_exceptions=False)
                 if r.exit_code != 0:
@@ -94,6 +96,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2500)
     ap.add_argument("--targets", type=int, default=6, help="held-out targets per family (app mixes, phases)")
     ap.add_argument("--seeds", type=int, default=2, help="generation seeds per target")
+    ap.add_argument("--prev-obs", action="store_true",
+                    help="also condition both models on o_{t-1} (default: the paper's formulation, o_t and a_{t-1})")
+    ap.add_argument("--train-seed", type=int, default=0)
     ap.add_argument("--png", type=Path, default=ROOT / "bench" / "results" / "model_quality_sim.png")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +114,9 @@ def main() -> None:
     params = SimParams(n_cpus=N_CPUS)
     sim = SimModel.from_catalog(catalog, params)
     peaks = params.calibration()["peaks"]
-    paths = train_models(args.workdir, args.steps)
+    common = (["--prev-obs"] if args.prev_obs else ["--no-prev-obs"]) + \
+        (["--seed", str(args.train_seed)] if args.train_seed else [])
+    paths = train_models(args.workdir, args.steps, common)
     data = load_training_data(paths["dataset"])
     methods = {"diffusion": load_generator(paths["diffusion"]),
                "diffusion_no_state": load_generator(paths["diffusion_no_state"]),
@@ -154,6 +161,9 @@ def main() -> None:
         "guidance_sweep_state_aware": {"1.5 (default)": table["diffusion"],
                                        **{k.split("_w")[1]: table[k] for k in guidance_sweep}},
         "targets": len(targets), "windows_per_target": T, "generation_seeds": args.seeds,
+        "conditioning": {"diffusion": "o_t, a_{t-1}" + (", o_{t-1}" if args.prev_obs else ""),
+                         "diffusion_no_state": "o_t" + (", o_{t-1}" if args.prev_obs else "")},
+        "train_seed": args.train_seed,
         "train_steps": args.steps, "dataset_samples": len(data.samples), "sim_cpus": N_CPUS,
         "dtw": "controller.evaluate.dtw normalized DTW (band 10), mean over " + ", ".join(METRICS),
         "png": str(args.png), "seconds": round(time.time() - t_start, 1), "loadavg_1m": round(os.getloadavg()[0], 2),

@@ -24,7 +24,7 @@ from agentd.errors import MimesysError
 @click.option("--hidden", type=int, default=None, help="Token width [64].")
 @click.option("--blocks", type=int, default=None, help="Equivariant denoiser blocks [2].")
 @click.option("--no-prev-action", is_flag=True, help="Ablation: do not condition on a_{t-1} (no state).")
-@click.option("--no-prev-obs", is_flag=True, help="Do not condition on o_{t-1}.")
+@click.option("--prev-obs/--no-prev-obs", default=None, help="Also condition on o_{t-1} [off].")
 @click.option("--sample-steps", type=int, default=None, help="Default DDIM steps stored with the model [10].")
 @click.option("--guidance", type=float, default=None, help="Default classifier-free guidance weight [1.5].")
 @click.option("--seed", type=int, default=None, help="Seed for split, batches and noise [0].")
@@ -34,7 +34,7 @@ from agentd.errors import MimesysError
 @click.option("--resume", is_flag=True, help="Continue the run in --out (same dataset and config; --steps may grow).")
 @click.option("--overwrite", is_flag=True, help="Start over even if --out holds a model.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def train(dataset, out, steps, batch_size, lr, hidden, blocks, no_prev_action, no_prev_obs, sample_steps,
+def train(dataset, out, steps, batch_size, lr, hidden, blocks, no_prev_action, prev_obs, sample_steps,
           guidance, seed, device, amp, cpu_threads, resume, overwrite, quiet):
     """Train p(a_t | o_t, a_{t-1}, o_{t-1}) on DATASET and write the model to --out."""
     from controller.model.config import ModelConfig
@@ -46,8 +46,8 @@ def train(dataset, out, steps, batch_size, lr, hidden, blocks, no_prev_action, n
                                 guidance=guidance).items() if v is not None}
     if no_prev_action:
         mc["use_prev_action"] = False
-    if no_prev_obs:
-        mc["use_prev_obs"] = False
+    if prev_obs is not None:
+        mc["use_prev_obs"] = prev_obs
     try:
         result = run_training(dataset, out, TrainConfig(**tc), ModelConfig(**mc), resume=resume,
                               overwrite=overwrite, progress=not quiet)

@@ -13,7 +13,8 @@ class ModelConfig:
     blocks: int = 2                   # equivariant blocks in the denoiser
     train_timesteps: int = 1000       # DDPM training steps (cosine schedule)
     use_prev_action: bool = True      # state-aware conditioning on a_{t-1} (the paper's §4.2.2)
-    use_prev_obs: bool = True         # also condition on o_{t-1}
+    use_prev_obs: bool = False        # also condition on o_{t-1}: off, as in the paper (c = g(o_t, a_{t-1}));
+                                      # on the simulated host it did worse (bench/model_quality.py)
     cond_drop: float = 0.1            # classifier-free guidance: P(context replaced by null tokens)
     metric_drop: float = 0.03         # P(one input metric hidden as NaN) in training: robustness to gaps
     # Sampler defaults (travel in the checkpoint and the export manifest).
