@@ -92,6 +92,10 @@ class DemoSettings:
     chain_len: int = 16                 # windows per chained plan
     repetitions: int = 2                # every chain runs this many times (spread filter)
     sweep_intensities: str = "0.5,1.0"  # round-0 one-hot sweep intensities
+    # Samples whose repetitions differ by more than this share of the observed range are
+    # dropped as unstable. The campaign default is 0.10; on a small shared VM most samples
+    # fail it and the model would see a dozen, so the demo states and uses 0.25.
+    spread_threshold: float = 0.25
     train_steps: int = 400              # optimizer steps of the small model (~0.2-0.4 s each here)
     train_batch: int = 64
     train_hidden: int = 64              # token width (the library default is 128)
@@ -293,6 +297,8 @@ def app_phase_seconds(total: int) -> int:
               help="Novelty rounds after the one-hot sweep.")
 @click.option("--round-size", type=click.IntRange(1), default=DemoSettings.round_size, show_default=True)
 @click.option("--repetitions", type=click.IntRange(1), default=DemoSettings.repetitions, show_default=True)
+@click.option("--spread-threshold", type=click.FloatRange(0, min_open=True), default=DemoSettings.spread_threshold,
+              show_default=True, help="Drop samples whose repetitions differ by more than this share of the range.")
 @click.option("--train-steps", type=click.IntRange(1), default=DemoSettings.train_steps, show_default=True)
 @click.option("--app-seconds", type=click.IntRange(20), default=DemoSettings.app_seconds, show_default=True,
               help="Length of the recorded application run.")
@@ -300,11 +306,12 @@ def app_phase_seconds(total: int) -> int:
               help="Windows of the imported trace to replay.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resume", is_flag=True, help="Keep a previous demo's output: its campaign resumes where it stopped.")
-def demo(out, trace_file, trace_format, rounds, round_size, repetitions, train_steps, app_seconds, import_windows,
-         seed, resume):
+def demo(out, trace_file, trace_format, rounds, round_size, repetitions, spread_threshold, train_steps, app_seconds,
+         import_windows, seed, resume):
     """Run the whole path on this host: agent, campaign, training, export, a real trace
     imported and a real application recorded, both replayed, DTW against the baselines."""
-    settings = DemoSettings(rounds=rounds, round_size=round_size, repetitions=repetitions, train_steps=train_steps,
+    settings = DemoSettings(rounds=rounds, round_size=round_size, repetitions=repetitions,
+                            spread_threshold=spread_threshold, train_steps=train_steps,
                             app_seconds=app_seconds, import_windows=import_windows, seed=seed)
     out = out.resolve()
     d = Demo(out, settings, resume=resume)
@@ -342,10 +349,8 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
     campaign = out / "campaign"
     with d.step("collect", "a short novelty-guided campaign on this host") as rec:
         fleet = agent.write_fleet(out / "fleet.toml")
-        d.run(CONTROLLER_CLI, ["collect", campaign, "--rounds", s.rounds, "--fleet", fleet, "--strategy", "novelty",
-                               "--round-size", s.round_size, "--chain-len", s.chain_len,
-                               "--repetitions", s.repetitions, "--sweep-intensities", s.sweep_intensities,
-                               "--seed", s.seed], step="collect")
+        _write_campaign_config(campaign, s)
+        d.run(CONTROLLER_CLI, ["collect", campaign, "--rounds", s.rounds, "--fleet", fleet], step="collect")
         rec.detail = f"coverage reports in {campaign / 'reports'}"
 
     dataset = out / "dataset.h5"
@@ -393,6 +398,24 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
 
 MARKER = ".mimesys-demo"
+
+
+def _write_campaign_config(campaign: Path, s: DemoSettings) -> None:
+    """campaign.toml (the campaign's own configuration file, controller/campaign) for a new
+    campaign; a resumed one keeps the file it was created with."""
+    path = campaign / "campaign.toml"
+    if path.exists():
+        return
+    campaign.mkdir(parents=True, exist_ok=True)
+    intensities = ", ".join(str(float(x)) for x in s.sweep_intensities.split(","))
+    path.write_text("# written by `mimesys demo` (see DemoSettings in controller/commands/demo.py)\n"
+                    'strategy = "novelty"\n'
+                    f"round_size = {s.round_size}\n"
+                    f"chain_len = {s.chain_len}\n"
+                    f"repetitions = {s.repetitions}\n"
+                    f"sweep_intensities = [{intensities}]\n"
+                    f"spread_threshold = {s.spread_threshold}\n"
+                    f"seed = {s.seed}\n")
 
 
 def _prepare_out(out: Path, resume: bool) -> None:
