@@ -77,16 +77,20 @@ async def _run(plan, cfg, seed, repetitions, warmup, progress):
 @click.command("run-plan")
 @click.argument("plan_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--scratch-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory for the disk stressors' files (default: a temporary one under /var/tmp).")
-@click.option("--scratch-budget-mib", type=click.IntRange(1), default=2048, show_default=True)
+              help="Directory for the disk stressors' files (default: /var/tmp; files are unlinked at creation).")
+@click.option("--scratch-budget-mib", type=click.IntRange(1), default=2048, show_default=True,
+              help="Most scratch space the disk stressors may use; the runner refuses plans that need more.")
 @click.option("--cpus", default=None, help="CPUs for the plan's threads, e.g. 0-1 (default: online CPUs).")
 @click.option("--seed", type=int, default=None, help="Segment-order seed (default: the plan's).")
-@click.option("--repetitions", type=click.IntRange(1), default=1, show_default=True)
-@click.option("--warmup-windows", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--repetitions", type=click.IntRange(1), default=1, show_default=True,
+              help="Run the whole plan this many times back to back.")
+@click.option("--warmup-windows", type=click.IntRange(0), default=0, show_default=True,
+              help="Windows of the first composition run before window 0, not reported.")
 @click.option("--udp-sink", default="127.0.0.1:9", show_default=True, help="HOST:PORT for net_udp_sink.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the summary as JSON here.")
-@click.option("--catalog", "catalog_path", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--catalog", "catalog_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Stressor catalog (default: the shipped one).")
 def run_plan(plan_path, scratch_dir, scratch_budget_mib, cpus, seed, repetitions, warmup_windows, udp_sink,
              report_path, catalog_path):
     """Execute PLAN_PATH (HDF5) on this host and report planned vs achieved time per stressor."""
