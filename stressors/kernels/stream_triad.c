@@ -1,4 +1,5 @@
-/* stream_triad: the STREAM triad a[i] = b[i] + s * c[i] over three per-thread arrays
+/* stream_triad: the STREAM triad a[i] = b[i] + s * c[i] (kernel and byte accounting as defined
+ * by J. D. McCalpin's STREAM benchmark; written here, not copied) over three per-thread arrays
  * totalling `working_set_bytes` (far beyond the LLC), walked sequentially: sustained
  * memory bandwidth. One unit = 4096 elements; bytes = 24 per element (STREAM's count:
  * two 8-byte reads and one 8-byte write). */
