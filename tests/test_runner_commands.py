@@ -30,11 +30,12 @@ def test_run_plan_prints_planned_vs_achieved(catalog, tmp_path):
               T=4, K=len(CPUS.split("-")), window_s=0.2).write(plan_path)
     report = tmp_path / "out" / "report.json"
     res = CliRunner().invoke(run_plan, [str(plan_path), "--cpus", CPUS, "--scratch-dir", str(tmp_path / "scratch"),
-                                        "--seed", "9", "--repetitions", "2", "--report", str(report)])
+                                        "--seed", "9", "--repetitions", "2", "--warmup-windows", "1",
+                                        "--report", str(report)])
     assert res.exit_code == 0, res.output
     assert "cpu_int_crc32" in res.output and "ran/plan" in res.output and "runner: done" in res.output
     doc = json.loads(report.read_text())
-    assert doc["windows"] == 8 and doc["seed"] == 9 and doc["exit"] == "done"
+    assert doc["windows"] == 8 and doc["seed"] == 9 and doc["exit"] == "done"   # warm-up run, not reported
     crc = doc["stressors"]["cpu_int_crc32"]
     assert crc["planned_s"] == pytest.approx(8 * 0.2 * 0.3 * doc["threads"], rel=1e-6)
     assert crc["ran_s"] > 0.5 * crc["planned_s"] and crc["ops"] > 0
