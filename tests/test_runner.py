@@ -210,3 +210,19 @@ def test_find_runner_honours_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("MIMESYS_RUNNER", str(tmp_path / "missing"))
     with pytest.raises(RunnerError, match="MIMESYS_RUNNER"):
         find_runner()
+
+
+def test_warmup_and_repetitions_are_executed_in_order(catalog):
+    plan = make_plan(catalog, {"cpu_int_crc32": 0.5}, T=2, K=1, window_s=0.1)
+
+    async def go(report_warmup):
+        handle = await start_runner(plan, RunnerConfig(cpus=(0,), report_warmup=report_warmup),
+                                    repetitions=2, warmup_windows=1)
+        return handle, [ev async for ev in handle.events() if isinstance(ev, WindowDone)]
+
+    handle, shown = asyncio.run(go(True))
+    assert [(d.repetition, d.window, d.index) for d in shown] == [(-1, 0, 0), (0, 0, 1), (0, 1, 2), (1, 0, 3), (1, 1, 4)]
+    assert all(d.ops[0, 0] > 0 for d in shown)                  # the warm-up window did run
+    assert shown[-1].planned_start_ns == handle.t0_ns + 4 * 100_000_000
+    _, hidden = asyncio.run(go(False))
+    assert [(d.repetition, d.window) for d in hidden] == [(0, 0), (0, 1), (1, 0), (1, 1)]
