@@ -10,10 +10,14 @@ Prints ONE JSON line:
   idle_cpu_percent      CPU time of the whole runner process (all threads, from
                         /proc/<pid>/task/*/schedstat) during an all-idle plan, as a percent of
                         one core
-plus p50/max segment error, p99 per resource class, the worst window-start lateness, and the load average
+plus p50/max segment error, the share of segments within 0.1 ms, p99 per resource class, the worst window-start lateness, and the load average
 before and after (the machine may be shared: read the figures with it).
 
     python bench/runner_timing.py [--windows 300] [--idle-windows 30] [--window-s 1.0] [--nice N]
+                                  [--png bench/out/runner_timing.png]
+
+The PNG shows the distribution of segment errors per resource class and each window's
+start lateness over the run.
 """
 
 from __future__ import annotations
@@ -89,6 +93,31 @@ async def idle_run(catalog, T: int, K: int, window_s: float, cpus):
     return 100.0 * (c1 - c0) / (t1 - t0)
 
 
+def plot(err, cls, late, args, png: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    bins = np.logspace(-3, np.log10(max(err.max() / 1e6, 1.0)) + 0.1, 60)
+    for c in sorted(set(cls)):
+        a.hist(np.maximum(err[cls == c] / 1e6, 1e-3), bins=bins, histtype="step", label=c)
+    a.axvline(2.0, color="k", ls="--", lw=0.8, label="2 ms target (p99)")
+    a.set_xscale("log")
+    a.set_xlabel("|achieved - planned| per segment (ms)")
+    a.set_ylabel("segments")
+    a.legend()
+    b.plot(np.arange(len(late)), late / 1e6, lw=0.8)
+    b.set_xlabel("window")
+    b.set_ylabel("latest thread wake-up after t0 + i*W (ms)")
+    fig.suptitle(f"mimesys-runner, {len(late)} windows x {args.window_s:g} s, {os.cpu_count()} CPUs, "
+                 f"nice {args.nice}, load avg {os.getloadavg()[0]:.1f}")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--windows", type=int, default=300)
@@ -97,6 +126,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--scratch-dir", default="/var/tmp")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--png", type=Path, default=ROOT / "bench" / "out" / "runner_timing.png")
     ap.add_argument("--nice", type=int, default=0,
                     help="worker threads' nice value (default 0, as the agent runs it); reported in the output")
     args = ap.parse_args()
@@ -109,19 +139,21 @@ def main() -> None:
     err, cls, late, notes = asyncio.run(timing_run(plan, cpus, args.scratch_dir, args.progress, args.nice))
     load_after = os.getloadavg()
     idle = asyncio.run(idle_run(catalog, args.idle_windows, K, args.window_s, cpus))
+    plot(err, cls, late, args, args.png)
     print(json.dumps({
         "bench": "runner_timing",
         "windows": args.windows, "nice": args.nice, "window_s": args.window_s, "threads": K, "segments": int(err.size),
         "p99_segment_error_ms": round(float(np.percentile(err, 99)) / 1e6, 4),
         "p50_segment_error_ms": round(float(np.percentile(err, 50)) / 1e6, 4),
         "max_segment_error_ms": round(float(err.max()) / 1e6, 4),
+        "segments_within_0_1ms": round(float((err <= 100_000).mean()), 4),
         "p99_segment_error_ms_by_class": {c: round(float(np.percentile(err[cls == c], 99)) / 1e6, 4)
                                           for c in sorted(set(cls))},
         "drift_ms": round(float(late[-1]) / 1e6, 4),
         "max_window_start_lateness_ms": round(float(late.max()) / 1e6, 4),
         "idle_cpu_percent": round(idle, 4), "idle_windows": args.idle_windows,
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
-        "cpus": os.cpu_count(), "notes": notes,
+        "cpus": os.cpu_count(), "notes": notes, "png": str(args.png),
     }))
 
 
