@@ -287,7 +287,10 @@ def map_trace(trace: Trace, target: HostProfile, options: MappingOptions = Mappi
         values = np.stack([cols[n] for n in names], axis=1).astype(np.float32)
     if np.isinf(values).any():
         raise TraceError("mapping produced an infinite value (a zero peak?)")
-    prov = {**trace.provenance, "source_host_fingerprint": trace.host_fingerprint, "mapped_onto": {"origin": target.origin, "cpus": K,
+    src_util = trace.column("cpu.util") if "cpu.util" in trace.names else np.full(1, np.nan)
+    prov = {**trace.provenance, "source_host_fingerprint": trace.host_fingerprint,
+            "source_cpu_util_mean": float(np.nanmean(src_util)) if np.isfinite(src_util).any() else None,
+            "mapped_onto": {"origin": target.origin, "cpus": K,
                                                 "core_strategy": options.core_strategy,
                                                 "target_peaks": target.peaks, "source_peaks": src_peaks}}
     return Trace(values=values, metrics=out_specs, window_s=trace.window_s, window_start_ns=trace.window_start_ns,

@@ -153,6 +153,13 @@ def test_driver_end_to_end_on_simulated_agent(tmp_path, catalog):
     assert ex.simulated and ex.T == imported.T
     mapping = next(r["mapping"] for r in res.runs if r["trace"] == "num_vms_1_7")
     assert any("preserve-total" in src for src, _ in mapping["mapped"])
+    assert next(r.load_level for r in res.rows if r.trace == "num_vms_1_7") == "low"   # on its own 20-core host
+
+    # score again from the saved executed traces, CPU only, without the agent
+    from controller.evaluate.driver import rescore
+    again = rescore({"num_vms_1_7": imported, "flat10": low}, out, EvalOptions(outdir=out, band=5, metrics=("cpu.util",)))
+    assert {r.metric for r in again.rows} == {"cpu.util"}
+    assert again.summary()["duty"]["all"]["cpu.util"] == pytest.approx(s["duty"]["all"]["cpu.util"], rel=1e-6)
 
 
 def test_evaluate_cli_errors_are_one_line(tmp_path):

@@ -130,6 +130,9 @@ def test_real_20_core_trace_onto_2_cores():
     ok = src_demand <= 2
     assert np.allclose(mapped[ok], src_demand[ok], rtol=1e-5)      # demand preserved where it fits
     assert (mapped[~ok] == pytest.approx(2.0))                      # capped where it does not
+    from controller.evaluate.report import load_level
+    assert out.provenance["source_cpu_util_mean"] == pytest.approx(float(np.mean(tr.column("cpu.util"))), rel=1e-5)
+    assert load_level(out) == "low"   # 12.6 % of the 20-core source, although it fills 2 cores here
 
 
 def test_single_target_disk_gets_the_totals():

@@ -169,3 +169,23 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, agent_url, token_file, agent_con
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(output)
         click.echo(f"result: {output}")
+
+
+@evaluate.command("rescore")
+@click.argument("outdir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--trace", "traces", multiple=True, required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The targets of that run.")
+@click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True)
+@click.option("--metric", "metrics", multiple=True, help="Metrics to score (default: the paper's).")
+@click.option("--load-level", "load_levels", multiple=True, metavar="TRACE=low|mid|high")
+def rescore_cmd(outdir, traces, band, metrics, load_levels):
+    """Score an earlier evaluation's executed traces again (other metrics or band), without replaying."""
+    from controller.evaluate.driver import EvalOptions, rescore
+    try:
+        levels = dict(item.partition("=")[::2] for item in load_levels)
+        res = rescore({p.stem: Trace.read(p) for p in traces}, outdir,
+                      EvalOptions(outdir=outdir, band=band, metrics=tuple(metrics) or None, load_levels=levels))
+    except (MimesysError, OSError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(res.render())
+    click.echo(f"results in {outdir}/ (rescored)")

@@ -3,7 +3,7 @@ JSON, CSV and PNGs.
 
 Load level of a target trace (the MIMESYS paper's three classes, §7.2): from its mean CPU
 utilization over all cores and windows, u = mean(cpu.util): low u < 0.30, mid 0.30 <= u <
-0.60, high u >= 0.60. (The paper classifies by the CPU cores allocated to the mix; a trace
+0.60, high u >= 0.60, taken on the host the trace was recorded on. (The paper classifies by the CPU cores allocated to the mix; a trace
 imported from elsewhere carries no allocation, so the measured mean stands in for it, and
 `load_level` can be given explicitly per target.)
 """
@@ -25,7 +25,12 @@ LEVELS = ((0.30, "low"), (0.60, "mid"), (math.inf, "high"))
 
 
 def load_level(trace: Trace) -> str:
-    """low / mid / high from mean cpu.util (or the mean of the per-core columns); unknown without CPU data."""
+    """low / mid / high from mean cpu.util (or the mean of the per-core columns); unknown without CPU
+    data. A trace mapped from another host (controller/mapping.py) is classified by its load on
+    that host (provenance `source_cpu_util_mean`), not by how full it made this one."""
+    src = (trace.provenance or {}).get("source_cpu_util_mean")
+    if isinstance(src, (int, float)) and math.isfinite(src):
+        return next(name for bound, name in LEVELS if src < bound)
     if "cpu.util" in trace.names:
         u = trace.column("cpu.util")
     else:
