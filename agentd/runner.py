@@ -153,6 +153,47 @@ class RunnerHandle:
         async for raw in self.proc.stderr:
             self._stderr.append(raw.decode(errors="replace").rstrip())
 
+    def _parse(self, parts: list[str], cur: dict | None, M: int, K: int) -> dict | None:
+        """One stdout record; returns the window being assembled (None between windows)."""
+        tag = parts[0]
+        if tag == "start":
+            i, rep, win, planned, observed = map(int, parts[1:6])
+            cur = dict(ran=np.zeros((M, K), np.int64), ops=np.zeros((M, K), np.int64),
+                       bytes=np.zeros((M, K), np.int64), planned=np.zeros((M, K), np.int64),
+                       tstart=np.zeros(K, np.int64), tend=np.zeros(K, np.int64),
+                       tcpu=np.zeros(K, np.int64))
+            if rep >= 0 or self.config.report_warmup:
+                self._queue.put_nowait(WindowStarted(rep, win, observed, planned, i))
+        elif tag == "seg" and cur is not None:
+            _, k, m, planned, ran, ops, nbytes = map(int, parts[1:8])
+            cur["planned"][m, k] += planned
+            cur["ran"][m, k] += ran
+            cur["ops"][m, k] += ops
+            cur["bytes"][m, k] += nbytes
+        elif tag == "thread" and cur is not None:
+            _, k, t_start, t_end, cpu = map(int, parts[1:6])
+            cur["tstart"][k], cur["tend"][k], cur["tcpu"][k] = t_start, t_end, cpu
+        elif tag == "done" and cur is not None:
+            i, rep, win, planned, end = map(int, parts[1:6])
+            if rep >= 0 or self.config.report_warmup:
+                self._queue.put_nowait(WindowDone(
+                    rep, win, int(cur["tstart"].min()), end, cur["ran"], cur["ops"], cur["bytes"],
+                    cur["planned"], planned, cur["tstart"], cur["tend"], cur["tcpu"], i))
+            cur = None
+        elif tag == "ready":
+            self.t0_ns = int(parts[1])
+            if not self._ready.done():
+                self._ready.set_result(None)
+        elif tag == "info":
+            self.info[parts[1]] = " ".join(parts[2:])
+        elif tag == "note":
+            self.notes[parts[1]] = " ".join(parts[2:])
+        elif tag == "exit":
+            self._exit_status = (parts[1], " ".join(parts[2:]))
+        elif tag == "error":
+            self._exit_status = ("error", " ".join(parts[1:]))
+        return cur
+
     async def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
         M, K = self.schedule.M, self.schedule.K
@@ -162,43 +203,11 @@ class RunnerHandle:
                 parts = raw.decode(errors="replace").split()
                 if not parts:
                     continue
-                tag = parts[0]
-                if tag == "start":
-                    i, rep, win, planned, observed = map(int, parts[1:6])
-                    cur = dict(ran=np.zeros((M, K), np.int64), ops=np.zeros((M, K), np.int64),
-                               bytes=np.zeros((M, K), np.int64), planned=np.zeros((M, K), np.int64),
-                               tstart=np.zeros(K, np.int64), tend=np.zeros(K, np.int64),
-                               tcpu=np.zeros(K, np.int64))
-                    if rep >= 0 or self.config.report_warmup:
-                        self._queue.put_nowait(WindowStarted(rep, win, observed, planned, i))
-                elif tag == "seg" and cur is not None:
-                    _, k, m, planned, ran, ops, nbytes = map(int, parts[1:8])
-                    cur["planned"][m, k] += planned
-                    cur["ran"][m, k] += ran
-                    cur["ops"][m, k] += ops
-                    cur["bytes"][m, k] += nbytes
-                elif tag == "thread" and cur is not None:
-                    _, k, t_start, t_end, cpu = map(int, parts[1:6])
-                    cur["tstart"][k], cur["tend"][k], cur["tcpu"][k] = t_start, t_end, cpu
-                elif tag == "done" and cur is not None:
-                    i, rep, win, planned, end = map(int, parts[1:6])
-                    if rep >= 0 or self.config.report_warmup:
-                        self._queue.put_nowait(WindowDone(
-                            rep, win, int(cur["tstart"].min()), end, cur["ran"], cur["ops"], cur["bytes"],
-                            cur["planned"], planned, cur["tstart"], cur["tend"], cur["tcpu"], i))
-                    cur = None
-                elif tag == "ready":
-                    self.t0_ns = int(parts[1])
-                    if not self._ready.done():
-                        self._ready.set_result(None)
-                elif tag == "info":
-                    self.info[parts[1]] = " ".join(parts[2:])
-                elif tag == "note":
-                    self.notes[parts[1]] = " ".join(parts[2:])
-                elif tag == "exit":
-                    self._exit_status = (parts[1], " ".join(parts[2:]))
-                elif tag == "error":
-                    self._exit_status = ("error", " ".join(parts[1:]))
+                try:
+                    cur = self._parse(parts, cur, M, K)
+                except (ValueError, IndexError):
+                    # never let one unreadable record stop the stream (the runner would block)
+                    self._stderr.append(f"unreadable runner record: {raw[:200]!r}")
         finally:
             rc = await self.proc.wait()
             with contextlib.suppress(Exception):
