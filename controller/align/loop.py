@@ -54,8 +54,6 @@ def assert_invariants(run: AlignRun) -> None:
     cfg, pol = run.config, run.policy
     cfg.validate()
     assert pol.steps >= 2, f"the η > 0 sampler needs ≥ 2 denoising steps, policy has {pol.steps}"
-    assert any(pol.step_std(j) >= cfg.min_step_std for j in range(pol.steps)), \
-        f"no denoising step has σ ≥ min_step_std={cfg.min_step_std}"
     assert list(run.reward_fn.metric_names) == list(pol.metric_names), \
         "reward and policy disagree on the metric order"
     assert list(run.reference.metric_names) == list(pol.metric_names)
@@ -86,8 +84,8 @@ def train_epoch(run: AlignRun, batch: RolloutBatch, optimizer: torch.optim.Optim
     """TRAINING on one epoch's samples: minibatches of windows; per minibatch, the loss of a
     random subset of denoising steps is accumulated and one optimizer step taken."""
     cfg, pol = run.config, run.policy
-    trainable = [j for j in range(batch.paths.steps) if pol.step_std(j) >= cfg.min_step_std]
-    n_steps = max(1, int(round(cfg.timestep_fraction * len(trainable))))
+    S = batch.paths.steps
+    n_steps = max(1, int(round(cfg.timestep_fraction * S)))
     sums = {"kl": 0.0, "clipfrac": 0.0, "approx_kl": 0.0, "policy_loss": 0.0}
     count = 0
     for _ in range(cfg.inner_epochs):
@@ -95,7 +93,7 @@ def train_epoch(run: AlignRun, batch: RolloutBatch, optimizer: torch.optim.Optim
         for lo in range(0, len(batch), cfg.train_batch_size):
             mb = batch.index(perm[lo:lo + cfg.train_batch_size])
             optimizer.zero_grad(set_to_none=True)
-            for j in sorted(rng.choice(trainable, size=n_steps, replace=False).tolist()):
+            for j in sorted(rng.choice(S, size=n_steps, replace=False).tolist()):
                 x, x_next = mb.paths.latents[:, j], mb.paths.latents[:, j + 1]
                 dist = pol.step(mb.cond, x, x_next, j)
                 with torch.no_grad():

@@ -112,10 +112,6 @@ class AlignPolicy(nn.Module):
     def steps(self) -> int:
         return self.model.schedule(self.sample_steps).steps
 
-    def step_std(self, step: int) -> float:
-        """σ of denoising step `step` under the alignment sampler (0 = the first, from x_T)."""
-        return self.model.schedule(self.sample_steps).sigma(step, self.eta)
-
     def normalize_obs(self, values: np.ndarray) -> np.ndarray:
         """[..., N] raw -> the model's normalized metric space (z-scores), NaN stays NaN."""
         return self.model.normalizer.normalize(values)
