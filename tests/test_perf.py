@@ -8,6 +8,7 @@ import ctypes
 import errno
 import json
 import math
+import mmap
 import os
 import struct
 import time
@@ -149,7 +150,9 @@ def test_counter_group_counts_page_faults_we_cause():
     try:
         with CounterGroup([SW_CONTEXT_SWITCHES, SW_CPU_MIGRATIONS, SW_PAGE_FAULTS], cpu=0) as g:
             a = g.read()
-            buf = bytearray(32 << 20)  # 32 MiB of fresh anonymous memory: one fault per 4 KiB page touched
+            # A fresh anonymous mapping, not bytearray: after earlier tests freed big buffers, malloc
+            # may serve a bytearray from heap pages already faulted in, and nothing faults.
+            buf = mmap.mmap(-1, 32 << 20)  # one fault per 4 KiB page touched
             for i in range(0, len(buf), 4096):
                 buf[i] = 1
             b = g.read()

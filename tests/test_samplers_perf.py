@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 import shutil
 import struct
@@ -56,7 +57,7 @@ def test_perf_sw_counts_context_switches_and_page_faults_live():
         a, ta = s.read(), time.monotonic()
         for _ in range(200):
             time.sleep(0.0005)  # each sleep is at least one voluntary context switch
-        buf = bytearray(16 << 20)
+        buf = mmap.mmap(-1, 16 << 20)  # fresh pages (malloc may reuse faulted-in heap)
         for i in range(0, len(buf), 4096):
             buf[i] = 1
         b, tb = s.read(), time.monotonic()
@@ -193,7 +194,7 @@ def test_mem_bw_uncore_path_end_to_end_through_the_syscall(tmp_path):
         assert s.source == "imc"
         os.sched_setaffinity(0, {0})
         a, ta = s.read(), time.monotonic()
-        buf = bytearray(16 << 20)
+        buf = mmap.mmap(-1, 16 << 20)  # fresh pages (malloc may reuse faulted-in heap)
         for i in range(0, len(buf), 4096):
             buf[i] = 1
         b, tb = s.read(), time.monotonic()
