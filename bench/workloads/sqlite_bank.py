@@ -3,7 +3,10 @@ links), a bank-transfer transaction mix in the spirit of TPC-B: each transaction
 random accounts, moves money between them and appends a history row, committed with
 synchronous=FULL (an fsync per commit, so the disk sees it). Prints `<n> tx/s` at the end.
 
-    python bench/workloads/sqlite_bank.py --seconds 20 [--db /tmp/bank.db] [--accounts 200000]
+    python bench/workloads/sqlite_bank.py --seconds 20 [--db /tmp/bank.db | --memory] [--accounts 200000]
+
+With --memory the database lives in RAM and commits do not fsync: the benchmark is CPU and
+memory bound (the contention a CPU-heavy neighbour mix creates).
 """
 
 from __future__ import annotations
@@ -20,18 +23,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--db", default=None, help="database file (default: a fresh temporary file)")
+    ap.add_argument("--memory", action="store_true", help="in-memory database, no fsync: CPU and memory bound")
     ap.add_argument("--accounts", type=int, default=200_000)
     ap.add_argument("--scan-every", type=int, default=200, help="a range aggregate every N transactions")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     tmpdir = None
-    if args.db is None:
+    if args.memory:
+        args.db = ":memory:"
+    elif args.db is None:
         tmpdir = tempfile.mkdtemp(prefix="sqlite_bank.")
         args.db = os.path.join(tmpdir, "bank.db")
     rng = random.Random(args.seed)
     con = sqlite3.connect(args.db, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
+    if not args.memory:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
     con.execute("CREATE TABLE IF NOT EXISTS account(id INTEGER PRIMARY KEY, balance INTEGER, pad TEXT)")
     con.execute("CREATE TABLE IF NOT EXISTS history(id INTEGER PRIMARY KEY, src INTEGER, dst INTEGER, amount INTEGER, ts REAL)")
     if con.execute("SELECT count(*) FROM account").fetchone()[0] < args.accounts:
