@@ -8,15 +8,14 @@ to continue from a different model or a different config.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from agentd.errors import ConfigError
+
+from ..model.checkpoint import load_torch_file, save_torch_atomic
 
 FORMAT = "mimesys.align-checkpoint"
 VERSION = 1
@@ -36,26 +35,13 @@ class AlignState:
     targets: list[str]         # target trace names, in order (segment keys index into this)
 
     def save(self, path: Path | str) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            torch.save({"format": FORMAT, "version": VERSION, **self.__dict__}, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        save_torch_atomic(path, {"format": FORMAT, "version": VERSION, **self.__dict__})
 
     @classmethod
     def load(cls, path: Path | str) -> "AlignState":
-        try:
-            d = torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as e:  # torch raises pickle/zip errors of several types
-            raise ConfigError(f"{path}: not a readable alignment checkpoint: {e}") from e
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ConfigError(f"{path}: not an alignment checkpoint (format={d.get('format') if isinstance(d, dict) else None!r})")
+        d = load_torch_file(path, "alignment checkpoint", ConfigError)
+        if d.get("format") != FORMAT:
+            raise ConfigError(f"{path}: not an alignment checkpoint (format={d.get('format')!r})")
         if d.get("version") != VERSION:
             raise ConfigError(f"{path}: checkpoint version {d.get('version')} not supported (this build: {VERSION})")
         d.pop("format"), d.pop("version")

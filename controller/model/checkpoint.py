@@ -49,15 +49,15 @@ def git_revision() -> str:
     return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def save_checkpoint(path: Path | str, payload: dict) -> None:
+def save_torch_atomic(path: Path | str, obj: dict) -> None:
+    """torch.save to a temporary name beside `path`, renamed into place: a crash never
+    leaves a half-written model or checkpoint under the real name."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        torch.save({"format": FORMAT, "version": VERSION,
-                    "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    **payload}, tmp)
+        torch.save(obj, tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -65,15 +65,30 @@ def save_checkpoint(path: Path | str, payload: dict) -> None:
         raise
 
 
+def load_torch_file(path: Path | str, what: str, error=ValidationError) -> dict:
+    """torch.load with weights_only=True: a model file is data (tensors, dicts, numbers,
+    strings), and loading one must never run code from it, whoever wrote it."""
+    try:
+        d = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises zip/pickle/unpickling errors of several types
+        raise error(f"{path}: not a readable {what}: {e}") from e
+    if not isinstance(d, dict):
+        raise error(f"{path}: not a {what}")
+    return d
+
+
+def save_checkpoint(path: Path | str, payload: dict) -> None:
+    save_torch_atomic(path, {"format": FORMAT, "version": VERSION,
+                             "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                             **payload})
+
+
 def read_checkpoint(path: Path | str) -> dict:
     path = model_file(path)
     if not path.is_file():
         raise ValidationError(f"{path}: no model file (train one with `mimesys train DATASET --out DIR`)")
-    try:
-        d = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # torch raises zip/pickle errors of several types
-        raise ValidationError(f"{path}: not a readable model file: {e}") from e
-    if not isinstance(d, dict) or d.get("format") != FORMAT:
+    d = load_torch_file(path, "model file")
+    if d.get("format") != FORMAT:
         raise ValidationError(f"{path}: not a mimesys model file")
     if d.get("version") != VERSION:
         raise ValidationError(f"{path}: model file version {d.get('version')} not supported (this build: {VERSION})")
