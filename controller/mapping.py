@@ -32,7 +32,11 @@ Capacity normalization (for B/s and 1/s metrics with a peak on both sides): x ×
 source_peak, so a window at 40 % of the source's memory bandwidth lands at 40 % of the
 target's. Source peaks come from `--source-peak METRIC=VALUE` or the trace's
 host_fingerprint `calibrated_peaks`; without one the metric keeps its absolute values and the
-report says so, with the number of windows above the target's peak. Capacity fractions from
+report says so, with the number of windows above the target's peak. Memory held in bytes
+(`mem.used_B`, `mem.cache_B`) scales the same way by installed memory: x × target total /
+source total (fingerprints' `memory.total_B`, or Bitbrains' `mem_total_B`), so a 128 GiB
+server's page cache does not become an unreachable target on a 24 GiB host; without both
+totals the values are kept and the report says so. Capacity fractions from
 importers (`mem.bw_frac`, `net.rx_frac`, `net.tx_frac`) become B/s as fraction × target peak.
 
 Schema: with a target schema, the output has exactly the target's metrics in its order (a
@@ -62,6 +66,12 @@ _CORE = re.compile(r"^cpu\.util\.core(\d+)$")
 # capacity fractions from importers -> the absolute metric they are a fraction of
 FRACTION_OF = {"mem.bw_frac": "mem.bw_Bps", "net.rx_frac": "net.rx_Bps", "net.tx_frac": "net.tx_Bps"}
 SCALABLE_UNITS = ("B/s", "1/s")
+MEMORY_BYTES = ("mem.used_B", "mem.cache_B")
+
+
+def _mem_total(fp: dict) -> float | None:
+    total = (fp.get("memory") or {}).get("total_B") or fp.get("mem_total_B")
+    return float(total) if isinstance(total, (int, float)) and total > 0 else None
 
 
 @dataclass(frozen=True)
@@ -253,6 +263,15 @@ def map_trace(trace: Trace, target: HostProfile, options: MappingOptions = Mappi
             continue
         cols[name] = x
         specs[name] = m
+        if name in MEMORY_BYTES:
+            tm, sm = _mem_total(target.fingerprint), _mem_total(trace.host_fingerprint)
+            if tm and sm:
+                cols[name] = x * (tm / sm)
+                report.scaled.append((name, f"x {tm / sm:.4g} (target memory {tm:.4g} B / source memory {sm:.4g} B)"))
+            else:
+                report.scaled.append((name, "not scaled: installed memory unknown on the "
+                                            f"{'target' if not tm else 'source'} host"))
+            continue
         if m.unit in SCALABLE_UNITS and target.peaks.get(name):
             tp = target.peaks[name]
             sp = src_peaks.get(name)

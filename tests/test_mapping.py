@@ -143,3 +143,24 @@ def test_single_target_disk_gets_the_totals():
     assert out.column("disk.vda.write_Bps") == pytest.approx([1e6, 2e6])
     assert out.column("net.eth0.rx_Bps") == pytest.approx([5.0, 6.0])
     assert np.isnan(out.column("net.lo.rx_Bps")).all()   # loopback is never the NIC total
+
+
+def test_memory_bytes_scale_by_installed_memory():
+    tr = _trace([[0.5], [0.5]], {"mem.used_B": ("B", [64e9, 32e9])}, fp={"memory": {"total_B": 128e9}})
+    host = HostProfile(1, {}, None, {"memory": {"total_B": 24e9}}, "test")
+    rep = ImportReport()
+    out = map_trace(tr, host, MappingOptions(), rep)
+    np.testing.assert_allclose(out.column("mem.used_B"), [12e9, 6e9], rtol=1e-6)   # half of memory stays half
+    assert any(n == "mem.used_B" and "target memory" in why for n, why in rep.scaled)
+    rep = ImportReport()
+    out = map_trace(tr, _host(1), MappingOptions(), rep)   # target memory unknown: kept, and said
+    np.testing.assert_allclose(out.column("mem.used_B"), [64e9, 32e9], rtol=1e-6)
+    assert ("mem.used_B", "not scaled: installed memory unknown on the target host") in rep.scaled
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason=f"shared traces directory {SHARED_TRACES} absent")
+def test_tacc_stats_records_the_source_memory_size():
+    tr, _ = get("tacc_stats").load(SHARED_TRACES / "stats-num_vms_1_7.txt")
+    # First record, `mem` lines of NUMA nodes 1 and 0: MemTotal 82566752 + 82341048 KB
+    # = 164907800 KiB = 168,865,587,200 B.
+    assert tr.host_fingerprint["memory"]["total_B"] == 168_865_587_200

@@ -501,10 +501,22 @@ def load(path: Path | str, *, window_s: float = 1.0) -> tuple[Trace, ImportRepor
                        host_fingerprint=_fingerprint(f, sum(m.name.startswith("cpu.util.core") for m in data.metrics))), report
 
 
+def _mem_total_B(f: TaccStatsFile) -> float | None:
+    """MemTotal summed over NUMA nodes in the first record (what mapping scales memory by)."""
+    s = f.schemas.get("mem")
+    if s is None or s.index("MemTotal") is None or not f.records:
+        return None
+    i = s.index("MemTotal")
+    kb = s.fields[i].unit_bytes if s.fields[i].unit else 1024
+    nodes = f.records[0].data.get("mem", {})
+    return float(sum(vals[i] for vals, _line in nodes.values()) * kb) if nodes else None
+
+
 def _fingerprint(f: TaccStatsFile, cores: int) -> dict:
     uname = f.header.get("uname", "")
     return {"hostname": f.header.get("hostname", ""), "kernel": uname, "cpus": int(cores),
-            "source": "tacc_stats header (not measured here)"}
+            "memory": {"total_B": _mem_total_B(f)},
+            "source": "tacc_stats header and records (not measured here)"}
 
 
 register("tacc_stats", load, "HPCPerfStats / tacc_stats raw text ($tacc_stats 2.3.x, $hpcperfstats 2.4)",
