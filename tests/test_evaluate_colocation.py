@@ -21,6 +21,10 @@ RUNNER = ROOT / "stressors" / "build" / "mimesys-runner"
 APP = (f"{shlex.quote(sys.executable)} -c \"import time; t=time.perf_counter(); s=0\n"
        f"for i in range(6_000_000): s+=i\nprint(f'{{6e6/(time.perf_counter()-t):.0f}} ops/s')\"")
 BUSY = f"{shlex.quote(sys.executable)} -c 'while True: pass'"
+# The colocation run pins the application and the mix to CPU 0 (the plan's thread 0 runs there
+# too): on a 2-vCPU VM with steal time, an unpinned app's throughput swings by +-40 % between
+# rounds, enough to hide a one-third share; on one shared CPU the effect is far above that noise.
+PIN = "taskset -c 0 "
 
 
 def test_degradation_arithmetic():
@@ -48,16 +52,16 @@ def test_colocation_mix_and_local_plan_replay(tmp_path, catalog):
     cfg = tmp_path / "agent.toml"
     cfg.write_text(f'[agent]\nbackend = "host"\nstate_dir = "{tmp_path / "state"}"\n'
                    f'scratch_dir = "{tmp_path / "scratch"}"\nrunner = "{RUNNER}"\n')
-    spec = AppSpec(APP, regex=r"([0-9]+) ops/s")
-    doc = asyncio.run(colocation(spec, f"{BUSY} & {BUSY} & wait", plan_path, repeats=3, warmup_s=1.5,
+    spec = AppSpec(PIN + APP, regex=r"([0-9]+) ops/s")
+    doc = asyncio.run(colocation(spec, f"{PIN}{BUSY} & {PIN}{BUSY} & wait", plan_path, repeats=3, warmup_s=1.5,
                                  agent_config=str(cfg)))
     from controller.evaluate.colocation import render
     print(render(doc), doc["alone"]["values"], doc["with_mix"]["values"], doc["with_plan"]["values"])
     assert doc["replayed_on"].startswith("local")
     assert len(doc["alone"]["values"]) == 3 and doc["higher_is_better"]
-    # two CPU hogs on a 2-CPU host: the application gets a smaller share of the CPUs. On an idle
-    # host that halves its throughput; on this shared machine (other jobs already compete for the
-    # CPUs) the drop is smaller, so only its sign is asserted. Rounds are interleaved, medians of 3.
-    assert doc["degradation_mix_pct"] > 0, doc
-    assert doc["degradation_plan_pct"] > 0, doc
+    # On CPU 0 the application shares with two hogs (about 1/3 of the CPU: -67 %) or with the
+    # plan's busy thread 0 (about 1/2: -50 %). Other load on the machine shrinks both drops, so
+    # a floor well under those is asserted. Rounds are interleaved, medians of 3.
+    assert doc["degradation_mix_pct"] > 20, doc
+    assert doc["degradation_plan_pct"] > 20, doc
     assert doc["difference_pp"] == pytest.approx(abs(doc["degradation_mix_pct"] - doc["degradation_plan_pct"]))
