@@ -20,8 +20,7 @@ from ..hostpaths import online_cpus
 from ..metrics import Availability
 from ..perf.events import (HW_CACHE_MISSES, HW_CACHE_REFERENCES, HW_CPU_CYCLES, HW_INSTRUCTIONS, PerfEventError,
                            PerfPermissionError, probe_event)
-from .base import Raw, Sampler
-from .perfgroups import GroupSet, derive_rates
+from .perfgroups import GroupSet, PerfGroupSampler
 from .registry import register
 
 EVENTS = ((HW_CPU_CYCLES, "perf.cycles_per_s"), (HW_INSTRUCTIONS, "perf.instructions_per_s"),
@@ -32,7 +31,7 @@ def _availability(e: PerfEventError) -> Availability:
     return Availability.PERMISSION_DENIED if isinstance(e, PerfPermissionError) else Availability.UNSUPPORTED
 
 
-class PerfHardwareSampler(Sampler):
+class PerfHardwareSampler(PerfGroupSampler):
     name = "perf_hw"
 
     def probe(self):
@@ -61,17 +60,6 @@ class PerfHardwareSampler(Sampler):
                 return [s if not s.available else self.unavailable(s.name, s.unit, str(e), _availability(e))
                         for s in specs]
         return specs
-
-    def read(self) -> Raw:
-        return self._groups.read()
-
-    @staticmethod
-    def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
-        return derive_rates(prev, cur, elapsed_s)
-
-    def close(self):
-        if getattr(self, "_groups", None):
-            self._groups.close()
 
 
 register(PerfHardwareSampler)

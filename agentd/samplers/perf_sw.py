@@ -13,15 +13,14 @@ from __future__ import annotations
 from ..hostpaths import online_cpus
 from ..metrics import Availability
 from ..perf.events import SW_CONTEXT_SWITCHES, SW_CPU_MIGRATIONS, SW_PAGE_FAULTS, PerfEventError, PerfPermissionError
-from .base import Raw, Sampler
-from .perfgroups import GroupSet, derive_rates
+from .perfgroups import GroupSet, PerfGroupSampler
 from .registry import register
 
 EVENTS = ((SW_CONTEXT_SWITCHES, "perf.ctx_switches_per_s"), (SW_CPU_MIGRATIONS, "perf.migrations_per_s"),
           (SW_PAGE_FAULTS, "perf.page_faults_per_s"))
 
 
-class PerfSoftwareSampler(Sampler):
+class PerfSoftwareSampler(PerfGroupSampler):
     name = "perf_sw"
 
     def probe(self):
@@ -33,17 +32,6 @@ class PerfSoftwareSampler(Sampler):
             av = Availability.PERMISSION_DENIED if isinstance(e, PerfPermissionError) else Availability.UNSUPPORTED
             return [self.unavailable(m, "1/s", str(e), av) for _, m in EVENTS]
         return [self.spec(m, "1/s") for _, m in EVENTS]
-
-    def read(self) -> Raw:
-        return self._groups.read()
-
-    @staticmethod
-    def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
-        return derive_rates(prev, cur, elapsed_s)
-
-    def close(self):
-        if getattr(self, "_groups", None):
-            self._groups.close()
 
 
 register(PerfSoftwareSampler)

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ..perf.events import CounterGroup, EventSpec
 from ..perf.readformat import scaled_delta
-from .base import Raw
+from .base import Raw, Sampler
 
 
 class GroupSet:
@@ -70,3 +70,21 @@ def derive_rates(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
             seen.add(metric)
             sums[metric] = sums.get(metric, 0.0) + d * factor
     return {m: v / elapsed_s for m, v in sums.items() if m in seen and not math.isnan(v)}
+
+
+class PerfGroupSampler(Sampler):
+    """What the perf samplers share once probe() has filled `self._groups` (a GroupSet):
+    reading the groups, deriving rates, closing the file descriptors."""
+
+    _groups: GroupSet | None = None
+
+    def read(self) -> Raw:
+        return self._groups.read()
+
+    @staticmethod
+    def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
+        return derive_rates(prev, cur, elapsed_s)
+
+    def close(self):
+        if self._groups:
+            self._groups.close()
