@@ -43,6 +43,7 @@ class AgentSection:
     model_dir: Path = Path("/var/lib/mimesys/model")       # exported model for /v1/generate
     catalog: Path | None = None                            # None = the catalog shipped with the agent
     runner: Path | None = None                             # mimesys-runner binary; None = the packaged one
+    run_lock: Path = Path("/run/mimesys/run.lock")         # host-wide: one run at a time across agents
 
     def validate(self, where: str) -> None:
         from .backends import BACKENDS
@@ -60,7 +61,7 @@ class AgentSection:
                 raise ConfigError(f"{where}: agent.cpus lists a CPU twice: {list(self.cpus)}")
         if self.scratch_budget_mib < 1:
             raise ConfigError(f"{where}: agent.scratch_budget_mib must be >= 1, got {self.scratch_budget_mib}")
-        for name in ("state_dir", "scratch_dir", "model_dir"):
+        for name in ("state_dir", "scratch_dir", "model_dir", "run_lock"):
             if not getattr(self, name).is_absolute():
                 raise ConfigError(f"{where}: agent.{name} must be an absolute path, got {str(getattr(self, name))!r}")
         if self.scratch_dir.resolve() in (Path("/"), self.state_dir.resolve()):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import shutil
 import statistics
@@ -39,6 +40,7 @@ from .calibration import read as read_calibration
 from .catalog import Catalog, load_catalog
 from .errors import RunnerError, ValidationError
 from .fingerprint import host_fingerprint, with_calibration
+from .hostlock import DEFAULT_LOCK, host_run_lock
 from .hostpaths import HostPaths
 from .metrics import MetricSpec
 from .plan import Plan
@@ -63,7 +65,7 @@ def clear_scratch(scratch_dir: Path) -> int:
 class HostBackend(Backend):
     def __init__(self, *, cpus: tuple[int, ...], scratch_dir: Path, scratch_budget_bytes: int,
                  catalog: Catalog, samplers, runner_binary: Path | None = None, state_dir: Path | None = None,
-                 hostpaths: HostPaths | None = None,
+                 hostpaths: HostPaths | None = None, run_lock: Path = DEFAULT_LOCK,
                  sampler_thread: concurrent.futures.ThreadPoolExecutor | None = None):
         self.cpus = tuple(cpus)
         self.max_threads = len(self.cpus)
@@ -74,6 +76,7 @@ class HostBackend(Backend):
         self._thread = sampler_thread or concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samplers")
         self.runner_binary = runner_binary
         self.state_dir = state_dir
+        self.run_lock = Path(run_lock)
         self.hp = hostpaths or HostPaths.from_env()
         self._schema = samplers.schema()
         self._fingerprint: dict | None = None
@@ -95,7 +98,7 @@ class HostBackend(Backend):
                        scratch_budget_bytes=config.agent.scratch_budget_mib << 20,
                        catalog=load_catalog(config.agent.catalog), samplers=samplers,
                        runner_binary=config.agent.runner, state_dir=config.agent.state_dir, hostpaths=hp,
-                       sampler_thread=thread)
+                       run_lock=config.agent.run_lock, sampler_thread=thread)
         except BaseException:
             thread.submit(samplers.close).result()
             thread.shutdown()
@@ -147,7 +150,7 @@ class HostBackend(Backend):
 
     # -- execution -----------------------------------------------------------------
     async def execute(self, plan: Plan, options: RunOptions) -> AsyncIterator[ExecutedWindow]:
-        from .runner import RunnerConfig, RunnerExit, WindowDone, WindowStarted, start_runner
+        from .runner import RunnerConfig
 
         plan.validate(self.catalog, max_threads=self.max_threads)
         cfg = RunnerConfig(binary=self.runner_binary,
@@ -155,6 +158,15 @@ class HostBackend(Backend):
                            scratch_budget_bytes=self.scratch_budget_bytes,
                            catalog_path=str(self.catalog.path) if self.catalog.path else None)
         self.boundary_lag_ns = []
+        with host_run_lock(self.run_lock, owner=f"agent state {self.state_dir}"):
+            # aclosing: the runner is stopped (the inner generator's finally) before the lock goes
+            async with contextlib.aclosing(self._execute_locked(plan, options, cfg)) as windows:
+                async for w in windows:
+                    yield w
+
+    async def _execute_locked(self, plan: Plan, options: RunOptions, cfg) -> AsyncIterator[ExecutedWindow]:
+        from .runner import RunnerExit, WindowDone, WindowStarted, start_runner
+
         handle = await start_runner(plan, cfg, seed=options.seed if options.seed is not None else plan.seed,
                                     repetitions=options.repetitions, warmup_windows=options.warmup_windows,
                                     catalog=self.catalog)
