@@ -132,7 +132,7 @@ def disk_section(hp: HostPaths) -> list[dict]:
     except OSError:
         return out
     for d in devs:
-        if not (block / d / "device").exists():
+        if not hp.is_physical("block", d):
             continue  # virtual (loop, zram, dm, md): see agentd/samplers/disk.py
         sectors = _int(block / d / "size")
         rot = _int(block / d / "queue/rotational")
@@ -150,7 +150,7 @@ def nic_section(hp: HostPaths) -> list[dict]:
     except OSError:
         return out
     for n in names:
-        if not (net / n / "device").exists():
+        if not hp.is_physical("class/net", n):
             continue
         speed = _int(net / n / "speed")  # EINVAL while the link is down; -1 for virtio
         drv = None

@@ -25,6 +25,13 @@ class HostPaths:
         """A path under /sys, e.g. hp.s("devices/system/cpu/online")."""
         return self.sys / rel
 
+    def is_physical(self, sysfs_class_dir: str, name: str) -> bool:
+        """A block device or NIC backed by hardware (or a virtio device) has a `device` link
+        under its sysfs directory; loop, zram, dm, md, bridges, veths and tunnels do not.
+        The samplers' totals and the host fingerprint use this one rule, so they agree.
+        hp.is_physical("block", "vda"), hp.is_physical("class/net", "eth0")."""
+        return (self.sys / sysfs_class_dir / name / "device").exists()
+
 
 def parse_cpu_list(text: str) -> list[int]:
     """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11] (the kernel's cpulist format)."""

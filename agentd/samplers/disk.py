@@ -75,7 +75,7 @@ class DiskSampler(Sampler):
         except OSError as e:
             return [self.unavailable(f"disk.{k}", u, os_reason(e, str(path)), availability_of(e)) for k, u in _KINDS]
         block = self.hp.s("block")
-        physical = [d for d in present if (block / d / "device").exists()]
+        physical = [d for d in present if self.hp.is_physical("block", d)]
         missing: list[str] = []
         if self.options.devices is not None:
             missing = [d for d in self.options.devices if d not in present]

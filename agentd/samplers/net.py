@@ -152,7 +152,7 @@ class NetSampler(Sampler):
             missing = []
         loopback = {n for n in chosen if by_name[n][1] & IFF_LOOPBACK}
         others = [n for n in chosen if n not in loopback]
-        physical = [n for n in others if self.hp.s(f"class/net/{n}/device").exists()]
+        physical = [n for n in others if self.hp.is_physical("class/net", n)]
         self._total_over = tuple(sorted(physical or others))
         self._index = {by_name[n][0]: n for n in chosen}
         specs = []
