@@ -25,21 +25,14 @@ from agentd.perf.pmu import (PmuFormatError, encode, list_pmus, load_pmu, parse_
                              resolve_event)
 from agentd.perf.readformat import ReadFormatError, parse_read, read_size, scaled_delta
 
+from conftest import needs_perf
+
 FIX = Path(__file__).parent / "fixtures"
 READS = json.loads((FIX / "perf" / "reads.json").read_text())
 INTEL = HostPaths(FIX / "vm" / "t0" / "proc", FIX / "intel_uncore" / "sys")
 AMD = HostPaths(FIX / "vm" / "t0" / "proc", FIX / "amd_umc" / "sys")
 
 
-def perf_usable() -> bool:
-    try:
-        probe_event(SW_CONTEXT_SWITCHES, cpu=0)
-        return True
-    except PerfEventError:
-        return False
-
-
-needs_perf = pytest.mark.skipif(not perf_usable(), reason="system-wide software perf events not permitted here")
 
 
 # -- ABI ----------------------------------------------------------------------

@@ -18,26 +18,17 @@ import pytest
 from agentd.errors import ConfigError
 from agentd.hostpaths import HostPaths
 from agentd.metrics import Availability
-from agentd.perf.events import GROUP_READ_FORMAT, SW_CONTEXT_SWITCHES, PerfEventError, probe_event
+from agentd.perf.events import GROUP_READ_FORMAT
 from agentd.perf.readformat import parse_read
 from agentd.samplers import NoData, SamplerSet, SamplersConfig
 from agentd.samplers.mem_bw import MemBandwidthSampler
 from agentd.samplers.perf_hw import PerfHardwareSampler
 from agentd.samplers.perf_sw import PerfSoftwareSampler
 
+from conftest import needs_perf
+
 FIX = Path(__file__).parent / "fixtures"
 READS = json.loads((FIX / "perf" / "reads.json").read_text())
-
-
-def perf_usable() -> bool:
-    try:
-        probe_event(SW_CONTEXT_SWITCHES, cpu=0)
-        return True
-    except PerfEventError:
-        return False
-
-
-needs_perf = pytest.mark.skipif(not perf_usable(), reason="system-wide software perf events not permitted here")
 
 
 def hw_pmu_present() -> bool:
