@@ -188,6 +188,17 @@ class Config:
         return token
 
 
+def read_toml(path: Path, what: str = "") -> dict:
+    """A TOML file as a dict, or a ConfigError naming the file (and what it was meant to be)."""
+    label = f"{what} " if what else ""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read {label}file: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+
+
 def load_config(path: Path | str | None = None, *, dropin_dir: Path | str | None = None) -> Config:
     """Read `path` (default: $MIMESYS_CONFIG or /etc/mimesys/agent.toml) and its agent.d/.
 
@@ -206,12 +217,7 @@ def load_config(path: Path | str | None = None, *, dropin_dir: Path | str | None
     merged: dict[str, Any] = {}
     origin: dict[tuple[str, str], str] = {}  # (table, key) -> file that set it, for error messages
     for f in files:
-        try:
-            doc = tomllib.loads(f.read_text())
-        except OSError as e:
-            raise ConfigError(f"{f}: cannot read: {e.strerror or e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{f}: not valid TOML: {e}") from None
+        doc = read_toml(f)
         for table, values in doc.items():
             if table not in (*_SECTIONS, "samplers"):
                 raise ConfigError(f"{f}: unknown table [{table}]; valid tables: "

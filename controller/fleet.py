@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -41,6 +40,7 @@ import numpy as np
 
 from agentd import wire
 from agentd.backend import ExecutedWindow, RunOptions
+from agentd.config import read_toml
 from agentd.errors import ConfigError, MimesysError
 from agentd.metrics import MetricSpec
 from agentd.plan import Plan
@@ -348,12 +348,7 @@ class FleetConfig:
     @classmethod
     def load(cls, path: Path | str) -> "FleetConfig":
         path = Path(path)
-        try:
-            doc = tomllib.loads(path.read_text())
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read fleet file: {e.strerror or e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        doc = read_toml(path, "fleet")
         unknown = sorted(set(doc) - {"agent", "allow_mixed_hosts"})
         if unknown:
             raise ConfigError(f"{path}: unknown key(s) {unknown}; valid: agent, allow_mixed_hosts")
