@@ -10,7 +10,9 @@ Prints ONE JSON line:
   idle_cpu_percent      CPU time of the whole runner process (all threads, from
                         /proc/<pid>/task/*/schedstat) during an all-idle plan, as a percent of
                         one core
-plus p50/max segment error, the share of segments within 0.1 ms, p99 per resource class, the worst window-start lateness, and the load average
+plus p50/max segment error, the share of segments within 0.1 ms, p99 per resource class and per
+stressor (with counts of segments that overran or stopped short by > 1 ms), the worst
+window-start lateness, and the load average
 before and after (the machine may be shared: read the figures with it).
 
     python bench/runner_timing.py [--windows 300] [--idle-windows 30] [--window-s 1.0] [--nice N]
@@ -62,13 +64,15 @@ def process_cpu_ns(pid: int) -> int:
 
 async def timing_run(plan: Plan, cpus, scratch: str, progress: bool, nice: int):
     handle = await start_runner(plan, RunnerConfig(cpus=cpus, scratch_dir=scratch, nice=nice))
-    errors, lateness, classes = [], [], []
+    errors, lateness, classes, names = [], [], [], []
     cls = np.array([s.resource_class for s in handle.catalog.stressors])
+    stressor = np.array([s.name for s in handle.catalog.stressors])
     async for ev in handle.events():
         if isinstance(ev, WindowDone):
             mask = ev.planned_ns > 0
-            errors.append(np.abs(ev.ran_ns[mask] - ev.planned_ns[mask]))
+            errors.append(ev.ran_ns[mask] - ev.planned_ns[mask])
             classes.append(np.broadcast_to(cls[:, None], mask.shape)[mask])
+            names.append(np.broadcast_to(stressor[:, None], mask.shape)[mask])
             lateness.append(int((ev.thread_start_ns - ev.planned_start_ns).max()))
             if progress:
                 print(f"\rwindow {ev.window + 1}/{plan.T}", end="", file=sys.stderr, flush=True)
@@ -77,7 +81,8 @@ async def timing_run(plan: Plan, cpus, scratch: str, progress: bool, nice: int):
     ex = await handle.wait()
     if not ex.ok:
         raise SystemExit(f"runner failed: {ex.status} {ex.detail} {ex.stderr_tail}")
-    return np.concatenate(errors), np.concatenate(classes), np.array(lateness), handle.notes
+    return (np.concatenate(errors), np.concatenate(classes), np.concatenate(names), np.array(lateness),
+            handle.notes)
 
 
 async def idle_run(catalog, T: int, K: int, window_s: float, cpus):
@@ -136,8 +141,9 @@ def main() -> None:
     K = len(cpus)
     load_before = os.getloadavg()
     plan = random_plan(catalog, args.windows, K, args.window_s, args.seed)
-    err, cls, late, notes = asyncio.run(timing_run(plan, cpus, args.scratch_dir, args.progress, args.nice))
+    signed, cls, names, late, notes = asyncio.run(timing_run(plan, cpus, args.scratch_dir, args.progress, args.nice))
     load_after = os.getloadavg()
+    err = np.abs(signed)
     idle = asyncio.run(idle_run(catalog, args.idle_windows, K, args.window_s, cpus))
     plot(err, cls, late, args, args.png)
     print(json.dumps({
@@ -149,6 +155,12 @@ def main() -> None:
         "segments_within_0_1ms": round(float((err <= 100_000).mean()), 4),
         "p99_segment_error_ms_by_class": {c: round(float(np.percentile(err[cls == c], 99)) / 1e6, 4)
                                           for c in sorted(set(cls))},
+        # per stressor: p99 of |error|, and how many of its segments overran / stopped short by > 1 ms
+        "by_stressor": {n: {"p99_ms": round(float(np.percentile(err[names == n], 99)) / 1e6, 3),
+                            "over_1ms": int((signed[names == n] > 1_000_000).sum()),
+                            "short_1ms": int((signed[names == n] < -1_000_000).sum()),
+                            "segments": int((names == n).sum())}
+                        for n in sorted(set(names))},
         "drift_ms": round(float(late[-1]) / 1e6, 4),
         "max_window_start_lateness_ms": round(float(late.max()) / 1e6, 4),
         "idle_cpu_percent": round(idle, 4), "idle_windows": args.idle_windows,

@@ -75,7 +75,7 @@ void *disk_thread_setup_range(struct stressor *s, int thread, char *err) {
     st->lo = ((uint64_t)thread % n) * per * sh->io_bytes;
     st->hi = st->lo + per * sh->io_bytes;
     if (st->hi > sh->file_bytes) st->hi = sh->file_bytes;
-    st->pos = st->lo;
+    st->pos = st->mark = st->lo;
     st->x = 0x51ED270B2A1ull + (uint64_t)thread;
     return st;
 }

@@ -5,8 +5,34 @@
 #define MIMESYS_DISK_IO_H
 #include "stressor.h"
 
-struct disk_shared { int fd; uint64_t file_bytes, io_bytes; int direct, shares_data_file; };
-struct disk_state { uint8_t *buf; uint64_t pos, lo, hi, since_sync, x; };
+struct disk_shared {
+    int fd;
+    uint64_t file_bytes, io_bytes;
+    uint64_t ahead_bytes;  /* readahead: how far ahead of the reader readahead(2) keeps the window */
+    int direct, shares_data_file;
+};
+/* Running estimate of an operation's cost, as TCP estimates its retransmission timeout:
+ * a moving mean plus four moving mean deviations, so an operation started only when
+ * op_cost_bound() fits before a deadline rarely runs past it. */
+struct op_cost { double mean_ns, dev_ns; };
+static inline void op_cost_add(struct op_cost *c, uint64_t ns) {
+    double x = (double)ns;
+    if (c->mean_ns <= 0) { c->mean_ns = x; c->dev_ns = x / 2; return; }
+    double d = x > c->mean_ns ? x - c->mean_ns : c->mean_ns - x;
+    c->dev_ns = 0.75 * c->dev_ns + 0.25 * d;
+    c->mean_ns = 0.875 * c->mean_ns + 0.125 * x;
+}
+static inline uint64_t op_cost_bound(const struct op_cost *c) { return (uint64_t)(c->mean_ns + 4 * c->dev_ns); }
+
+struct disk_state {
+    uint8_t *buf;
+    uint64_t pos, lo, hi, x;
+    uint64_t since_sync;   /* seq write: bytes written since the last fdatasync */
+    uint64_t mark;         /* seq write: start of the synced range not punched yet;
+                              readahead: end of the range already read ahead */
+    int wrapped;           /* seq write: pos wrapped to lo since the last punch */
+    struct op_cost slow;   /* cost of the operation that cannot be cut (a sync, an fallocate cycle) */
+};
 
 /* fill = 1: read kernels, use (and grow if needed) the shared data file; fill = 0: a sparse
  * file of the variant's own. O_DIRECT when the `direct` parameter asks and the FS allows. */

@@ -8,10 +8,16 @@
  *   setup()          once, before t0, in the main thread: shared state (big buffers
  *                    shared by all threads, scratch files);
  *   thread_setup()   once per worker thread that uses it, before t0, on that thread's CPU;
- *   step(units)      many times: do `units` units of work and return the operations done,
+ *   step(units, deadline_ns)
+ *                    many times: do `units` units of work and return the operations done,
  *                    adding the bytes moved to *bytes. The runner sizes `units` so that one
  *                    step takes about 50 us (and never much more than the time left in the
- *                    segment), which is what lets it stop at a deadline;
+ *                    segment), which is what lets it stop at a deadline. A kernel whose
+ *                    operations differ widely in cost (a 60 us write, a 2 ms fdatasync) must
+ *                    not start a long one that cannot end by deadline_ns (CLOCK_MONOTONIC):
+ *                    it returns 0 operations instead, and the runner waits out the rest
+ *                    of the segment (a system call cannot be cut at the deadline, a wait
+ *                    can; a step that fails outright also returns 0);
  *   thread_teardown(), teardown()  at exit (also on SIGTERM).
  */
 #ifndef MIMESYS_STRESSOR_H
@@ -46,7 +52,7 @@ struct kernel_ops {
     const char *name;
     int (*setup)(struct stressor *s, char *err);
     void *(*thread_setup)(struct stressor *s, int thread, char *err);
-    uint64_t (*step)(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes);
+    uint64_t (*step)(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes);
     void (*thread_teardown)(struct stressor *s, void *ts);
     void (*teardown)(struct stressor *s);
     /* scratch bytes this variant will place under scratch_dir (0 for non-IO kernels) */

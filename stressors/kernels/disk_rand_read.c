@@ -7,7 +7,7 @@
 
 static int rr_setup(struct stressor *s, char *err) { return disk_setup_file(s, 1, 4096, err); }
 
-static uint64_t rr_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t rr_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     struct disk_shared *sh = s->shared;
     struct disk_state *st = ts;
     uint64_t ops = 0, nios = sh->file_bytes / sh->io_bytes;

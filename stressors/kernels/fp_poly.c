@@ -16,7 +16,7 @@ static void *poly_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t poly_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t poly_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     (void)s; (void)bytes;
     struct poly_state *st = ts;
     double acc[8];

@@ -34,7 +34,7 @@ static void *hm_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t hm_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t hm_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     struct hm_shared *sh = s->shared;
     struct hm_state *st = ts;
     uint64_t lines = 0, n = units * 32;

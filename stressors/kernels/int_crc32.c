@@ -30,7 +30,7 @@ static void *crc_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t crc_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t crc_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     (void)s;
     struct crc_state *st = ts;
     uint32_t c = st->crc;

@@ -45,7 +45,7 @@ static void *chase_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t chase_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t chase_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     struct chase_shared *sh = s->shared;
     struct chase_state *st = ts;
     uint64_t p = st->pos;

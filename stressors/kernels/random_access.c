@@ -31,7 +31,7 @@ static void *ra_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t ra_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t ra_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     struct ra_shared *sh = s->shared;
     struct ra_state *st = ts;
     uint64_t *buf = sh->buf, words = sh->words, x = st->x;

@@ -70,7 +70,7 @@ static float dist_avx2(const float *a, const float *b, uint64_t dim) {
     return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
 }
 
-static uint64_t dist_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t dist_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     (void)s;
     struct dist_state *st = ts;
     float acc = 0;

@@ -30,7 +30,7 @@ static void *triad_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t triad_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t triad_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     (void)s;
     struct triad_state *st = ts;
     const double k = 3.0;

@@ -42,7 +42,7 @@ static void *tcp_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t tcp_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t tcp_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     (void)s;
     struct tcp_state *st = ts;
     uint64_t ops = 0;

@@ -36,7 +36,7 @@ static void *udp_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t udp_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t udp_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     (void)s;
     struct udp_state *st = ts;
     uint64_t ops = 0;

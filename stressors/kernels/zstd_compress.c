@@ -34,7 +34,7 @@ static void *zstd_thread_setup(struct stressor *s, int thread, char *err) {
     return st;
 }
 
-static uint64_t zstd_step(struct stressor *s, void *ts, uint64_t units, uint64_t *bytes) {
+static uint64_t zstd_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes) {
     (void)s;
     struct zstd_state *st = ts;
     for (uint64_t u = 0; u < units; u++) {
