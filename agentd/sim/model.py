@@ -17,9 +17,14 @@ problems a real host poses):
   cache-sensitive ones (more misses, more DRAM traffic), DRAM saturation slows memory
   stressors and TCP copies, a saturated disk makes IO threads wait instead of compute;
 - state carried from the previous window: LLC warmth per stressor (a cold working set
-  costs a burst of misses), TCP connection warmth (cwnd ramp), writes the kernel defers
-  to the next window, page cache that persists, and a thermal budget that lowers clock
-  speed after sustained load;
+  costs a burst of misses), memory traffic a window leaves behind (dirty lines written
+  back, reclaim, page migration) that loads DRAM and the LLC in the next one, TCP
+  connection warmth (cwnd ramp), writes the kernel defers to the next window, page cache
+  that persists, and a thermal budget that lowers clock speed after sustained load.
+  Their size follows what the MIMESYS paper measured on real hosts (§6.4: the same
+  composition after another one vs after an idle window moves LLC misses by 136 % and
+  memory bandwidth by 95 % at the 90th percentile); bench/sim_state_effect.py measures
+  the same statistic here;
 - noise: multiplicative log-normal per metric, plus a small additive floor.
 """
 
@@ -52,6 +57,7 @@ class SimParams:
     base_cache_B: float = 1.5 * 2**30
     background_cpu: float = 0.01           # per core: the OS and the agent itself
     noise: float = 0.02                    # sigma of the multiplicative log-normal noise
+    mem_residue: float = 0.25              # share of a window's DRAM traffic that lands in the next
     pmu: bool = True                       # mem.bw_Bps and llc.miss_per_s available
 
     def __post_init__(self):
@@ -87,6 +93,7 @@ class SimState:
     pending_write_B: float = 0.0    # deferred writes the kernel flushes next window
     extra_cache_B: float = 0.0      # page cache above the base, decays slowly
     heat: float = 0.0               # thermal load 0..1 (lowers clock speed)
+    mem_residue_Bps: float = 0.0    # DRAM traffic the previous window left behind
 
 
 def schema(n_cpus: int, pmu: bool = True) -> list[MetricSpec]:
@@ -171,12 +178,14 @@ class SimModel:
         llc_warm = np.clip(np.maximum(llc_warm, state.llc_warm * 0.5 * active), 0.0, 1.0)
 
         # DRAM: demand (incl. the misses contention adds) saturates smoothly.
-        mem_demand = (f * c["mem_Bps"] * speed).sum() + extra_miss.sum() * 64.0
+        # The residue of the previous window competes for DRAM like any other demand.
+        mem_demand = (f * c["mem_Bps"] * speed).sum() + extra_miss.sum() * 64.0 + state.mem_residue_Bps
         mem_bw = _saturate(mem_demand, p.mem_peak_Bps)
         s_mem = mem_bw / mem_demand if mem_demand > 0 else 1.0
         mem_share = c["mem_Bps"] / (c["mem_Bps"] + 1e9)
         progress = s_mem ** mem_share                       # [M] memory-bound stressors slow down
-        llc_miss = (f * c["llc_miss_per_s"] * progress * speed).sum() + extra_miss.sum()
+        llc_miss = (f * c["llc_miss_per_s"] * progress * speed).sum() + extra_miss.sum() + \
+            state.mem_residue_Bps * s_mem / 128.0          # migration reads miss; write-backs do not
 
         # Disk: one device, bandwidth + IOPS limits, mixing penalty, deferred writes.
         rd = f * c["disk_read_Bps"]
@@ -242,7 +251,8 @@ class SimModel:
         if not p.pmu:
             v[~self._available_mask()] = np.nan
         new_state = SimState(llc_warm=llc_warm, tcp_warm=float(tcp_warm), pending_write_B=float(pending),
-                             extra_cache_B=float(extra_cache * 0.999), heat=float(heat))
+                             extra_cache_B=float(extra_cache * 0.999), heat=float(heat),
+                             mem_residue_Bps=float(p.mem_residue * mem_bw))
         return v.astype(np.float32), new_state
 
     def simulate(self, compositions: np.ndarray, state: SimState | None,
@@ -277,4 +287,5 @@ def idle_decay(state: SimState, idle_windows: float) -> SimState:
     k = float(max(idle_windows, 0.0))
     return replace(state, llc_warm=state.llc_warm * 0.3 ** k, tcp_warm=state.tcp_warm * 0.2 ** k,
                    pending_write_B=state.pending_write_B * (0.0 if k >= 1 else 1.0 - k),
-                   extra_cache_B=state.extra_cache_B * 0.9 ** k, heat=state.heat * 0.75 ** k)
+                   extra_cache_B=state.extra_cache_B * 0.9 ** k, heat=state.heat * 0.75 ** k,
+                   mem_residue_Bps=state.mem_residue_Bps * 0.3 ** k)
