@@ -11,7 +11,9 @@ Everything here runs on the simulated host (agentd/sim) and every figure is SIMU
    and used through agentd's OnnxGenerator, as deployed;
 3. held-out targets the generators never saw: application-like two-app mixes (the
    generator of bench/align_sim.py, other seeds) and random phase workloads (each
-   composition held 1-6 windows), executed on the simulated host;
+   composition held 1-6 windows), executed on the simulated host; with --observed paper
+   the generators see only the seven metrics below (an imported trace's situation: the
+   host state is then not readable from the target's other metrics);
 4. every method generates a plan per target (2 generation seeds), the plan is executed on
    the simulated host (same executor seed for every method), and the executed trace is
    compared with the target by controller/evaluate's normalized DTW (per metric, the
@@ -30,6 +32,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +65,12 @@ def phase_traces(catalog, sim: SimModel, seed: int, count: int) -> dict[str, Tra
         out[f"phases{seed}-{i}"] = Trace(obs, sim.schema(), simulated=True,
                                          provenance={"kind": "bench.model_quality phase workload", "seed": seed})
     return out
+
+
+def only(trace: Trace, names) -> Trace:
+    """The trace with just these metrics (an imported trace's view of the same run)."""
+    keep = [m for m in trace.metrics if m.name in names]
+    return replace(trace, values=trace.select([m.name for m in keep]), metrics=keep)
 
 
 def train_models(workdir: Path, steps: int, common: list[str]) -> dict[str, Path]:
@@ -99,6 +108,9 @@ def main() -> None:
     ap.add_argument("--prev-obs", action="store_true",
                     help="also condition both models on o_{t-1} (default: the paper's formulation, o_t and a_{t-1})")
     ap.add_argument("--train-seed", type=int, default=0)
+    ap.add_argument("--observed", choices=("all", "paper"), default="all",
+                    help="what the generators see of each target: every metric the simulated host has, or only "
+                         "the paper's seven (as an imported trace carries a subset); DTW is on the seven either way")
     ap.add_argument("--png", type=Path, default=ROOT / "bench" / "results" / "model_quality_sim.png")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -124,12 +136,13 @@ def main() -> None:
                "single": from_dataset("single", data)}
     guidance_sweep = {f"diffusion_w{w:g}": load_generator(paths["diffusion"], guidance=w) for w in (1.0, 3.0)}
     targets = {**app_traces(catalog, seed=1000, count=args.targets), **phase_traces(catalog, sim, 2000, args.targets)}
+    shown = {name: t if args.observed == "all" else only(t, METRICS) for name, t in targets.items()}
 
     rows = []   # (target, method, seed, {metric: dtw})
     for ti, (tname, target) in enumerate(targets.items()):
         for mname, gen in {**methods, **guidance_sweep}.items():
             for seed in range(args.seeds):
-                plan = gen.generate(target, seed=seed)
+                plan = gen.generate(shown[tname], seed=seed)
                 obs, _ = sim.simulate(plan.compositions, None, np.random.default_rng(10_000 + ti * 100 + seed))
                 executed = Trace(obs, sim.schema(), simulated=True)
                 res = compare(target, executed, list(METRICS), peaks=peaks)
@@ -163,7 +176,7 @@ def main() -> None:
         "targets": len(targets), "windows_per_target": T, "generation_seeds": args.seeds,
         "conditioning": {"diffusion": "o_t, a_{t-1}" + (", o_{t-1}" if args.prev_obs else ""),
                          "diffusion_no_state": "o_t" + (", o_{t-1}" if args.prev_obs else "")},
-        "train_seed": args.train_seed,
+        "train_seed": args.train_seed, "observed": args.observed,
         "train_steps": args.steps, "dataset_samples": len(data.samples), "sim_cpus": N_CPUS,
         "dtw": "controller.evaluate.dtw normalized DTW (band 10), mean over " + ", ".join(METRICS),
         "png": str(args.png), "seconds": round(time.time() - t_start, 1), "loadavg_1m": round(os.getloadavg()[0], 2),

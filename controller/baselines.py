@@ -11,8 +11,9 @@ Generator interface as the ONNX model (agentd/generate.py): `generate(trace, *, 
 
 Distances are taken in the model's normalized metric space (controller/model/layout.py:
 log1p for rates and bytes, then z-scores fitted on the dataset), so bytes per second do not
-drown fractions. A metric missing from the target (absent, or NaN in a window) is set to the
-dataset mean, as the model does, and the plan's provenance says so. None of these is
+drown fractions. A metric the target lacks altogether is left out of the distance; a NaN in
+some windows is set to the dataset mean there, as the model does; the plan's provenance says
+which. None of these is
 state-aware: each window is chosen on its own.
 """
 
@@ -48,7 +49,8 @@ class _DatasetBaseline:
         self.normalizer = Normalizer.fit(data.samples.obs, data.metrics, MetricLayout.build(self.metric_names, data.threads))
         self.actions = data.samples.action                                     # [S, M, K]
         self.k = min(k, len(self.actions))
-        self.index = NearestNeighbors(n_neighbors=self.k).fit(self._z(data.samples.obs))
+        self.z_dataset = self._z(data.samples.obs)                             # [S, N]
+        self.index = NearestNeighbors(n_neighbors=self.k).fit(self.z_dataset)
 
     def _z(self, values: np.ndarray) -> np.ndarray:
         return np.nan_to_num(self.normalizer.normalize(values), nan=0.0)
@@ -61,7 +63,11 @@ class _DatasetBaseline:
         values, report = target_matrix(trace, self.metric_names)
         if not np.isfinite(values).any():
             raise ValidationError(f"the trace has none of the dataset's metrics ({', '.join(self.metric_names)})")
-        dist, idx = self.index.kneighbors(self._z(values))
+        # A metric the trace lacks altogether is left out of the distance (a search over the
+        # rest), not filled in: the mean would pull every match towards average samples.
+        seen = np.isfinite(values).any(axis=0)
+        index = self.index if seen.all() else NearestNeighbors(n_neighbors=self.k).fit(self.z_dataset[:, seen])
+        dist, idx = index.kneighbors(self._z(values)[:, seen])
         comps = project_to_valid(self._choose(dist, idx))
         return _plan(comps, self.data, seed, self.name, trace, report, {"k": self.k, "dataset": self.data.path})
 
