@@ -28,6 +28,20 @@ def test_nearest_returns_the_composition_of_the_matching_sample(toy, catalog):
     assert plan.provenance["generator"] == "nearest"
 
 
+def test_nearest_searches_only_the_metrics_the_trace_has(toy, catalog):
+    """A trace with two of the dataset's metrics (as an imported trace might be) still finds
+    the samples that match on those two; the rest are not filled in with the dataset mean."""
+    data = load_training_data(toy)
+    cols = [0, 2]                                   # cpu.util.core0 and mem.bw_Bps
+    obs = data.samples.obs
+    idx = np.flatnonzero((obs[:, 0] > 0.05) & (obs[:, 2] > 2e6))[:3]   # continuous in both: unique
+    trace = Trace(data.samples.obs[idx][:, cols], [TOY_METRICS[c] for c in cols])
+    plan = from_dataset("nearest", toy).generate(trace, seed=0)
+    assert np.allclose(plan.compositions, data.samples.action[idx], atol=1e-6)
+    missing = plan.provenance["missing_metrics_filled_with_training_mean"]
+    assert "disk.write_Bps" in missing and "cpu.util.core1" in missing
+
+
 def test_knn_uses_100_neighbours_and_interpolates(toy, catalog):
     gen = from_dataset("knn", toy)
     assert isinstance(gen, KnnInterpolation) and gen.k == 100
