@@ -259,15 +259,15 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
             }
         }
         uint64_t done = st->ops->step(st, ts, n, deadline, bytes);
-        uint64_t t2 = now_ns();
-        *ops += done;
-        if (!done) {
-            /* nothing fits before the deadline (or the operation fails): wait there, awake
-             * to a stop request, and keep the estimate of a unit's cost as it was */
+        if (done == STEP_WAIT) {
+            /* nothing fits before the deadline: wait there, awake to a stop request, and
+             * keep the estimate of a unit's cost as it was */
             sleep_until(&w->mu, &w->cv, deadline);
             t = now_ns();
             break;
         }
+        uint64_t t2 = now_ns();
+        *ops += done;
         double per = (double)(t2 - t) / (double)n;
         /* a step that took far longer than usual was most likely preempted: let it move
          * the estimate only a little, or the end-of-segment rounding would cut short */

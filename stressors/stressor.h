@@ -15,9 +15,10 @@
  *                    segment), which is what lets it stop at a deadline. A kernel whose
  *                    operations differ widely in cost (a 60 us write, a 2 ms fdatasync) must
  *                    not start a long one that cannot end by deadline_ns (CLOCK_MONOTONIC):
- *                    it returns 0 operations instead, and the runner waits out the rest
- *                    of the segment (a system call cannot be cut at the deadline, a wait
- *                    can; a step that fails outright also returns 0);
+ *                    it returns STEP_WAIT instead (once it has reported the work it did),
+ *                    and the runner waits out the rest of the segment: a system call
+ *                    cannot be cut at the deadline, a wait can. A step whose operations
+ *                    all failed (EAGAIN on a full socket) returns 0 and is called again;
  *   thread_teardown(), teardown()  at exit (also on SIGTERM).
  */
 #ifndef MIMESYS_STRESSOR_H
@@ -47,6 +48,9 @@ struct stressor {
     void *shared;                /* kernel's shared state, from setup() */
     char note[ERRLEN];           /* a fact worth reporting, e.g. "O_DIRECT refused, buffered" */
 };
+
+/* step(): nothing more fits before deadline_ns; the runner waits for it (see above) */
+#define STEP_WAIT UINT64_MAX
 
 struct kernel_ops {
     const char *name;

@@ -30,7 +30,7 @@ static uint64_t fa_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
     uint64_t ops = 0;
     for (uint64_t u = 0; u < units; u++) {
         uint64_t t0 = now_ns();
-        if (t0 + op_cost_bound(&st->slow) > deadline_ns) break;
+        if (t0 + op_cost_bound(&st->slow) > deadline_ns) return ops ? ops : STEP_WAIT;
         if (fallocate(sh->fd, 0, (off_t)st->pos, (off_t)sh->io_bytes) == 0) {
             fdatasync(sh->fd);
             fallocate(sh->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)st->pos, (off_t)sh->io_bytes);

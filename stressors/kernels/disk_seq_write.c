@@ -7,8 +7,8 @@
  *
  * A sync (with its punch) costs ~30x a write and varies 3x, so it is only started when a
  * cautious bound on its measured cost fits before the deadline. When one is due and does
- * not fit, the step returns with no work done and the runner waits for the deadline
- * instead of writing on: the sync opens the next segment, and every sync still covers
+ * not fit, the step returns STEP_WAIT and the runner waits for the deadline instead of
+ * writing on: the sync opens the next segment, and every sync still covers
  * sync_every_bytes (writing on would pile up dirty data for one long sync later, a pattern
  * this variant does not stand for). */
 #define _GNU_SOURCE
@@ -51,7 +51,7 @@ static uint64_t sw_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
     for (uint64_t u = 0; u < units; u++) {
         if (st->since_sync >= sync_every) {
             if (now_ns() + op_cost_bound(&st->slow) > deadline_ns)
-                break;  /* with no write done, this tells the runner to wait for the deadline */
+                return ops ? ops : STEP_WAIT;  /* report the writes first: the runner times them */
             sync_and_punch(sh, st, sync_every);
         }
         ssize_t n = pwrite(sh->fd, st->buf, sh->io_bytes, (off_t)st->pos);
