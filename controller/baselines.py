@@ -13,8 +13,7 @@ Distances are taken in the model's normalized metric space (controller/model/lay
 log1p for rates and bytes, then z-scores fitted on the dataset), so bytes per second do not
 drown fractions. A metric the target lacks altogether is left out of the distance; a NaN in
 some windows is set to the dataset mean there, as the model does; the plan's provenance says
-which. None of these is
-state-aware: each window is chosen on its own.
+which. None of these is state-aware: each window is chosen on its own.
 """
 
 from __future__ import annotations
