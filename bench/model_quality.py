@@ -111,6 +111,8 @@ def main() -> None:
     ap.add_argument("--observed", choices=("all", "paper"), default="all",
                     help="what the generators see of each target: every metric the simulated host has, or only "
                          "the paper's seven (as an imported trace carries a subset); DTW is on the seven either way")
+    ap.add_argument("--train-on-observed", action="store_true",
+                    help="with --observed paper: train both models on those seven metrics only (mimesys train --metrics)")
     ap.add_argument("--png", type=Path, default=ROOT / "bench" / "results" / "model_quality_sim.png")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -127,7 +129,8 @@ def main() -> None:
     sim = SimModel.from_catalog(catalog, params)
     peaks = params.calibration()["peaks"]
     common = (["--prev-obs"] if args.prev_obs else ["--no-prev-obs"]) + \
-        (["--seed", str(args.train_seed)] if args.train_seed else [])
+        (["--seed", str(args.train_seed)] if args.train_seed else []) + \
+        (["--metrics", ",".join(METRICS)] if args.train_on_observed else [])
     paths = train_models(args.workdir, args.steps, common)
     data = load_training_data(paths["dataset"])
     methods = {"diffusion": load_generator(paths["diffusion"]),
@@ -176,7 +179,7 @@ def main() -> None:
         "targets": len(targets), "windows_per_target": T, "generation_seeds": args.seeds,
         "conditioning": {"diffusion": "o_t, a_{t-1}" + (", o_{t-1}" if args.prev_obs else ""),
                          "diffusion_no_state": "o_t" + (", o_{t-1}" if args.prev_obs else "")},
-        "train_seed": args.train_seed, "observed": args.observed,
+        "train_seed": args.train_seed, "observed": args.observed, "trained_on_observed": args.train_on_observed,
         "train_steps": args.steps, "dataset_samples": len(data.samples), "sim_cpus": N_CPUS,
         "dtw": "controller.evaluate.dtw normalized DTW (band 10), mean over " + ", ".join(METRICS),
         "png": str(args.png), "seconds": round(time.time() - t_start, 1), "loadavg_1m": round(os.getloadavg()[0], 2),

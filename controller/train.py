@@ -50,9 +50,13 @@ class TrainConfig:
     device: str | None = None       # None: cuda if available, else cpu
     amp: bool | None = None         # bf16 autocast; None: on for cuda. True on cpu is an error
     cpu_threads: int | None = None  # torch intra-op threads on CPU; None: torch's default
+    metrics: tuple[str, ...] | None = None  # condition on these dataset metrics only; None: all usable
 
     def __post_init__(self):
+        if self.metrics is not None:   # a list read back from a checkpoint compares equal as a tuple
+            object.__setattr__(self, "metrics", tuple(self.metrics))
         for ok, what in [(self.steps >= 1, "steps >= 1"), (self.batch_size >= 1, "batch_size >= 1"),
+                         (self.metrics is None or len(self.metrics) > 0, "metrics: None or at least one"),
                          (self.lr > 0, "lr > 0"), (0 <= self.ema_decay < 1, "0 <= ema_decay < 1"),
                          (0 <= self.val_fraction < 1, "0 <= val_fraction < 1"),
                          (self.eval_every >= 1 and self.checkpoint_every >= 1, "eval_every, checkpoint_every >= 1")]:
@@ -169,7 +173,7 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     path = out_dir / MODEL_FILE
     if path.exists() and not (resume or overwrite):
         raise ConfigError(f"{path} exists; pass --resume to continue it or --overwrite to start over")
-    data = load_training_data(dataset)
+    data = load_training_data(dataset, train_cfg.metrics)
     train_part, val_part = data.split(train_cfg.val_fraction, train_cfg.seed)
     state = read_checkpoint(path) if resume and path.exists() else None
     if state is not None:

@@ -31,6 +31,22 @@ def toy_path(tmp_path_factory, catalog):
     return write_toy_dataset(tmp_path_factory.mktemp("toy") / "toy.h5", catalog, S=300)
 
 
+def test_train_on_chosen_metrics_only(toy_path, tmp_path):
+    """--metrics: the model conditions on the named metrics alone (the ones target traces will
+    carry); the others are recorded as dropped, and an unknown name is a clear error."""
+    r = CliRunner().invoke(train_cmd, [str(toy_path), "--out", str(tmp_path / "m"), "--steps", "20", "--hidden", "16",
+                                       "--blocks", "1", "--threads", "1", "--quiet",
+                                       "--metrics", "mem.bw_Bps, cpu.util.core0"])
+    assert r.exit_code == 0, r.output
+    ck = read_checkpoint(tmp_path / "m")
+    assert [m["name"] for m in ck["spec"]["metrics"]] == ["cpu.util.core0", "mem.bw_Bps"]
+    assert ck["dataset"]["dropped_metrics"]["disk.write_Bps"] == "not among the metrics asked for"
+    assert ck["train_config"]["metrics"] == ("mem.bw_Bps", "cpu.util.core0")
+    r = CliRunner().invoke(train_cmd, [str(toy_path), "--out", str(tmp_path / "n"), "--steps", "2", "--quiet",
+                                       "--metrics", "mem.bw_Bps,net.nope"])
+    assert r.exit_code != 0 and "net.nope" in r.output and "mem.bw_Bps" in r.output
+
+
 def test_train_writes_a_self_contained_model(toy_path, tmp_path, catalog):
     res = train(toy_path, tmp_path / "m", cfg(), SMALL, progress=False)
     ck = read_checkpoint(tmp_path / "m")

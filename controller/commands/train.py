@@ -31,17 +31,22 @@ from agentd.errors import MimesysError
 @click.option("--device", default=None, help="cpu, cuda or cuda:N [auto].")
 @click.option("--amp/--no-amp", default=None, help="bf16 autocast (GPU only) [on with CUDA].")
 @click.option("--threads", "cpu_threads", type=int, default=None, help="torch CPU threads [torch default].")
+@click.option("--metrics", default=None,
+              help="Comma-separated dataset metrics to condition on: the ones the target traces will carry "
+                   "(e.g. an importer's) [every usable metric].")
 @click.option("--resume", is_flag=True, help="Continue the run in --out (same dataset and config; --steps may grow).")
 @click.option("--overwrite", is_flag=True, help="Start over even if --out holds a model.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train(dataset, out, steps, batch_size, lr, hidden, blocks, no_prev_action, prev_obs, sample_steps,
-          guidance, seed, device, amp, cpu_threads, resume, overwrite, quiet):
+          guidance, seed, device, amp, cpu_threads, metrics, resume, overwrite, quiet):
     """Train p(a_t | o_t, a_{t-1}, o_{t-1}) on DATASET and write the model to --out."""
     from controller.model.config import ModelConfig
     from controller.train import TrainConfig, train as run_training
 
     tc = {k: v for k, v in dict(steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=device,
                                 amp=amp, cpu_threads=cpu_threads).items() if v is not None}
+    if metrics:
+        tc["metrics"] = tuple(m.strip() for m in metrics.split(",") if m.strip())
     mc = {k: v for k, v in dict(hidden=hidden, blocks=blocks, sample_steps=sample_steps,
                                 guidance=guidance).items() if v is not None}
     if no_prev_action:

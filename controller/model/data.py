@@ -9,6 +9,7 @@ model never learns from a column of NaN.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +80,10 @@ def file_sha256(path: Path | str) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def load_training_data(path: Path | str) -> TrainingData:
+def load_training_data(path: Path | str, metrics: Sequence[str] | None = None) -> TrainingData:
+    """The dataset's samples over the metrics a model can learn from. metrics: condition on
+    these only (e.g. the metrics the target traces will carry); the others are dropped, and
+    say why."""
     path = Path(path)
     try:
         f = h5py.File(path, "r")
@@ -91,7 +95,7 @@ def load_training_data(path: Path | str) -> TrainingData:
             raise ValidationError(f"{path}: dataset lacks {missing} (need /{', /'.join(REQUIRED)})")
         arr = {k: np.asarray(f[k][()], np.float32) for k in REQUIRED}
         try:
-            metrics = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [])]
+            specs = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [])]
             catalog_names = get_json(f.attrs, "catalog_names", [])
             fingerprint = get_json(f.attrs, "host_fingerprint", {}) or {}
         except (ValueError, KeyError) as e:
@@ -105,7 +109,7 @@ def load_training_data(path: Path | str) -> TrainingData:
     if arr["action"].ndim != 3 or arr["prev_action"].shape != arr["action"].shape:
         raise ValidationError(f"{path}: /action {arr['action'].shape} and /prev_action "
                               f"{arr['prev_action'].shape} must both be [S, M, K]")
-    N = len(metrics)
+    N = len(specs)
     for k in ("obs", "prev_obs"):
         if arr[k].shape != (S, N):
             raise ValidationError(f"{path}: /{k} has shape {arr[k].shape}, expected [{S}, {N}] "
@@ -118,10 +122,17 @@ def load_training_data(path: Path | str) -> TrainingData:
         if bad.any():
             s, m, kk = map(int, np.argwhere(bad)[0])
             raise ValidationError(f"{path}: /{k}[{s}, {m}, {kk}] = {arr[k][s, m, kk]} is not a fraction in [0, 1]")
+    wanted = None if metrics is None else list(metrics)
+    if wanted is not None:
+        unknown = sorted(set(wanted) - {m.name for m in specs})
+        if unknown:
+            raise ValidationError(f"{path}: no metric {unknown} in the dataset; it has {[m.name for m in specs]}")
     keep, dropped = [], {}
-    for i, spec in enumerate(metrics):
+    for i, spec in enumerate(specs):
         finite = float(np.isfinite(arr["obs"][:, i]).mean())
-        if not spec.available:
+        if wanted is not None and spec.name not in wanted:
+            dropped[spec.name] = "not among the metrics asked for"
+        elif not spec.available:
             dropped[spec.name] = f"{spec.availability.value}: {spec.reason}".rstrip(": ")
         elif finite < MIN_FINITE_FRACTION:
             dropped[spec.name] = f"measured in only {finite:.0%} of samples"
@@ -131,5 +142,5 @@ def load_training_data(path: Path | str) -> TrainingData:
         raise ValidationError(f"{path}: no metric is measured in the dataset; dropped: {dropped}")
     samples = SampleArrays(np.clip(arr["prev_action"], 0, 1), np.clip(arr["action"], 0, 1),
                            arr["prev_obs"][:, keep], arr["obs"][:, keep])
-    return TrainingData(samples, [metrics[i] for i in keep], dropped, list(catalog_names), catalog_hash,
+    return TrainingData(samples, [specs[i] for i in keep], dropped, list(catalog_names), catalog_hash,
                         fingerprint, window_s, simulated, file_sha256(path), str(path))

@@ -37,8 +37,10 @@ class MetricInput(nn.Module):
         self.register_buffer("log_mask", torch.tensor([t == "log1p" for t in normalizer.transform]))
         self.register_buffer("mean", torch.tensor(normalizer.mean, dtype=torch.float32))
         self.register_buffer("std", torch.tensor(normalizer.std, dtype=torch.float32))
-        core = torch.tensor(layout.core_index, dtype=torch.long).reshape(len(layout.core_families), -1)
-        self.register_buffer("core_index", core)                                        # [F, K]
+        # [F, K]; F = 0 when the metrics have no per-core family (only host-wide ones)
+        core = torch.tensor(layout.core_index, dtype=torch.long).reshape(len(layout.core_families), -1) \
+            if layout.core_families else torch.zeros((0, 0), dtype=torch.long)
+        self.register_buffer("core_index", core)
         self.register_buffer("global_index", torch.tensor(layout.global_index, dtype=torch.long))  # [G]
 
     @property
@@ -49,7 +51,7 @@ class MetricInput(nn.Module):
     def global_dim(self) -> int:
         return 2 * self.global_index.shape[0]
 
-    def forward(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, raw: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         present = ~torch.isnan(raw)
         x = torch.where(present, raw, torch.zeros_like(raw))
         x = torch.where(self.log_mask, torch.log1p(torch.clamp(x, min=0.0)), x)
@@ -57,8 +59,10 @@ class MetricInput(nn.Module):
         z = torch.where(present, z, torch.zeros_like(z))
         zm = torch.stack([z, present.to(z.dtype)], dim=-1)                 # [B, N, 2]
         B, K = raw.shape[0], self.core_index.shape[1]
-        per_thread = zm[:, self.core_index.reshape(-1)]                       # [B, F*K, 2]
-        per_thread = per_thread.reshape(B, -1, K, 2).permute(0, 2, 1, 3).reshape(B, K, -1)
+        per_thread = None                                                     # no per-core family
+        if self.core_index.shape[0]:
+            per_thread = zm[:, self.core_index.reshape(-1)]                   # [B, F*K, 2]
+            per_thread = per_thread.reshape(B, -1, K, 2).permute(0, 2, 1, 3).reshape(B, K, -1)
         glob = zm[:, self.global_index].reshape(B, -1)                        # [B, 2G]
         return per_thread, glob
 
@@ -92,6 +96,7 @@ class ContextEncoder(nn.Module):
             p_thread, p_glob = self.metrics(prev_obs)
             parts_t.append(p_thread)
             parts_g.append(p_glob)
+        parts_t = [p for p in parts_t if p is not None]
         if self.use_prev_action:
             parts_t.append(prev_action.transpose(1, 2))                       # [B, K, M]
         if sum(p.shape[-1] for p in parts_t) == 0:
