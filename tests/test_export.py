@@ -12,18 +12,12 @@ from click.testing import CliRunner
 from controller.commands.export import export as export_cmd
 from controller.export import PARITY_TOL, example_inputs, export_onnx
 from controller.model.checkpoint import load_policy
-from controller.model.config import ModelConfig
-from controller.train import TrainConfig, train
-from test_model_toydata import write_toy_dataset
+from test_model_toydata import train_toy_model
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, catalog):
-    d = tmp_path_factory.mktemp("exp")
-    data = write_toy_dataset(d / "toy.h5", catalog, S=200)
-    train(data, d / "model", TrainConfig(steps=30, batch_size=64, warmup_steps=5, cpu_threads=1),
-          ModelConfig(guidance=2.0), progress=False)
-    return d / "model"
+    return train_toy_model(tmp_path_factory.mktemp("exp"), catalog, samples=200, steps=30)[1]
 
 
 def test_export_writes_graphs_and_a_complete_manifest(model_dir, tmp_path, catalog):

@@ -18,10 +18,8 @@ from agentd.plan import Plan
 from agentd.trace import Trace
 from controller.export import export_onnx
 from controller.model.checkpoint import load_policy
-from controller.model.config import ModelConfig
 from controller.model.schedule import DDIMSchedule
-from controller.train import TrainConfig, train
-from test_model_toydata import TOY_METRICS, write_toy_dataset
+from test_model_toydata import TOY_METRICS, train_toy_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,9 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, catalog):
     d = tmp_path_factory.mktemp("gen")
-    data = write_toy_dataset(d / "toy.h5", catalog, S=300)
-    train(data, d / "model", TrainConfig(steps=60, batch_size=64, warmup_steps=5, cpu_threads=1),
-          ModelConfig(guidance=2.0), progress=False)
+    data, _ = train_toy_model(d, catalog, samples=300, steps=60)
     export_onnx(d / "model", d / "onnx")
     import h5py
     with h5py.File(data) as f:

@@ -65,6 +65,18 @@ def write_toy_dataset(path, catalog, S=600, K=2, seed=0):
     return path
 
 
+def train_toy_model(directory, catalog, *, samples: int, steps: int):
+    """A toy dataset under `directory` and a small model trained on it (guidance 2, one CPU
+    thread): (dataset path, model directory), for tests that need a trained model file."""
+    from controller.model.config import ModelConfig
+    from controller.train import TrainConfig, train
+
+    data = write_toy_dataset(directory / "toy.h5", catalog, S=samples)
+    train(data, directory / "model", TrainConfig(steps=steps, batch_size=64, warmup_steps=5, cpu_threads=1),
+          ModelConfig(guidance=2.0), progress=False)
+    return data, directory / "model"
+
+
 def test_toy_dataset_follows_the_contract_and_loads(tmp_path, catalog):
     from controller.model.data import load_training_data
     data = load_training_data(write_toy_dataset(tmp_path / "toy.h5", catalog, S=50))
