@@ -18,8 +18,13 @@ from controller.evaluate.colocation import AppSpec, ColocationError, colocation,
 from conftest import ROOT
 
 RUNNER = ROOT / "stressors" / "build" / "mimesys-runner"
-APP = (f"{shlex.quote(sys.executable)} -c \"import time; t=time.perf_counter(); s=0\n"
-       f"for i in range(6_000_000): s+=i\nprint(f'{{6e6/(time.perf_counter()-t):.0f}} ops/s')\"")
+# The application reports the share of a CPU it got while running a fixed busy loop (CPU time /
+# wall time): what a CPU neighbour takes from it, without the +-40 % swings of raw throughput
+# that this VM's varying CPU speed caused between rounds (alone: 11.4, 8.1, 6.6 M ops/s).
+APP = (f"{shlex.quote(sys.executable)} -c \"import time; w=time.perf_counter(); c=time.process_time(); s=0\n"
+       f"for i in range(6_000_000): s+=i\n"
+       f"print(f'{{(time.process_time()-c)/(time.perf_counter()-w):.4f}} cpu share')\"")
+SHARE = r"([0-9.]+) cpu share"
 BUSY = f"{shlex.quote(sys.executable)} -c 'while True: pass'"
 # The colocation run pins the application and the mix to CPU 0 (the plan's thread 0 runs there
 # too): on a 2-vCPU VM with steal time, an unpinned app's throughput swings by +-40 % between
@@ -35,10 +40,10 @@ def test_degradation_arithmetic():
 
 
 def test_app_output_parsing_and_failures():
-    r = run_app(AppSpec(APP, regex=r"([0-9]+) ops/s"))
-    assert r.value > 1000 and r.wall_s > 0
+    r = run_app(AppSpec(APP, regex=SHARE))
+    assert 0.2 < r.value <= 1.05 and r.wall_s > 0
     with pytest.raises(ColocationError, match="matched nothing"):
-        run_app(AppSpec("echo hello", regex=r"([0-9]+) ops/s"))
+        run_app(AppSpec("echo hello", regex=SHARE))
     with pytest.raises(ColocationError, match="exited with status 3"):
         run_app(AppSpec("echo boom >&2; exit 3"))
 
@@ -52,16 +57,17 @@ def test_colocation_mix_and_local_plan_replay(tmp_path, catalog):
     cfg = tmp_path / "agent.toml"
     cfg.write_text(f'[agent]\nbackend = "host"\nstate_dir = "{tmp_path / "state"}"\n'
                    f'scratch_dir = "{tmp_path / "scratch"}"\nrunner = "{RUNNER}"\n')
-    spec = AppSpec(PIN + APP, regex=r"([0-9]+) ops/s")
+    spec = AppSpec(PIN + APP, regex=SHARE)
     doc = asyncio.run(colocation(spec, f"{PIN}{BUSY} & {PIN}{BUSY} & wait", plan_path, repeats=3, warmup_s=1.5,
                                  agent_config=str(cfg)))
     from controller.evaluate.colocation import render
     print(render(doc), doc["alone"]["values"], doc["with_mix"]["values"], doc["with_plan"]["values"])
     assert doc["replayed_on"].startswith("local")
     assert len(doc["alone"]["values"]) == 3 and doc["higher_is_better"]
-    # On CPU 0 the application shares with two hogs (about 1/3 of the CPU: -67 %) or with the
-    # plan's busy thread 0 (about 1/2: -50 %). Other load on the machine shrinks both drops, so
-    # a floor well under those is asserted. Rounds are interleaved, medians of 3.
+    # On CPU 0 the application shares with two hogs or with the plan's busy thread 0; its CPU
+    # share measured 0.49 and 0.66 here (-50 % and -34 %: the scheduler splits by group, not by
+    # task). Other load on the machine shrinks both drops, so a floor under those is asserted.
+    # Rounds are interleaved, medians of 3.
     assert doc["degradation_mix_pct"] > 20, doc
     assert doc["degradation_plan_pct"] > 20, doc
     assert doc["difference_pp"] == pytest.approx(abs(doc["degradation_mix_pct"] - doc["degradation_plan_pct"]))
