@@ -14,7 +14,7 @@ File (JSON)::
      "stressors": {name: {"class": ..., "one_thread": {"ops_per_s", "bytes_per_s", "ran_s",
                           "cpu_fraction"}, "all_threads": {... , "threads"} | null,
                           "note": "...", "unavailable": "why (this host cannot run it)"}},
-     "peaks": {"mem.bw_Bps", "cache.bw_Bps", "disk.read_Bps", "disk.write_Bps", "net.tx_Bps"},
+     "peaks": {"mem.bw_Bps", "cache.bw_Bps", "disk.read_Bps", "disk.write_Bps", "net.tx_Bps", "net.rx_Bps"},
      "notes": {name: text}}
 
 `cpu_fraction` is worker CPU time / wall time while the stressor ran: ~1 for CPU work,
@@ -115,6 +115,9 @@ def summarize(catalog: Catalog, cplan: CalibrationPlan, windows: list, notes: di
         "disk.write_Bps": peak(lambda s: s.kernel in DISK_WRITE_KERNELS),
         "net.tx_Bps": peak(lambda s: s.resource_class == "network"),
     }
+    # The stressors send only, but links are symmetric: the receive side's full scale is the
+    # send side's. Without it a near-idle net.rx_Bps had no scale but its own noise.
+    peaks["net.rx_Bps"] = peaks["net.tx_Bps"]
     return {
         "format": FORMAT, "schema_version": SCHEMA_VERSION,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -75,6 +75,7 @@ def test_calibrate_writes_rates_and_peaks(tmp_path):
         assert triad["all_threads"]["threads"] == 2
     for key in ("mem.bw_Bps", "disk.read_Bps", "net.tx_Bps"):
         assert doc["peaks"][key] > 0, key
+    assert doc["peaks"]["net.rx_Bps"] == doc["peaks"]["net.tx_Bps"]   # a link's two directions
     assert doc["peaks"]["mem.bw_Bps"] == max(triad["one_thread"]["bytes_per_s"],
                                              (triad["all_threads"] or triad["one_thread"])["bytes_per_s"])
 

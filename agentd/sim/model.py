@@ -80,6 +80,7 @@ class SimParams:
         return {"simulated": True, "peaks": {
             "mem.bw_Bps": self.mem_peak_Bps, "disk.read_Bps": self.disk_read_peak_Bps,
             "disk.write_Bps": self.disk_write_peak_Bps, "net.tx_Bps": self.nic_peak_Bps,
+            "net.rx_Bps": self.nic_peak_Bps,
             "net.lo.tx_Bps": self.lo_peak_Bps, "net.lo.rx_Bps": self.lo_peak_Bps,
             "llc.miss_per_s": 130e6 * self.n_cpus / 4, "cpu.util": 1.0}}
 
