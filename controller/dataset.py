@@ -189,9 +189,11 @@ class _quiet_nan_warnings:
 
 
 def simulated_dataset(n_chains: int, chain_len: int = 16, *, repetitions: int = 3, n_cpus: int = 4,
-                      seed: int = 0, catalog=None, window_s: float = 1.0) -> Dataset:
+                      seed: int = 0, catalog=None, window_s: float = 1.0, hold_max: int = 1) -> Dataset:
     """A dataset from the simulated host, without HTTP: random sparse compositions chained
     and run through agentd.sim.model with `repetitions` noisy repetitions per chain.
+    hold_max > 1 holds each composition for 1..hold_max windows (uniform), as a campaign
+    with CampaignConfig.hold_max does.
 
     For model and alignment development only; the result is marked simulated=True.
     Returns n_chains * (chain_len - 1) samples.
@@ -207,6 +209,8 @@ def simulated_dataset(n_chains: int, chain_len: int = 16, *, repetitions: int = 
     parts = []
     for _ in range(n_chains):
         comps = random_compositions(rng, chain_len, len(catalog), n_cpus)
+        if hold_max > 1:
+            comps = np.repeat(comps, rng.integers(1, hold_max + 1, chain_len), axis=0)[:chain_len]
         reps = []
         state = model.idle_state()
         for _r in range(repetitions):
@@ -219,4 +223,5 @@ def simulated_dataset(n_chains: int, chain_len: int = 16, *, repetitions: int = 
     return Dataset(*cols, metrics=model.schema(), catalog_names=catalog.names, catalog_hash=catalog.hash,
                    window_s=window_s, host_fingerprint=fp, simulated=True,
                    provenance={"source": "controller.dataset.simulated_dataset", "seed": seed,
-                               "n_chains": n_chains, "chain_len": chain_len, "repetitions": repetitions})
+                               "n_chains": n_chains, "chain_len": chain_len, "repetitions": repetitions,
+                               "hold_max": hold_max})

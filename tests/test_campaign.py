@@ -115,7 +115,7 @@ def small_campaign(path):
     """A campaign directory configured small (a lighter surrogate than the defaults: fast tests)."""
     from controller.campaign.campaign import CampaignConfig
     path.mkdir(parents=True)
-    cfg = CampaignConfig(round_size=24, chain_len=8, sweep_intensities=(1.0,), pool=400, trees=16)
+    cfg = CampaignConfig(round_size=24, chain_len=8, hold_max=3, sweep_intensities=(1.0,), pool=400, trees=16)
     (path / "campaign.toml").write_text(cfg.to_toml())
     return path
 
@@ -150,6 +150,9 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     ds = Dataset.read(ds_path)
     assert ds.simulated and ds.S == summary["samples"] - ds.provenance["dropped_unstable"]
     assert set(np.unique(ds.round)) <= {0, 1}
+    # compositions are held for 1..3 windows: steady transitions next to changes
+    steady = (ds.prev_action == ds.action).all(axis=(1, 2))
+    assert 0.15 < steady.mean() < 0.85, steady.mean()
     # the campaign refuses a contradicting option on resume
     out = CliRunner().invoke(mimesys, ["collect", str(camp), "--rounds", "1", "--fleet", str(agents),
                                        "--strategy", "random"])
@@ -211,6 +214,14 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
     s = c.samples(filtered=False)
     assert len(s["action"]) == total
     c.close()
+
+
+def test_hold_max_round_trips_and_is_checked(tmp_path):
+    from controller.campaign.campaign import CampaignConfig
+    (tmp_path / "campaign.toml").write_text(CampaignConfig(hold_max=2).to_toml())
+    assert CampaignConfig.from_toml(tmp_path / "campaign.toml").hold_max == 2
+    with pytest.raises(Exception, match="hold_max must be >= 1"):
+        CampaignConfig(hold_max=0)
 
 
 def test_campaign_refuses_a_fleet_of_other_hardware(tmp_path):

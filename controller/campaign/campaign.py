@@ -16,12 +16,15 @@ lost and none is collected twice. Round completion (and the spread filter's rang
 record too.
 
 Rounds: round 0 is the one-hot sweep (`--strategy random`: random compositions of the same
-count); rounds 1+ are the hybrid novelty proposal or random compositions. A round's
-compositions are cut into chains of `chain_len` windows; every chain runs with one warm-up
-window and `repetitions` repetitions, and windows 1..L-1 each give a sample (a_{t-1}, a_t,
-o_{t-1}, o_t) with o the mean over repetitions. A sample whose spread (max - min over
-repetitions) exceeds `spread_threshold` of the observed range on any key metric is dropped
-and counted.
+count); rounds 1+ are the hybrid novelty proposal or random compositions. With hold_max > 1
+each proposed composition is held for 1..hold_max consecutive windows (drawn uniformly), so
+the dataset also holds steady transitions (a_{t-1} = a_t), which generation meets in a
+trace's phases; on the simulated host that did not improve the model at an equal window
+budget (bench/results/model/README.md), so by default the composition changes every window.
+The windows are cut into chains of `chain_len`; every chain runs with one warm-up window and
+`repetitions` repetitions, and windows 1..L-1 each give a sample (a_{t-1}, a_t, o_{t-1}, o_t)
+with o the mean over repetitions. A sample whose spread (max - min over repetitions) exceeds
+`spread_threshold` of the observed range on any key metric is dropped and counted.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class CampaignConfig:
     strategy: str = "novelty"
     round_size: int = 128            # compositions proposed per round (rounds 1+)
     chain_len: int = 16              # windows per chain (L - 1 samples each)
+    hold_max: int = 1                # each composition runs for 1..hold_max consecutive windows
     repetitions: int = 3             # R: every chain runs R times
     warmup_windows: int = 1
     window_s: float = 1.0
@@ -81,8 +85,8 @@ class CampaignConfig:
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
-        for name, lo in (("round_size", 2), ("chain_len", 2), ("repetitions", 1), ("pool", 10), ("trees", 2),
-                         ("coverage_grid", 2)):
+        for name, lo in (("round_size", 2), ("chain_len", 2), ("hold_max", 1), ("repetitions", 1), ("pool", 10),
+                         ("trees", 2), ("coverage_grid", 2)):
             if getattr(self, name) < lo:
                 raise ConfigError(f"{name} must be >= {lo}, got {getattr(self, name)}")
         if not 0 <= self.hull_fraction <= 1:
@@ -378,6 +382,9 @@ class Campaign:
             comps, rep = proposals.hybrid(rng, X, Y, cfg.round_size, pairs, settings)
             info.update(dataclasses.asdict(rep))
         comps = comps[rng.permutation(len(comps))]          # chains mix stressors
+        holds = rng.integers(1, cfg.hold_max + 1, len(comps))
+        info.update(compositions=len(comps), windows=int(holds.sum()))
+        comps = np.repeat(comps, holds, axis=0)
         buf = _npz_bytes(compositions=comps.astype(np.float32), info=np.array(json.dumps(info)))
         atomic_write_bytes(path, buf)
         return comps, info
@@ -492,8 +499,8 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
         comps, info = await asyncio.to_thread(campaign.proposals_for, r)
         jobs = campaign.jobs(r, comps)
         total = sum(j.plan.T - 1 for j in jobs)
-        log.info("round %d: %d compositions, %d chains to run (%d samples), %d agents", r, len(comps), len(jobs),
-                 total, len(agents))
+        log.info("round %d: %d compositions over %d windows, %d chains to run (%d samples), %d agents", r,
+                 info.get("compositions", len(comps)), len(comps), len(jobs), total, len(agents))
         bar = _progress(progress, total, f"round {r}")
         t_profile = time.monotonic()
         try:

@@ -22,6 +22,8 @@ from agentd.errors import MimesysError
 @click.option("--strategy", type=click.Choice(["novelty", "random"]), help="Proposal strategy (default novelty).")
 @click.option("--round-size", type=int, help="Compositions per proposal round (default 128).")
 @click.option("--chain-len", type=int, help="Windows per chained plan (default 16).")
+@click.option("--hold-max", type=int,
+              help="Hold each composition for 1..N consecutive windows (default 1: a new one every window).")
 @click.option("--repetitions", type=int, help="Repetitions per chain (default 3).")
 @click.option("--window-s", type=float, help="Window length in seconds (default 1.0).")
 @click.option("--threads", type=int, help="Plan threads K (default: the agents' CPUs).")
@@ -33,7 +35,7 @@ from agentd.errors import MimesysError
 @click.option("--allow-mixed-hosts", is_flag=True, default=None,
               help="Allow agents whose hardware differs in one dataset (recorded in campaign.toml).")
 @click.option("--progress/--no-progress", default=True, help="Show the progress bar.")
-def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, repetitions, window_s, threads, seed,
+def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, hold_max, repetitions, window_s, threads, seed,
             hull_fraction, spread_threshold, sweep_intensities, allow_mixed_hosts, progress):
     """Profile stressor compositions on a fleet and append them to CAMPAIGN's sample store.
 
@@ -42,7 +44,7 @@ def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, repet
     from ..campaign.campaign import Campaign, run_campaign
     from ..fleet import Fleet
 
-    overrides = {"strategy": strategy, "round_size": round_size, "chain_len": chain_len,
+    overrides = {"strategy": strategy, "round_size": round_size, "chain_len": chain_len, "hold_max": hold_max,
                  "repetitions": repetitions, "window_s": window_s, "threads": threads, "seed": seed,
                  "hull_fraction": hull_fraction, "spread_threshold": spread_threshold, "allow_mixed_hosts": allow_mixed_hosts,
                  "sweep_intensities": [float(x) for x in sweep_intensities.split(",")] if sweep_intensities else None}
