@@ -4,7 +4,7 @@ and state-aware conditioning vs the same model without a_{t−1}.
 Everything here runs on the simulated host (agentd/sim) and every figure is SIMULATED:
 
 1. dataset: controller.dataset.simulated_dataset (random sparse compositions chained and
-   run through the simulated host, 4 CPUs);
+   run through the simulated host, 4 CPUs; --hold-max N holds each for 1..N windows);
 2. two models trained identically (`mimesys train`), one state-aware (conditioned on
    o_t and a_{t−1}; --prev-obs adds o_{t−1} to both), one without a_{t−1}
    (--no-prev-action); both exported to ONNX
@@ -19,7 +19,8 @@ Everything here runs on the simulated host (agentd/sim) and every figure is SIMU
    compared with the target by controller/evaluate's normalized DTW (per metric, the
    MIMESYS paper's metrics that the simulated host has; mean over metrics).
 
-Prints ONE JSON line; the per-target table goes to stderr; a PNG (mean DTW per metric and
+Prints ONE JSON line (bench/model_quality_summary.py tables several, e.g. training seeds);
+the per-target table goes to stderr; a PNG (mean DTW per metric and
 method, plus one overlay) is written to --png.
 
     .venv/bin/python bench/model_quality.py [--steps 2500] [--workdir /tmp/mimesys-quality]
@@ -73,17 +74,18 @@ def only(trace: Trace, names) -> Trace:
     return replace(trace, values=trace.select([m.name for m in keep]), metrics=keep)
 
 
-def train_models(workdir: Path, steps: int, common: list[str]) -> dict[str, Path]:
+def train_models(workdir: Path, steps: int, common: list[str], hold_max: int = 1) -> dict[str, Path]:
     from click.testing import CliRunner
     from controller.cli import main
     from controller.dataset import simulated_dataset
 
-    ds = workdir / "sim_dataset.h5"
+    ds = workdir / ("sim_dataset.h5" if hold_max == 1 else f"sim_dataset_hold{hold_max}.h5")
     if not ds.exists():
-        simulated_dataset(n_chains=300, chain_len=16, repetitions=2, n_cpus=N_CPUS, seed=0).write(ds)
+        simulated_dataset(n_chains=300, chain_len=16, repetitions=2, n_cpus=N_CPUS, seed=0,
+                          hold_max=hold_max).write(ds)
     out = {}
     for name, extra in (("diffusion", []), ("diffusion_no_state", ["--no-prev-action"])):
-        tag = f"{steps}{''.join(common).replace('--', '_').replace(' ', '')}"
+        tag = f"{steps}{''.join(common).replace('--', '_').replace(' ', '')}_hold{hold_max}"
         mdir, onnx = workdir / f"model_{name}_{tag}", workdir / f"onnx_{name}_{tag}"
         if not (onnx / "manifest.json").exists():
             t0 = time.time()
@@ -113,6 +115,8 @@ def main() -> None:
                          "the paper's seven (as an imported trace carries a subset); DTW is on the seven either way")
     ap.add_argument("--train-on-observed", action="store_true",
                     help="with --observed paper: train both models on those seven metrics only (mimesys train --metrics)")
+    ap.add_argument("--hold-max", type=int, default=1,
+                    help="collection chains hold each composition 1..N windows (1: a new composition every window)")
     ap.add_argument("--png", type=Path, default=ROOT / "bench" / "results" / "model_quality_sim.png")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +135,7 @@ def main() -> None:
     common = (["--prev-obs"] if args.prev_obs else ["--no-prev-obs"]) + \
         (["--seed", str(args.train_seed)] if args.train_seed else []) + \
         (["--metrics", ",".join(METRICS)] if args.train_on_observed else [])
-    paths = train_models(args.workdir, args.steps, common)
+    paths = train_models(args.workdir, args.steps, common, args.hold_max)
     data = load_training_data(paths["dataset"])
     methods = {"diffusion": load_generator(paths["diffusion"]),
                "diffusion_no_state": load_generator(paths["diffusion_no_state"]),
@@ -151,21 +155,22 @@ def main() -> None:
                 res = compare(target, executed, list(METRICS), peaks=peaks)
                 rows.append((tname, mname, seed, {m: r.distance for m, r in res.items()}))
 
-    def mean_dtw(method, family=None, metric=None):
+    def mean_dtw(method, family=None, metric=None, target=None):
         vals = [np.nanmean([d[metric]] if metric else list(d.values())) for t, m, s, d in rows
-                if m == method and (family is None or t.startswith(family))]
+                if m == method and (family is None or t.startswith(family)) and target in (None, t)]
         return float(np.mean(vals))
 
     names = list(methods) + list(guidance_sweep)
     table = {m: round(mean_dtw(m), 4) for m in names}
     by_family = {f: {m: round(mean_dtw(m, f), 4) for m in names} for f in ("mix", "phases")}
     per_metric = {m: {k: round(mean_dtw(m, metric=k), 4) for k in METRICS} for m in methods}
+    per_target = {t: {m: round(mean_dtw(m, target=t), 5) for m in methods} for t in targets}
     print(f"{'target':34s} " + " ".join(f"{m[:14]:>14s}" for m in names), file=sys.stderr)
     for tname in targets:
         vals = [np.mean([np.nanmean(list(d.values())) for t, m, s, d in rows if t == tname and m == mm]) for mm in names]
         print(f"{tname:34s} " + " ".join(f"{v:14.4f}" for v in vals), file=sys.stderr)
     best_baseline = min(table[b] for b in ("nearest", "knn", "single"))
-    plot(per_metric, targets, methods, sim, args.png)
+    plot(per_metric, shown, methods, sim, args.png)   # the overlay generates from what the methods were shown
     print(json.dumps({
         "simulated": True,
         "mean_dtw": {m: table[m] for m in methods},
@@ -173,14 +178,14 @@ def main() -> None:
         "diffusion_vs_best_baseline": round(best_baseline / table["diffusion"], 3),
         "state_aware_beats_no_state": table["diffusion"] < table["diffusion_no_state"],
         "no_state_over_state_aware": round(table["diffusion_no_state"] / table["diffusion"], 3),
-        "by_family": by_family, "per_metric": per_metric,
+        "by_family": by_family, "per_metric": per_metric, "per_target": per_target,
         "guidance_sweep_state_aware": {"1.5 (default)": table["diffusion"],
                                        **{k.split("_w")[1]: table[k] for k in guidance_sweep}},
         "targets": len(targets), "windows_per_target": T, "generation_seeds": args.seeds,
         "conditioning": {"diffusion": "o_t, a_{t-1}" + (", o_{t-1}" if args.prev_obs else ""),
                          "diffusion_no_state": "o_t" + (", o_{t-1}" if args.prev_obs else "")},
         "train_seed": args.train_seed, "observed": args.observed, "trained_on_observed": args.train_on_observed,
-        "train_steps": args.steps, "dataset_samples": len(data.samples), "sim_cpus": N_CPUS,
+        "train_steps": args.steps, "hold_max": args.hold_max, "dataset_samples": len(data.samples), "sim_cpus": N_CPUS,
         "dtw": "controller.evaluate.dtw normalized DTW (band 10), mean over " + ", ".join(METRICS),
         "png": str(args.png), "seconds": round(time.time() - t_start, 1), "loadavg_1m": round(os.getloadavg()[0], 2),
     }))
