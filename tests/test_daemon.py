@@ -115,6 +115,13 @@ def per_core_busy(seconds=1.0) -> list[float]:
     return [(bb[0] - aa[0]) / max(1, bb[1] - aa[1]) for aa, bb in zip(a, b)]
 
 
+def steal_seconds() -> np.ndarray:
+    """Per-core steal time so far (/proc/stat field 8, USER_HZ ticks), in seconds."""
+    hz = os.sysconf("SC_CLK_TCK")
+    return np.array([int(line.split()[8]) / hz for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("cpu") and line[3] != " "])
+
+
 async def post(session, url, body: dict):
     async with session.post(url, data=wire.pack(body)) as r:
         return r.status, msgpack.unpackb(await r.read())
@@ -153,6 +160,7 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     cfg = write_config(tmp_path)
     with start_agent(tmp_path, cfg) as agent:
         background = per_core_busy(1.0)
+        steal_before = steal_seconds()
 
         async def main():
             async with aiohttp.ClientSession(headers=AUTH) as s:
@@ -169,6 +177,7 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
                     alignment = msgpack.unpackb(await r.read())["alignment"]
                 return frames, alignment
         frames, alignment = asyncio.run(main())
+        steal = (steal_seconds() - steal_before)[:ncpu]
         assert alignment["boundary_samples"] == 7  # 6 starts + the end of the last window
 
     header, windows, end = frames[0], [f for f in frames if f["type"] == "window"], frames[-1]
@@ -186,15 +195,21 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     np.testing.assert_array_equal(tr.values[:, cols], measured)
     report = (f"planned per core:\n{fractions}\nmeasured (trace):\n{np.round(measured, 3)}\n"
               f"runner executed:\n{np.round(ran / 1e9, 3)}\nbackground busy before the run: {np.round(background, 3)}\n"
-              f"boundary sample lag: {alignment}")
+              f"boundary sample lag: {alignment}\nsteal during the run (s per core): {np.round(steal, 3)}")
     print(report)
     # What contention cannot explain away: the runner did the planned work (preemption can
-    # only stretch a segment past its deadline), and every core was at least as busy as planned.
+    # only stretch a segment past its deadline), and every core was at least as busy as planned,
+    # less what the hypervisor stole from it: steal is not busy time (a VM's vCPU can be
+    # descheduled while the runner's segment clock runs; once in CI a window read 61 ms short).
     assert (ran / 1e9 >= fractions - 0.02).all(), report
-    assert (measured >= fractions - 0.05).all(), report
+    assert (measured >= fractions - 0.05 - steal[None, :]).all(), report
     if max(background) > 0.03:
         pytest.xfail(f"host busy (background {np.round(background, 2)} of each core): the strict ±0.05 "
                      f"check is not meaningful now; max |error| = {np.abs(measured - fractions).max():.3f}\n{report}")
+    if steal.max() > 0.05:
+        pytest.xfail(f"the hypervisor stole {np.round(steal, 2)} s of the cores during the run: the strict "
+                     f"±0.05 check is not meaningful now; max |error| = {np.abs(measured - fractions).max():.3f}"
+                     f"\n{report}")
     np.testing.assert_allclose(ran / 1e9, fractions, atol=0.02, err_msg=report)
     # Above the plan: a 1-s burst of some other process on a 2-core host lands in one cell
     # (seen in CI: 0.76 for 0.70 where the runner ran exactly 0.70), so one cell may exceed
