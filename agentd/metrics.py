@@ -46,3 +46,13 @@ class MetricSpec:
 
 def schema_names(schema: list[MetricSpec]) -> list[str]:
     return [m.name for m in schema]
+
+
+def is_duplicated_breakdown(name: str, names) -> bool:
+    """True for a per-device or per-interface metric whose host-wide total is also in `names`
+    (disk.vda.read_Bps next to disk.read_Bps, net.eth0.tx_Bps next to net.tx_Bps): the same
+    quantity counted twice on a host with one such device. Loopback (net.lo.*) is never in
+    the net.* totals, so it is not a duplicate."""
+    parts = name.split(".")
+    return (len(parts) == 3 and parts[0] in ("disk", "net") and parts[1] != "lo"
+            and f"{parts[0]}.{parts[2]}" in set(names))

@@ -46,7 +46,7 @@ def main() -> None:
     from controller.align.executors import FleetExecutor
     from controller.align.heldout import mean_dtw, score_heldout
     from controller.align.session import run_alignment
-    from controller.evaluate.driver import DEFAULT_METRICS
+    from controller.evaluate.driver import PAPER_METRICS
     from controller.fleet import Fleet
     from controller.model.checkpoint import load_policy
 
@@ -76,7 +76,7 @@ def main() -> None:
     targets = {"align-part": head, "held-out": tail}
     t0 = time.monotonic()
     try:
-        before = score_heldout(load_policy(args.model), targets, ex, metrics=list(DEFAULT_METRICS), seeds=seeds,
+        before = score_heldout(load_policy(args.model), targets, ex, metrics=list(PAPER_METRICS), seeds=seeds,
                                peaks=peaks)
     finally:
         ex.close()
@@ -85,7 +85,7 @@ def main() -> None:
                             work_dir=args.workdir / "aligned.align", restart=True, progress=True)
     ex = FleetExecutor(Fleet.from_file(args.fleet), source=args.fleet.name)
     try:
-        after = score_heldout(load_policy(args.workdir / "aligned"), targets, ex, metrics=list(DEFAULT_METRICS),
+        after = score_heldout(load_policy(args.workdir / "aligned"), targets, ex, metrics=list(PAPER_METRICS),
                               seeds=seeds, peaks=peaks)
     finally:
         ex.close()

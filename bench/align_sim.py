@@ -134,7 +134,7 @@ def main() -> None:
     from controller.align.executors import SimExecutor
     from controller.align.heldout import mean_dtw, score_heldout
     from controller.align.session import run_alignment
-    from controller.evaluate.driver import DEFAULT_METRICS
+    from controller.evaluate.driver import PAPER_METRICS
     from controller.model.checkpoint import load_policy
 
     t_start = time.monotonic()
@@ -153,7 +153,7 @@ def main() -> None:
     peaks = SimParams(n_cpus=N_CPUS).calibration()["peaks"]
     seeds = list(range(args.seeds))
     executor = SimExecutor(args.agents, catalog, n_cpus=N_CPUS, seed=7, carry_state=False)
-    before = score_heldout(load_policy(model_dir), heldout, executor, metrics=list(DEFAULT_METRICS),
+    before = score_heldout(load_policy(model_dir), heldout, executor, metrics=list(PAPER_METRICS),
                            seeds=seeds, peaks=peaks)
 
     overrides = preset(args.preset)
@@ -167,7 +167,7 @@ def main() -> None:
                             sim_agents=args.agents, work_dir=args.workdir / "aligned.align", restart=True,
                             progress=True)
     t_aligned = time.monotonic()
-    after = score_heldout(load_policy(out), heldout, executor, metrics=list(DEFAULT_METRICS), seeds=seeds,
+    after = score_heldout(load_policy(out), heldout, executor, metrics=list(PAPER_METRICS), seeds=seeds,
                           peaks=peaks)
 
     print(f"{'held-out trace (SIMULATED)':44s} {'pretrained':>10s} {'aligned':>10s}", file=sys.stderr)
@@ -186,7 +186,7 @@ def main() -> None:
         "reward_first3_mean": round(float(np.mean(r[:k])), 4), "reward_last3_mean": round(float(np.mean(r[-k:])), 4),
         "dtw_pretrained": round(mean_dtw(before), 4), "dtw_aligned": round(mean_dtw(after), 4),
         "dtw_ratio_aligned_over_pretrained": round(mean_dtw(after) / mean_dtw(before), 4),
-        "heldout_traces": len(heldout), "seeds": len(seeds), "dtw_metrics": list(DEFAULT_METRICS),
+        "heldout_traces": len(heldout), "seeds": len(seeds), "dtw_metrics": list(PAPER_METRICS),
         "train_s": round(t_trained - t_start, 1), "align_s": round(t_aligned - t_trained, 1),
         "loadavg_1m": round(os.getloadavg()[0], 2), "curve": summary["curve"],
     }

@@ -18,6 +18,7 @@ COMMANDS = {
     "align": "controller.commands.align:align",
     "import": "controller.commands.import_trace:import_trace",
     "evaluate": "controller.commands.evaluate:evaluate",
+    "forward": "controller.commands.forward:forward",
     "serve": "controller.commands.serve:serve",
     "generate-from-file": "controller.commands.client:generate_from_file",
     "profile-from-file": "controller.commands.client:profile_from_file",

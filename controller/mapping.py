@@ -98,6 +98,11 @@ class HostProfile:
         peaks = {}
         peaks.update(fp.get("calibrated_peaks") or {})
         peaks.update(((info.get("calibration") or {}).get("peaks")) or {})
+        # Memory held and page cache: their full scale is the installed memory.
+        total = (fp.get("memory") or {}).get("total_B")
+        if isinstance(total, (int, float)) and total > 0:
+            for gauge in ("mem.used_B", "mem.cache_B"):
+                peaks.setdefault(gauge, float(total))
         peaks = {str(k): float(v) for k, v in peaks.items() if isinstance(v, (int, float)) and v > 0}
         return cls(int(cpus), peaks, schema, fp, origin, bool(info.get("simulated") or fp.get("simulated")))
 

@@ -35,7 +35,9 @@ def _token(token_file: str | None) -> str:
 
 
 def resolve_method(spec: str, dataset: str | None):
-    """`NAME=DIR` (ONNX model), `KIND` or `NAME=baseline:KIND` (baselines) -> (name, generator)."""
+    """`KIND` or `NAME=baseline:KIND` (the dataset baselines), or `NAME=PLANNER` where PLANNER is
+    any agentd planner spec (agentd/planners.py: a model or forward-model directory,
+    `inverse:DIR`, `select:MODEL_DIR,FORWARD_DIR`, ...) -> (name, generator)."""
     name, sep, target = spec.partition("=")
     if not sep:
         name, target = spec, f"baseline:{spec}"
@@ -50,14 +52,11 @@ def resolve_method(spec: str, dataset: str | None):
         except ImportError as e:
             raise ConfigError(f"--method {spec!r}: controller.baselines is not available in this build ({e})") from None
         return name, baselines.from_dataset(kind, dataset)
-    path = Path(target)
-    if not (path / "manifest.json").is_file():
-        raise ConfigError(f"--method {spec!r}: {path} is not an exported model directory (no manifest.json)")
+    from agentd.planners import load_planner
     try:
-        from agentd.generate import load_generator
-    except ImportError as e:
-        raise ConfigError(f"--method {spec!r}: agentd.generate is not available in this build ({e})") from None
-    return name, load_generator(path)
+        return name, load_planner(target)
+    except ConfigError as e:
+        raise ConfigError(f"--method {spec!r}: {e}") from None
 
 
 @click.group(invoke_without_command=True)
@@ -65,12 +64,16 @@ def resolve_method(spec: str, dataset: str | None):
 @click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default $MIMESYS_TOKEN).")
 @click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Target trace (HDF5); repeat for several.")
-@click.option("--method", "methods", multiple=True, help="NAME=MODEL_DIR, or nearest|knn|single; repeat.")
+@click.option("--method", "methods", multiple=True,
+              help="NAME=PLANNER (a model export or forward-model directory, inverse:DIR, "
+                   "select:MODEL_DIR,FORWARD_DIR), or nearest|knn|single; repeat.")
 @click.option("--dataset", default=None, type=click.Path(exists=True, dir_okay=False), help="Dataset for the baselines.")
 @click.option("-o", "--outdir", default=Path("eval"), type=click.Path(file_okay=False, path_type=Path), show_default=True)
 @click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True,
               help="Sakoe-Chiba band of the DTW, in windows.")
-@click.option("--metric", "metrics", multiple=True, help="Metric to score (default: cpu, memory bandwidth, LLC, disk, net).")
+@click.option("--metric", "metrics", multiple=True,
+              help="Metric to score, or 'paper' for the MIMESYS paper's set; repeat (default: every metric the "
+                   "target carries).")
 @click.option("--seed", default=0, type=int, show_default=True)
 @click.option("--warmup", "warmup_windows", default=1, type=click.IntRange(0, 600), show_default=True,
               help="Windows of the first composition run before each plan, not scored.")
@@ -114,6 +117,10 @@ def evaluate(ctx, agent_url, token_file, traces, methods, dataset, outdir, band,
     except MimesysError as e:
         raise click.ClickException(str(e)) from None
     click.echo(results.render())
+    for r in results.runs:
+        if r.get("added_activity"):
+            added = ", ".join(f"{m} {v['executed_mean']:.0%} of scale" for m, v in r["added_activity"].items())
+            click.echo(f"added where {r['trace']} was idle, by {r['method']}: {added}")
     errors = [r for r in results.runs if r.get("error")]
     for r in errors:
         click.echo(f"FAILED {r['trace']} / {r['method']}: {r['error']}", err=True)
@@ -176,7 +183,7 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, agent_url, token_file, agent_con
 @click.option("--trace", "traces", multiple=True, required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The targets of that run.")
 @click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True)
-@click.option("--metric", "metrics", multiple=True, help="Metrics to score (default: the paper's).")
+@click.option("--metric", "metrics", multiple=True, help="Metrics to score, or 'paper' (default: every metric the target carries).")
 @click.option("--load-level", "load_levels", multiple=True, metavar="TRACE=low|mid|high")
 def rescore_cmd(outdir, traces, band, metrics, load_levels):
     """Score an earlier evaluation's executed traces again (other metrics or band), without replaying."""

@@ -1,0 +1,176 @@
+"""The first-order forward model: a host's solo profile turned into a prediction.
+
+Parameters (all measured by running the stressors alone, controller/forward/profile.py):
+
+- idle [N]: the metrics with nothing running.
+- response R [M, N]: what one thread running stressor m for the whole window adds to idle.
+- own [M], other [M]: the same on per-core metrics (`cpu.util.core<j>`): the busy fraction
+  that one thread of m puts on its own core, and what it spills onto each other core (a
+  loopback sink, IO completions, kernel threads).
+- capacity [N]: the most the host showed on each metric (solo, all threads at once, and the
+  independent calibration peaks when there are any): the physical ceiling.
+- groups: shared resources (disk, network, memory bandwidth). A thread of m uses a share
+  U[m, g] of group g's capacity (its largest response / capacity over the group's metrics);
+  when the window's load L_g = Σ a·U exceeds 1, every contribution to the group's metrics
+  shrinks by φ(L_g) = (1 + L_g^p)^(−1/p) ≈ 1/L_g: the stressors share the device.
+
+Prediction for a composition a [M, K] (fraction of the window each stressor runs on each
+thread; thread k pinned to core `thread_cores[k]`):
+
+    x_n = idle_n + φ_{g(n)}(a) · Σ_{m,k} a[m,k] · G[m,k,n]
+
+with G[m,k,n] = R[m,n] for host-wide metrics and own[m] / other[m] for per-core ones; then
+clipped to [0, capacity] (fractions to [0, 1]). The map is linear in a for a fixed φ, which
+is what the inverse planner (inverse.py) uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ValidationError
+
+CORE_METRIC = re.compile(r"^(?P<family>.+)\.core(?P<core>\d+)$")
+SATURATION_P = 6.0
+
+# metric name prefix -> shared resource group
+GROUP_PREFIXES = (("disk.", "disk"), ("psi.io.", "disk"), ("net.", "net"), ("mem.bw", "mem"), ("llc.", "mem"))
+RATE_UNITS = ("B/s", "1/s", "fraction")
+
+
+def metric_group(name: str) -> str | None:
+    for prefix, group in GROUP_PREFIXES:
+        if name.startswith(prefix):
+            return group
+    return None
+
+
+def core_index(name: str) -> int | None:
+    m = CORE_METRIC.match(name)
+    return int(m.group("core")) if m else None
+
+
+@dataclass
+class FirstOrder:
+    metric_names: list[str]
+    units: list[str]
+    catalog_names: list[str]
+    thread_cores: list[int]          # core index of each plan thread
+    idle: np.ndarray                 # [N]
+    response: np.ndarray             # [M, N]
+    own: np.ndarray                  # [M]
+    other: np.ndarray                # [M]
+    capacity: np.ndarray             # [N] (inf where unbounded)
+    groups: dict[str, list[int]] = field(default_factory=dict)   # group -> metric indices
+    usage: np.ndarray | None = None  # [M, G] in the order of `groups`
+
+    def __post_init__(self):
+        N, M = len(self.metric_names), len(self.catalog_names)
+        for name, arr, shape in (("idle", self.idle, (N,)), ("response", self.response, (M, N)),
+                                 ("own", self.own, (M,)), ("other", self.other, (M,)),
+                                 ("capacity", self.capacity, (N,))):
+            if np.shape(arr) != shape:
+                raise ValidationError(f"first-order model: {name} has shape {np.shape(arr)}, expected {shape}")
+        self.idle = np.asarray(self.idle, np.float64)
+        self.response = np.asarray(self.response, np.float64)
+        self.own, self.other = np.asarray(self.own, np.float64), np.asarray(self.other, np.float64)
+        self.capacity = np.asarray(self.capacity, np.float64)
+        if not self.groups:
+            self.groups = {}
+            for n, name in enumerate(self.metric_names):
+                g = metric_group(name)
+                if g is not None and self.units[n] in RATE_UNITS:
+                    self.groups.setdefault(g, []).append(n)
+        if self.usage is None:
+            self.usage = self._usage()
+        self.fraction = np.array([u == "fraction" for u in self.units])
+        self.gain = self._gain()                                   # [M, K, N]
+        self.metric_group_index = np.full(N, -1)
+        for gi, idx in enumerate(self.groups.values()):
+            self.metric_group_index[idx] = gi
+
+    @property
+    def K(self) -> int:
+        return len(self.thread_cores)
+
+    @property
+    def M(self) -> int:
+        return len(self.catalog_names)
+
+    @property
+    def N(self) -> int:
+        return len(self.metric_names)
+
+    def _usage(self) -> np.ndarray:
+        U = np.zeros((self.M, len(self.groups)))
+        for gi, idx in enumerate(self.groups.values()):
+            head = self.capacity[idx] - self.idle[idx]
+            ok = np.isfinite(head) & (head > 0)
+            if ok.any():
+                share = np.clip(self.response[:, np.asarray(idx)[ok]], 0, None) / head[ok]
+                U[:, gi] = share.max(axis=1)
+        return U
+
+    def _gain(self) -> np.ndarray:
+        """G [M, K, N]: what one full window of m on thread k adds to each metric."""
+        G = np.repeat(self.response[:, None, :], self.K, axis=1).copy()
+        for n, name in enumerate(self.metric_names):
+            j = core_index(name)
+            if j is None:
+                continue
+            for k, core in enumerate(self.thread_cores):
+                G[:, k, n] = self.own if core == j else self.other
+        return G
+
+    # -- prediction --------------------------------------------------------------
+    def group_load(self, a: np.ndarray) -> np.ndarray:
+        """a [B, M, K] -> L [B, G]."""
+        return np.einsum("bm,mg->bg", a.sum(axis=2), self.usage)
+
+    def group_scale(self, a: np.ndarray) -> np.ndarray:
+        """a [B, M, K] -> per-metric contention factor φ [B, N] (1 for metrics in no group)."""
+        L = self.group_load(a)
+        phi_g = (1.0 + np.power(np.clip(L, 0, None), SATURATION_P)) ** (-1.0 / SATURATION_P)
+        phi = np.ones((a.shape[0], self.N))
+        has = self.metric_group_index >= 0
+        phi[:, has] = phi_g[:, self.metric_group_index[has]]
+        return phi
+
+    def predict(self, a: np.ndarray) -> np.ndarray:
+        """a [B, M, K] (or [M, K]) -> predicted metrics [B, N] (or [N])."""
+        single = np.ndim(a) == 2
+        a = np.asarray(a, np.float64)[None] if single else np.asarray(a, np.float64)
+        x = self.idle + self.group_scale(a) * np.einsum("bmk,mkn->bn", a, self.gain)
+        x = self.clip(x)
+        return x[0] if single else x
+
+    def clip(self, x: np.ndarray) -> np.ndarray:
+        hi = np.where(self.fraction, 1.0, self.capacity)
+        return np.clip(x, 0.0, hi)
+
+    # -- file form ------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        cap = [None if not np.isfinite(c) else float(c) for c in self.capacity]
+        return {"metric_names": self.metric_names, "units": self.units, "catalog_names": self.catalog_names,
+                "thread_cores": self.thread_cores, "idle": self.idle.tolist(), "response": self.response.tolist(),
+                "own": self.own.tolist(), "other": self.other.tolist(), "capacity": cap,
+                "groups": {g: list(map(int, idx)) for g, idx in self.groups.items()},
+                "usage": self.usage.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "first-order model") -> "FirstOrder":
+        try:
+            cap = np.array([np.inf if c is None else float(c) for c in d["capacity"]])
+            M = len(d["catalog_names"])
+            usage = np.asarray(d.get("usage"), np.float64).reshape(M, len(d.get("groups") or {})) \
+                if d.get("usage") is not None else None
+            return cls(list(d["metric_names"]), list(d["units"]), list(d["catalog_names"]),
+                       [int(c) for c in d["thread_cores"]], np.asarray(d["idle"], np.float64),
+                       np.asarray(d["response"], np.float64), np.asarray(d["own"], np.float64),
+                       np.asarray(d["other"], np.float64), cap,
+                       {str(g): [int(i) for i in idx] for g, idx in (d.get("groups") or {}).items()}, usage)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValidationError(f"{where}: malformed ({type(e).__name__}: {e})") from None

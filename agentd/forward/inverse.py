@@ -1,0 +1,173 @@
+"""The `inverse` planner: the plan whose predicted trace is closest to the target.
+
+For a target o_{1:T} it solves, for all windows at once,
+
+    min_a  Σ_t Σ_n w_n ((f(a_t, a_{t−1})_n − o_{t,n}) / s_n)²       fit on the metrics the target has
+         + λ_idle · Σ a                                             prefer doing nothing extra
+         + Σ_t λ_change · steady_t · ‖a_t − a_{t−1}‖²              hold still where the target does
+
+    subject to a ≥ 0 and each thread's column Σ_m a[m, k] ≤ 1,
+
+with s_n the metric's full scale and steady_t = exp(−mean |o_t − o_{t−1}| / s / 0.02). The
+first-order model is linear in a once its contention factors φ are fixed, so the inner
+problem is a box-and-simplex constrained least squares, solved for every window together by
+accelerated projected gradient (FISTA, Beck & Teboulle 2009) with an exact projection of
+each thread's column. An outer loop re-linearizes: φ and the learned correction
+c(a_t, a_{t−1}) are evaluated at the current plan and the targets shifted by c (a fixed
+point, m3's "approximate model + correction" used backwards). Activity the target does not
+show costs exactly what the model predicts it adds to those metrics: a disk stressor on a
+target with an idle disk is penalized by its own predicted disk traffic.
+
+Metrics left out of the fit: byte gauges (memory held, page cache: set by what is allocated
+over the whole run, not by the window), per-device and per-interface breakdowns whose
+host-wide total is also in the model (counted once), and every metric the target lacks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..generate import project_to_valid, target_matrix
+from ..metrics import is_duplicated_breakdown
+from ..plan import Plan
+from ..trace import Trace
+from .model import ForwardModel, load_forward_model
+
+
+@dataclass(frozen=True)
+class InverseSettings:
+    outer: int = 3               # re-linearizations (φ and the correction at the current plan)
+    iterations: int = 150        # projected-gradient steps per outer pass
+    idle_weight: float = 2e-3    # λ_idle
+    change_weight: float = 0.05  # λ_change
+    steady_tolerance: float = 0.02
+    first_order_only: bool = False
+
+
+def fitted_metrics(names: list[str], units: list[str]) -> np.ndarray:
+    """[N] weights: 1 for metrics the planner fits, 0 for gauges and duplicated breakdowns."""
+    present = set(names)
+    return np.array([0.0 if unit == "B" or is_duplicated_breakdown(name, present) else 1.0
+                     for name, unit in zip(names, units)])
+
+
+def project_columns(x: np.ndarray) -> np.ndarray:
+    """[..., M, K] -> the Euclidean projection of every thread's column onto
+    {v ∈ [0, 1]^M : Σ v ≤ 1}."""
+    v = np.moveaxis(x, -2, -1)                                    # [..., K, M]
+    shape = v.shape
+    v = v.reshape(-1, shape[-1])
+    box = np.clip(v, 0.0, 1.0)
+    over = box.sum(axis=1) > 1.0
+    if over.any():
+        w = v[over]
+        u = -np.sort(-w, axis=1)
+        css = np.cumsum(u, axis=1) - 1.0
+        idx = np.arange(1, w.shape[1] + 1)
+        cond = u - css / idx > 0
+        rho = w.shape[1] - 1 - np.argmax(cond[:, ::-1], axis=1)
+        theta = css[np.arange(len(w)), rho] / (rho + 1)
+        box[over] = np.clip(w - theta[:, None], 0.0, 1.0)
+    return np.moveaxis(box.reshape(shape), -1, -2)
+
+
+class InversePlanner:
+    """The forward model inverted, behind the Generator protocol (agentd/generate.py)."""
+
+    name = "inverse"
+
+    def __init__(self, model: ForwardModel | Path | str, settings: InverseSettings | None = None):
+        self.model = model if isinstance(model, ForwardModel) else load_forward_model(model)
+        self.model_dir = None if isinstance(model, ForwardModel) else str(model)
+        self.settings = settings or InverseSettings()
+        if self.settings.first_order_only:
+            self.name = "inverse-first-order"
+        first = self.model.first
+        self.weights = fitted_metrics(first.metric_names, first.units)
+        G = first.gain / self.model.scales                        # [M, K, N] scaled
+        self._G = G
+        # Lipschitz constant of the fit term's gradient (φ ≤ 1, weights ≤ 1).
+        self._lip_fit = 2.0 * float(np.linalg.norm(G.reshape(-1, first.N) * np.sqrt(self.weights), 2) ** 2)
+
+    def generate(self, trace: Trace, *, seed: int = 0, progress=None) -> Plan:
+        model = self.model
+        if trace.T == 0:
+            raise ValidationError("trace has no windows")
+        if not math.isclose(float(trace.window_s), model.window_s, rel_tol=1e-6):
+            raise ValidationError(f"trace windows are {trace.window_s} s but the forward model's are "
+                                  f"{model.window_s} s; resample the trace first")
+        values, report = target_matrix(trace, model.metric_names)
+        mask = np.isfinite(values) & (self.weights > 0)
+        if not mask.any():
+            raise ValidationError(f"the trace has none of the forward model's fitted metrics "
+                                  f"({', '.join(n for n, w in zip(model.metric_names, self.weights) if w > 0)})")
+        a, info = self.solve(values)
+        if progress is not None:
+            progress(trace.T, trace.T)
+        prov = {"generator": self.name, "forward_model": self.model_dir,
+                "forward_model_provenance": model.provenance, "corrected": model.has_correction
+                and not self.settings.first_order_only, "settings": self.settings.__dict__,
+                "fitted_metrics": [n for n, u in zip(model.metric_names, mask.any(axis=0)) if u],
+                "predicted_rms_error": info["rms"], "seed": int(seed), "trace_windows": trace.T,
+                "trace_provenance": trace.provenance, "trace_simulated": bool(trace.simulated),
+                "model_simulated": bool(model.simulated), "absent_in_trace": report["absent_in_trace"]}
+        return Plan(project_to_valid(a), list(model.catalog_names), model.catalog_hash, window_s=model.window_s,
+                    seed=int(seed), provenance=prov, host_fingerprint=dict(model.host_fingerprint)).validate()
+
+    def solve(self, values: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K], info."""
+        model, s = self.model, self.settings
+        first = model.first
+        T = values.shape[0]
+        scales = model.scales
+        mask = (np.isfinite(values) & (self.weights > 0)).astype(np.float64) * self.weights
+        y = np.nan_to_num(values / scales, nan=0.0)
+        diff = np.abs(np.diff(y, axis=0, prepend=y[:1])) * (mask > 0)
+        nobs = np.maximum((mask > 0).sum(axis=1), 1)
+        steady = np.exp(-diff.sum(axis=1) / nobs / s.steady_tolerance)
+        steady[0] = 0.0
+        lam_c = s.change_weight * steady                           # [T]: couples t with t−1
+        idle_s = first.idle / scales
+        a = np.zeros((T, first.M, first.K))
+        corr = np.zeros((T, first.N))
+        use_corr = model.has_correction and not s.first_order_only
+        for _ in range(max(1, s.outer)):
+            phi = first.group_scale(a)                              # [T, N]
+            if use_corr:
+                prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
+                corr = model.correction(a, prev)[0] / scales
+            a = self._fista(a, y - idle_s - corr, phi, mask, lam_c, s.iterations)
+        pred = model.predict_plan(a, first_order_only=not use_corr)[0] / scales
+        err = (pred - y) * (mask > 0)
+        rms = float(np.sqrt((err ** 2).sum() / max((mask > 0).sum(), 1)))
+        return a.astype(np.float32), {"rms": rms}
+
+    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations):
+        """Projected accelerated gradient on the linearized problem (φ fixed)."""
+        lam_i = self.settings.idle_weight
+        T, M, K = a0.shape
+        G = self._G.reshape(M * K, -1)                                 # [MK, N]
+        Gt = np.ascontiguousarray(G.T)
+        lip = self._lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9
+        step = 1.0 / lip
+        x = a0.copy()
+        z, t_k = x.copy(), 1.0
+        w = mask * phi
+        for _ in range(iterations):
+            r = phi * (z.reshape(T, -1) @ G) - resid_target            # [T, N]
+            grad = (2.0 * ((w * r) @ Gt) + lam_i).reshape(T, M, K)
+            d = np.zeros_like(z)
+            d[1:] = z[1:] - z[:-1]
+            cd = lam_c[:, None, None] * d                              # λ_t (a_t − a_{t−1})
+            grad += 2.0 * cd
+            grad[:-1] -= 2.0 * cd[1:]
+            x_new = project_columns(z - step * grad)
+            t_new = (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k)) / 2.0
+            z = x_new + ((t_k - 1.0) / t_new) * (x_new - x)
+            x, t_k = x_new, t_new
+        return x

@@ -1,0 +1,155 @@
+"""A fitted forward model on disk, and its prediction: first order + learned correction.
+
+Directory layout (written by controller/forward/fit.py)::
+
+    manifest.json     format "mimesys.forward-model", version 1: metric names and units, the
+                      per-metric scales, catalog names + hash, threads, window_s, the host
+                      fingerprint, the first-order parameters (firstorder.py), the correction's
+                      description (graph file, feature layout, which metrics it corrects) and
+                      provenance (dataset, profile, code revision, simulated)
+    correction.onnx   optional: the ensemble, features [B, F] -> mean [B, N], std [B, N]
+                      (residuals in scaled units: (measured − first order) / scale)
+
+The correction's inputs are `features(a, a_prev)`, defined here once and used by the trainer
+too, so training and inference cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NotImplementedYet, ValidationError
+from .firstorder import FirstOrder
+
+MANIFEST = "manifest.json"
+FORMAT = "mimesys.forward-model"
+VERSION = 1
+
+
+def features(first: FirstOrder, scales: np.ndarray, a: np.ndarray, a_prev: np.ndarray) -> np.ndarray:
+    """a, a_prev [B, M, K] -> float32 [B, F]: the scaled first-order predictions of both windows,
+    both compositions, the stressors' totals over threads and the threads' busy sums."""
+    B = a.shape[0]
+    f_now = first.predict(a) / scales
+    f_prev = first.predict(a_prev) / scales
+    return np.concatenate([f_now, f_prev, a.reshape(B, -1), a_prev.reshape(B, -1), a.sum(axis=2), a.sum(axis=1),
+                           a_prev.sum(axis=2)], axis=1).astype(np.float32)
+
+
+def feature_dim(M: int, K: int, N: int) -> int:
+    return 2 * N + 2 * M * K + M + K + M
+
+
+@dataclass
+class ForwardModel:
+    first: FirstOrder
+    scales: np.ndarray                       # [N] full scale per metric (1 for fractions)
+    catalog_hash: str
+    window_s: float = 1.0
+    host_fingerprint: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+    simulated: bool = False
+    corrected: np.ndarray | None = None      # [N] bool: metrics the correction applies to
+    _session: object = None                  # onnxruntime.InferenceSession of correction.onnx
+
+    @property
+    def metric_names(self) -> list[str]:
+        return self.first.metric_names
+
+    @property
+    def catalog_names(self) -> list[str]:
+        return self.first.catalog_names
+
+    @property
+    def threads(self) -> int:
+        return self.first.K
+
+    @property
+    def has_correction(self) -> bool:
+        return self._session is not None
+
+    def first_order(self, a: np.ndarray) -> np.ndarray:
+        return self.first.predict(a)
+
+    def correction(self, a: np.ndarray, a_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """a, a_prev [B, M, K] -> (mean, std) [B, N] in metric units (zeros without a correction)."""
+        B = a.shape[0]
+        if self._session is None:
+            z = np.zeros((B, self.first.N))
+            return z, z.copy()
+        mean, std = self._session.run(None, {"features": features(self.first, self.scales, a, a_prev)})
+        mask = self.corrected if self.corrected is not None else np.ones(self.first.N, bool)
+        return mean * self.scales * mask, std * self.scales * mask
+
+    def predict(self, a: np.ndarray, a_prev: np.ndarray | None = None, *,
+                first_order_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """a [B, M, K] (a_prev the same, default idle) -> (prediction [B, N], std [B, N])."""
+        a = np.asarray(a, np.float64)
+        a_prev = np.zeros_like(a) if a_prev is None else np.asarray(a_prev, np.float64)
+        x = self.first.predict(a)
+        if first_order_only or self._session is None:
+            return x, np.zeros_like(x)
+        mean, std = self.correction(a, a_prev)
+        return self.first.clip(x + mean), std
+
+    def predict_plan(self, compositions: np.ndarray, *, first_order_only: bool = False):
+        """A plan's compositions [T, M, K] -> (prediction [T, N], std [T, N]), each window
+        conditioned on the previous one (idle before the first)."""
+        a = np.asarray(compositions, np.float64)
+        prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
+        return self.predict(a, prev, first_order_only=first_order_only)
+
+    # -- file form ------------------------------------------------------------------
+    def manifest(self, correction: dict | None = None) -> dict:
+        return {"format": FORMAT, "version": VERSION, "catalog_hash": self.catalog_hash,
+                "window_s": self.window_s, "threads": self.threads, "metric_names": self.metric_names,
+                "units": self.first.units, "scales": self.scales.tolist(), "first_order": self.first.to_dict(),
+                "correction": correction, "host_fingerprint": self.host_fingerprint,
+                "provenance": self.provenance, "simulated": bool(self.simulated)}
+
+
+def read_manifest(model_dir: Path | str) -> dict:
+    path = Path(model_dir) / MANIFEST
+    if not path.is_file():
+        raise NotImplementedYet(f"{model_dir}: no {MANIFEST} (fit one with `mimesys forward fit`)")
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValidationError(f"{path}: unreadable manifest: {e}") from e
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise ValidationError(f"{path}: not a mimesys forward model (format={m.get('format') if isinstance(m, dict) else None!r})")
+    if m.get("version") != VERSION:
+        raise ValidationError(f"{path}: forward-model version {m.get('version')} not supported (this build reads {VERSION})")
+    for key in ("catalog_hash", "metric_names", "scales", "first_order", "window_s"):
+        if key not in m:
+            raise ValidationError(f"{path}: manifest lacks {key!r}")
+    return m
+
+
+def load_forward_model(model_dir: Path | str) -> ForwardModel:
+    model_dir = Path(model_dir)
+    m = read_manifest(model_dir)
+    where = str(model_dir / MANIFEST)
+    first = FirstOrder.from_dict(m["first_order"], where)
+    scales = np.asarray(m["scales"], np.float64)
+    if scales.shape != (first.N,) or not np.all(scales > 0):
+        raise ValidationError(f"{where}: scales must be {first.N} positive numbers")
+    fm = ForwardModel(first, scales, str(m["catalog_hash"]), float(m["window_s"]), dict(m.get("host_fingerprint") or {}),
+                      dict(m.get("provenance") or {}), bool(m.get("simulated", False)))
+    corr = m.get("correction")
+    if corr:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        try:
+            fm._session = ort.InferenceSession(str(model_dir / corr["file"]), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise ValidationError(f"{model_dir}: cannot load the correction graph: {e}") from e
+        fm.corrected = np.array([n in set(corr.get("metrics", [])) for n in first.metric_names])
+    return fm

@@ -1,0 +1,118 @@
+"""Fit a forward model: first order from a solo profile, correction from a campaign dataset.
+
+    model = fit(dataset, profile_trace, out_dir, FitOptions(...))
+
+The dataset's samples are split (seeded) into fitting and held-out parts; the held-out
+indices are recorded in the manifest, and `score` (score.py) reports on them when given the
+same dataset file. Nothing is written unless the whole fit succeeds (temporary sibling
+directory, then rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from agentd.errors import ValidationError
+from agentd.forward.model import MANIFEST, ForwardModel, feature_dim, features, load_forward_model
+from agentd.trace import Trace
+
+from ..dataset import Dataset
+from ..model.checkpoint import git_revision
+from ..model.data import file_sha256
+from .correction import CorrectionConfig, export_ensemble, fit_ensemble
+from .profile import FORMAT as PROFILE_FORMAT
+from .profile import fit_first_order, metric_scales
+
+CORRECTION_FILE = "correction.onnx"
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    holdout: float = 0.2               # share of the dataset's samples kept out of the fit
+    seed: int = 0
+    correction: CorrectionConfig = field(default_factory=CorrectionConfig)
+    max_samples: int | None = None     # use only the first N samples (in collection order)
+
+
+def profile_meta(trace: Trace, where: str) -> dict:
+    p = trace.provenance or {}
+    if p.get("by") != PROFILE_FORMAT:
+        raise ValidationError(f"{where}: not a solo profile (provenance.by = {p.get('by')!r}; make one with "
+                              f"`mimesys forward profile`)")
+    for key in ("catalog_names", "catalog_hash", "thread_cores"):
+        if key not in p:
+            raise ValidationError(f"{where}: profile provenance lacks {key!r}")
+    return p
+
+
+def holdout_split(S: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    perm = np.random.default_rng(seed).permutation(S)
+    n = int(round(S * fraction)) if S >= 10 else 0
+    return np.sort(perm[n:]), np.sort(perm[:n])
+
+
+def fit(dataset_path: Path | str, profile_path: Path | str, out_dir: Path | str, options: FitOptions = FitOptions(),
+        *, overwrite: bool = False, progress=None) -> ForwardModel:
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise ValidationError(f"{out_dir} exists and is not empty; pass --overwrite to replace it")
+    profile = Trace.read(profile_path)
+    meta = profile_meta(profile, str(profile_path))
+    first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=meta.get("host_peaks"))
+    scales = metric_scales(first)
+    ds = Dataset.read(dataset_path) if dataset_path else None
+    if ds is not None:
+        if ds.catalog_hash != meta["catalog_hash"]:
+            raise ValidationError(f"{dataset_path}: catalog {ds.catalog_hash} differs from the profile's "
+                                  f"{meta['catalog_hash']} ({profile_path}); profile the host with this catalog")
+        if ds.action.shape[2] != first.K:
+            raise ValidationError(f"{dataset_path}: {ds.action.shape[2]} threads, the profile has {first.K}")
+    provenance = {"profile": str(profile_path), "profile_sha256": file_sha256(profile_path),
+                  "git_revision": git_revision(), "fit_options": asdict(options)}
+    fm = ForwardModel(first, scales, meta["catalog_hash"], float(profile.window_s), dict(profile.host_fingerprint),
+                      provenance, bool(profile.simulated or (ds is not None and ds.simulated)))
+    correction = None
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        if ds is not None:
+            S = ds.S if options.max_samples is None else min(ds.S, options.max_samples)
+            fit_idx, held = holdout_split(S, options.holdout, options.seed)
+            obs = _select(ds, first.metric_names)[:S]
+            a, a_prev = ds.action[:S].astype(np.float64), ds.prev_action[:S].astype(np.float64)
+            feats = features(first, scales, a, a_prev)
+            resid = (obs - first.predict(a)) / scales
+            ens, mask = fit_ensemble(feats[fit_idx], resid[fit_idx], options.correction, progress=progress)
+            export_ensemble(ens, feature_dim(first.M, first.K, first.N), tmp / CORRECTION_FILE)
+            correction = {"file": CORRECTION_FILE, "members": options.correction.members,
+                          "metrics": [n for n, k in zip(first.metric_names, mask) if k],
+                          "config": asdict(options.correction)}
+            provenance.update({"dataset": str(dataset_path), "dataset_sha256": file_sha256(dataset_path),
+                               "samples_used": int(S), "fit_samples": int(len(fit_idx)),
+                               "heldout_samples": held.tolist()})
+            fm.host_fingerprint = fm.host_fingerprint or dict(ds.host_fingerprint)
+        (tmp / MANIFEST).write_text(json.dumps(fm.manifest(correction), indent=1) + "\n")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return load_forward_model(out_dir)
+
+
+def _select(ds: Dataset, names: list[str]) -> np.ndarray:
+    """Dataset observations in the model's metric order [S, N] (NaN where the dataset lacks one)."""
+    pos = {n: i for i, n in enumerate(ds.names)}
+    out = np.full((ds.S, len(names)), np.nan)
+    for j, n in enumerate(names):
+        if n in pos:
+            out[:, j] = ds.obs[:, pos[n]]
+    return out

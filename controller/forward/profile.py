@@ -1,0 +1,116 @@
+"""The solo profile: every stressor alone on one thread, then on every thread, measured by the
+agent — the calibration the first-order forward model is read from (agentd/forward/firstorder.py).
+
+Plan (HOLD windows per step, only the last window of each step is read, so the previous
+step's after-effects have settled):
+
+    idle × IDLE_WINDOWS | for each stressor m: m on thread 0 × HOLD, m on every thread × HOLD
+
+About 4 × M + 4 windows (≈ 80 s for an 18-stressor catalog at W = 1 s). The executed trace is
+kept as an ordinary trace file with the plan's layout in its provenance, so a profile can be
+fitted again later (`mimesys forward fit --profile`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agentd.errors import ValidationError
+from agentd.forward.firstorder import FirstOrder, core_index
+from agentd.plan import Plan
+from agentd.trace import Trace
+
+IDLE_WINDOWS = 4
+HOLD = 2
+FORMAT = "mimesys.solo-profile"
+
+
+def profile_plan(catalog_names: list[str], catalog_hash: str, threads: int, window_s: float = 1.0) -> Plan:
+    M = len(catalog_names)
+    T = IDLE_WINDOWS + 2 * HOLD * M
+    a = np.zeros((T, M, threads), np.float32)
+    for m in range(M):
+        t = IDLE_WINDOWS + 2 * HOLD * m
+        a[t:t + HOLD, m, 0] = 1.0
+        a[t + HOLD:t + 2 * HOLD, m, :] = 1.0
+    return Plan(a, list(catalog_names), catalog_hash, window_s=window_s, seed=0,
+                provenance={"by": FORMAT, "idle_windows": IDLE_WINDOWS, "hold": HOLD})
+
+
+def windows_of(M: int) -> dict:
+    """Which trace rows to read: idle rows, and per stressor its solo and all-thread row."""
+    idle = list(range(1, IDLE_WINDOWS))
+    solo = [IDLE_WINDOWS + 2 * HOLD * m + HOLD - 1 for m in range(M)]
+    full = [IDLE_WINDOWS + 2 * HOLD * m + 2 * HOLD - 1 for m in range(M)]
+    return {"idle": idle, "solo": solo, "all": full}
+
+
+def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[int], *,
+                    host_peaks: dict | None = None, metric_names: list[str] | None = None) -> FirstOrder:
+    """An executed profile trace (rows as `profile_plan`) -> the first-order parameters on
+    `metric_names` (default: every metric the trace measured)."""
+    M = len(catalog_names)
+    rows = windows_of(M)
+    if trace.T < rows["all"][-1] + 1:
+        raise ValidationError(f"profile trace has {trace.T} windows; a {M}-stressor profile has "
+                              f"{rows['all'][-1] + 1}")
+    names = metric_names or [m.name for m in trace.metrics if m.available and np.isfinite(trace.column(m.name)).any()]
+    units = {m.name: m.unit for m in trace.metrics}
+    v = trace.select(names).astype(np.float64)                       # [T, N]
+    idle = np.nanmedian(v[rows["idle"]], axis=0)
+    idle = np.nan_to_num(idle, nan=0.0)
+    solo = np.nan_to_num(v[rows["solo"]], nan=0.0)                   # [M, N]
+    full = np.nan_to_num(v[rows["all"]], nan=0.0)
+    response = np.clip(solo - idle, 0.0, None)
+    cores = [(n, core_index(name)) for n, name in enumerate(names) if core_index(name) is not None]
+    own_core = thread_cores[0]
+    own = np.zeros(M)
+    others = []
+    for n, j in cores:
+        if j == own_core:
+            own = np.clip(solo[:, n] - idle[n], 0.0, 1.0)
+        else:
+            others.append(np.clip(solo[:, n] - idle[n], 0.0, 1.0))
+    other = np.mean(others, axis=0) if others else np.zeros(M)
+    capacity = np.maximum.reduce([idle, solo.max(axis=0), full.max(axis=0)])
+    for n, name in enumerate(names):
+        peak = (host_peaks or {}).get(name)
+        if isinstance(peak, (int, float)) and peak > 0:
+            capacity[n] = max(capacity[n], float(peak))
+    unit_list = [units.get(n, "") for n in names]
+    capacity = np.where(np.array(unit_list) == "fraction", 1.0, capacity)
+    return FirstOrder(names, unit_list, list(catalog_names), list(thread_cores), idle, response, own, other, capacity)
+
+
+def metric_scales(first: FirstOrder) -> np.ndarray:
+    """Full scale per metric: 1 for fractions, else the host's capacity on it."""
+    s = np.where(first.fraction, 1.0, first.capacity)
+    fallback = first.idle + first.response.max(axis=0) * first.K
+    s = np.where(np.isfinite(s) & (s > 0), s, fallback)
+    return np.where(s > 0, s, 1.0)
+
+
+async def run_profile(client, out_path, *, progress=None) -> Trace:
+    """Run the solo profile on an agent (controller/fleet.AgentClient) and write its trace."""
+    from agentd.backend import RunOptions
+
+    info = await client.info()
+    catalog = info.get("catalog") or {}
+    names = [s["name"] for s in catalog.get("stressors", [])]
+    if not names:
+        raise ValidationError(f"agent {getattr(client, 'url', '')}: /v1/info has no catalog")
+    fp = info.get("fingerprint") or {}
+    threads = int(info.get("max_threads") or len(fp.get("agent_cpus") or []) or 1)
+    cores = [int(c) for c in (fp.get("agent_cpus") or range(threads))][:threads]
+    plan = profile_plan(names, catalog["hash"], threads)
+    res = await client.run(plan, RunOptions(repetitions=1, warmup_windows=1, record=False, seed=0),
+                           on_window=(lambda w: progress(w.window + 1, plan.T)) if progress else None)
+    trace = res.trace
+    cal = info.get("calibration") or {}
+    peaks = dict(cal.get("host_peaks") or {}) | {k: v for k, v in (cal.get("peaks") or {}).items()
+                                                  if k not in (cal.get("host_peaks") or {})}
+    trace.provenance = {"by": FORMAT, "catalog_names": names, "catalog_hash": catalog["hash"], "thread_cores": cores,
+                        "host_peaks": peaks, "agent": getattr(client, "url", ""), "idle_windows": IDLE_WINDOWS,
+                        "hold": HOLD}
+    trace.write(out_path)
+    return trace

@@ -1,0 +1,272 @@
+"""The forward model (agentd/forward, controller/forward) and the planners that use it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentd.errors import ConfigError, ValidationError
+from agentd.forward.firstorder import FirstOrder
+from agentd.forward.inverse import InversePlanner, fitted_metrics, project_columns
+from agentd.forward.model import ForwardModel
+from agentd.metrics import MetricSpec
+from agentd.trace import Trace
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_evaluate import _start_sim_agent  # noqa: E402
+
+NAMES = ["cpu.util.core0", "cpu.util.core1", "cpu.util", "disk.read_Bps", "disk.write_Bps", "disk.vda.read_Bps",
+         "net.lo.tx_Bps", "mem.used_B"]
+UNITS = ["fraction", "fraction", "fraction", "B/s", "B/s", "B/s", "B/s", "B"]
+STRESSORS = ["cpu", "disk_read", "disk_write", "net"]
+
+
+def toy_first_order() -> FirstOrder:
+    """cpu burns its core; disk_read and disk_write each take 60 % of the disk alone; net spills
+    half a core onto the other core (its sink)."""
+    N = len(NAMES)
+    R = np.zeros((4, N))
+    R[0, 2] = 0.5
+    R[1, 3], R[1, 5], R[1, 2] = 600e6, 600e6, 0.1
+    R[2, 4], R[2, 2] = 300e6, 0.1
+    R[3, 6], R[3, 2] = 2e9, 0.75
+    idle = np.zeros(N)
+    idle[7] = 1e9
+    cap = np.array([1, 1, 1, 1e9, 5e8, 1e9, 4e9, 24e9], float)
+    return FirstOrder(NAMES, UNITS, STRESSORS, [0, 1], idle, R, own=np.array([1.0, 0.2, 0.2, 1.0]),
+                      other=np.array([0.0, 0.0, 0.0, 0.5]), capacity=cap)
+
+
+def toy_model() -> ForwardModel:
+    fo = toy_first_order()
+    return ForwardModel(fo, np.where(fo.fraction, 1.0, fo.capacity), "sha256:toy", simulated=True)
+
+
+def test_first_order_is_linear_below_capacity_and_maps_threads_to_cores():
+    fo = toy_first_order()
+    a = np.zeros((4, 2))
+    a[0, 0] = 0.5          # half a window of cpu on thread 0
+    a[3, 1] = 0.25         # a quarter of net on thread 1
+    x = fo.predict(a)
+    assert x[0] == pytest.approx(0.5 + 0.25 * 0.5)      # own cpu + net's spill from thread 1
+    assert x[1] == pytest.approx(0.25)                   # net on its own core
+    assert x[6] == pytest.approx(0.25 * 2e9)
+    assert x[7] == pytest.approx(1e9)                    # a gauge stays at idle
+    assert fo.predict(2 * a)[6] == pytest.approx(2 * x[6], rel=0.01)   # linear while far from capacity
+
+
+def test_first_order_shares_a_saturated_device():
+    fo = toy_first_order()
+    one = np.zeros((4, 2))
+    one[1, 0] = 1.0
+    both = one.copy()
+    both[2, 1] = 1.0                                     # reader 60 % + writer 60 % of the disk > 100 %
+    alone, shared = fo.predict(one), fo.predict(both)
+    assert shared[3] < 0.9 * alone[3]                    # the reader gets less of the device
+    assert shared[3] / 1e9 + shared[4] / 5e8 <= 1.05     # and together they stay within it
+
+
+def test_projection_onto_thread_columns():
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.3, 0.6, (50, 6, 3))
+    p = project_columns(x)
+    assert (p >= 0).all() and (p <= 1).all() and (p.sum(axis=1) <= 1 + 1e-9).all()
+    inside = project_columns(np.full((1, 6, 3), 0.1))
+    assert np.allclose(inside, 0.1)                      # a feasible point is its own projection
+    # optimality: no feasible random point is closer than the projection
+    for _ in range(200):
+        q = project_columns(rng.uniform(0, 1, (50, 6, 3)))
+        assert (np.linalg.norm(x - q, axis=1) >= np.linalg.norm(x - p, axis=1) - 1e-9).all()
+
+
+def test_fitted_metrics_skip_gauges_and_duplicated_breakdowns():
+    w = dict(zip(NAMES, fitted_metrics(NAMES, UNITS)))
+    assert w["mem.used_B"] == 0 and w["disk.vda.read_Bps"] == 0
+    assert w["net.lo.tx_Bps"] == 1 and w["disk.read_Bps"] == 1 and w["cpu.util.core0"] == 1
+
+
+def test_inverse_recovers_a_reachable_target():
+    fm = toy_model()
+    rng = np.random.default_rng(1)
+    T = 40
+    truth = np.zeros((T, 4, 2))
+    for t in range(T):
+        truth[t, :, 0] = rng.dirichlet(np.ones(4)) * rng.uniform(0.2, 0.9)
+        truth[t, 0, 1] = rng.uniform(0, 1)
+    values = fm.predict_plan(truth)[0]
+    trace = Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)], simulated=True)
+    plan = InversePlanner(fm).generate(trace)
+    achieved = fm.predict_plan(plan.compositions)[0]
+    w = fitted_metrics(NAMES, UNITS) > 0
+    err = np.abs(achieved - values)[:, w] / fm.scales[w]
+    assert err.mean() < 0.02, err.mean(axis=0)
+    assert (plan.compositions.sum(axis=1) <= 1 + 1e-6).all()
+    assert plan.provenance["generator"] == "inverse"
+
+
+def test_inverse_does_not_add_what_the_target_lacks():
+    """A CPU-only target gets CPU work, not disk or network traffic."""
+    fm = toy_model()
+    T = 10
+    vals = np.zeros((T, len(NAMES)), np.float32)
+    vals[:, 0], vals[:, 1], vals[:, 2] = 0.8, 0.3, 0.55
+    vals[:, 7] = 1e9
+    plan = InversePlanner(fm).generate(Trace(vals, [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)]))
+    a = plan.compositions
+    assert a[:, 1:].sum() < 0.05 * a.sum()
+    assert a[:, 0, 0].mean() == pytest.approx(0.8, abs=0.05) and a[:, 0, 1].mean() == pytest.approx(0.3, abs=0.05)
+
+
+def test_inverse_refuses_a_trace_without_its_metrics():
+    fm = toy_model()
+    with pytest.raises(ValidationError, match="none of the forward model's fitted metrics"):
+        InversePlanner(fm).generate(Trace(np.zeros((3, 1), np.float32), [MetricSpec("psi.cpu.some", "fraction")]))
+
+
+def test_planner_specs_name_what_is_wrong(tmp_path):
+    from agentd.planners import load_planner
+    with pytest.raises(ConfigError, match="not a model directory"):
+        load_planner(str(tmp_path))
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(ConfigError, match="is not a planner"):
+        load_planner(str(tmp_path))
+    with pytest.raises(ConfigError, match="is not a directory"):
+        load_planner(f"inverse:{tmp_path / 'nope'}")
+    with pytest.raises(ConfigError, match="MODEL_DIR,FORWARD_DIR"):
+        load_planner(f"select:{tmp_path}")
+
+
+@pytest.fixture(scope="module")
+def sim_forward(tmp_path_factory):
+    """A solo profile run on a real agent (simulated host) and a forward model fitted on a
+    simulated dataset: (dir, profile path, dataset path)."""
+    from controller.dataset import simulated_dataset
+    from controller.fleet import AgentClient
+    from controller.forward.fit import FitOptions, fit
+    from controller.forward.correction import CorrectionConfig
+    from controller.forward.profile import run_profile
+
+    tmp = tmp_path_factory.mktemp("forward")
+
+    async def main():
+        runner, url, token = await _start_sim_agent(tmp, cpus=2)
+        client = AgentClient(url, token)
+        try:
+            return await run_profile(client, tmp / "profile.h5")
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    prof = asyncio.run(main())
+    assert prof.simulated and prof.provenance["by"] == "mimesys.solo-profile"
+    simulated_dataset(30, 12, repetitions=2, n_cpus=2, seed=5).write(tmp / "ds.h5")
+    fit(tmp / "ds.h5", tmp / "profile.h5", tmp / "fm",
+        FitOptions(correction=CorrectionConfig(members=3, steps=300)))
+    return tmp / "fm", tmp / "profile.h5", tmp / "ds.h5"
+
+
+def test_fit_writes_a_model_agents_load_and_score_compares_both_parts(sim_forward):
+    from agentd.forward.model import load_forward_model
+    from controller.forward.score import score
+
+    fm_dir, _, ds = sim_forward
+    fm = load_forward_model(fm_dir)
+    assert fm.has_correction and fm.simulated
+    assert len(fm.provenance["heldout_samples"]) > 0
+    doc = score(fm, ds)
+    assert "held-out" in doc["samples"] and doc["simulated"]
+    assert set(doc["metrics"]) <= set(fm.metric_names)
+    # the correction is gated per metric on held-out data of the fit: where it is on, it helped there
+    assert all(np.isfinite(r["first_order"]) and np.isfinite(r["corrected"]) for r in doc["metrics"].values())
+
+
+def test_correction_graph_matches_torch(sim_forward, tmp_path):
+    """The exported ensemble computes what the trained one does."""
+    import torch
+    from agentd.forward.model import feature_dim, load_forward_model
+    from controller.forward.correction import CorrectionConfig, export_ensemble, fit_ensemble
+
+    fm = load_forward_model(sim_forward[0])
+    F, N = feature_dim(fm.first.M, fm.first.K, fm.first.N), fm.first.N
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(40, F)).astype(np.float32), rng.normal(size=(40, N))
+    ens, _ = fit_ensemble(x, y, CorrectionConfig(members=2, steps=20))
+    export_ensemble(ens, F, tmp_path / "c.onnx")
+    import onnxruntime as ort
+    got = ort.InferenceSession(str(tmp_path / "c.onnx"), providers=["CPUExecutionProvider"]).run(None, {"features": x})
+    with torch.no_grad():
+        want = [t.numpy() for t in ens(torch.from_numpy(x))]
+    assert np.allclose(got[0], want[0], atol=1e-4) and np.allclose(got[1], want[1], atol=1e-4)
+
+
+def test_forward_cli_predict_and_score(sim_forward, tmp_path, catalog):
+    from click.testing import CliRunner
+
+    from agentd.plan import Plan
+    from controller.cli import main as cli
+
+    fm_dir, _, ds = sim_forward
+    a = np.zeros((5, len(catalog), 2), np.float32)
+    a[:, 0, 0] = 0.7
+    Plan.from_catalog(a, catalog).write(tmp_path / "p.h5")
+    r = CliRunner().invoke(cli, ["forward", "predict", str(fm_dir), str(tmp_path / "p.h5"), "-o", str(tmp_path / "o.h5")])
+    assert r.exit_code == 0, r.output
+    pred = Trace.read(tmp_path / "o.h5")
+    assert pred.T == 5 and pred.provenance["predicted"]
+    assert pred.column("cpu.util.core0").mean() > pred.column("cpu.util.core1").mean() + 0.3
+    r = CliRunner().invoke(cli, ["forward", "score", str(fm_dir), str(ds)])
+    assert r.exit_code == 0 and "first order" in r.output and "SIMULATED" in r.output, r.output
+    other = Plan(a, list(catalog.names), "sha256:other")
+    other.write(tmp_path / "q.h5")
+    r = CliRunner().invoke(cli, ["forward", "predict", str(fm_dir), str(tmp_path / "q.h5"), "-o", str(tmp_path / "x.h5")])
+    assert r.exit_code != 0 and "catalog" in r.output
+
+
+def test_inverse_beats_the_single_stressor_on_a_simulated_agent(sim_forward, tmp_path, catalog):
+    """`mimesys evaluate --method inverse=inverse:DIR` end to end on a real agent (SIMULATED host):
+    the planner follows a mixed CPU/disk/network target better than the single-stressor baseline."""
+    from click.testing import CliRunner
+
+    from agentd.backend import RunOptions
+    from agentd.plan import Plan
+    from controller.cli import main as cli
+    from controller.fleet import AgentClient
+
+    fm_dir, _, ds = sim_forward
+    rng = np.random.default_rng(3)
+    T, M = 24, len(catalog)
+    a = np.zeros((T, M, 2), np.float32)
+    for t in range(T):
+        for k in range(2):
+            ms = rng.choice(M, 2, replace=False)
+            a[t, ms, k] = rng.dirichlet([1, 1]) * rng.uniform(0.3, 1.0)
+
+    async def main():
+        runner, url, token = await _start_sim_agent(tmp_path, cpus=2)
+        tok = tmp_path / "tok"
+        tok.write_text(token)
+        client = AgentClient(url, token)
+        try:
+            target = (await client.run(Plan.from_catalog(a, catalog), RunOptions(record=False))).trace
+            target.write(tmp_path / "target.h5")
+            return await asyncio.to_thread(
+                CliRunner().invoke, cli, ["evaluate", "--agent", url, "--token-file", str(tok),
+                                          "--trace", str(tmp_path / "target.h5"), "--method", f"inverse=inverse:{fm_dir}",
+                                          "--method", "single", "--dataset", str(ds), "-o", str(tmp_path / "ev"),
+                                          "--band", "3"])
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    r = asyncio.run(main())
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "ev" / "results.json").read_text())
+    s = doc["summary"]
+    assert s["inverse"]["all"]["MEAN"] < 0.5 * s["single"]["all"]["MEAN"], s
+    scored = {row["metric"] for row in doc["rows"]}
+    assert "net.lo.tx_Bps" in scored and "disk.vda.read_Bps" not in scored   # every metric, breakdowns once
