@@ -69,10 +69,12 @@ def kinds() -> list[str]:
 
 def kind_of_dir(path: Path | str) -> str:
     manifest = Path(path) / "manifest.json"
+    if not manifest.is_file():
+        raise ConfigError(f"{path} is not a model directory (no manifest.json; a model export or a forward model)")
     try:
         fmt = json.loads(manifest.read_text()).get("format")
     except (OSError, ValueError, AttributeError) as e:
-        raise ConfigError(f"{path}: not a model directory ({manifest}: {e})") from None
+        raise ConfigError(f"{manifest}: unreadable manifest: {e}") from None
     if fmt not in KIND_OF_FORMAT:
         raise ConfigError(f"{manifest}: format {fmt!r} is not a planner (known: {', '.join(KIND_OF_FORMAT)})")
     return KIND_OF_FORMAT[fmt]

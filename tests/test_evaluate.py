@@ -174,7 +174,7 @@ def test_evaluate_cli_errors_are_one_line(tmp_path):
     assert r.exit_code == 1 and "unknown baseline 'bogus'" in r.output
     r = CliRunner().invoke(main, ["evaluate", "--agent", "http://127.0.0.1:9", "--trace", str(t),
                                   "--method", f"model={tmp_path}"])
-    assert r.exit_code == 1 and "not an exported model directory (no manifest.json)" in r.output
+    assert r.exit_code == 1 and "is not a model directory (no manifest.json" in r.output
     r = CliRunner().invoke(main, ["evaluate", "colocation", "--app", "true", "--mix", "true",
                                   "--plan", str(tmp_path / "missing.h5")])
     assert r.exit_code == 2 and "does not exist" in r.output

@@ -130,7 +130,7 @@ def test_inverse_refuses_a_trace_without_its_metrics():
 
 def test_planner_specs_name_what_is_wrong(tmp_path):
     from agentd.planners import load_planner
-    with pytest.raises(ConfigError, match="not a model directory"):
+    with pytest.raises(ConfigError, match="is not a model directory"):
         load_planner(str(tmp_path))
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ConfigError, match="is not a planner"):
