@@ -7,6 +7,10 @@ Prints ONE JSON line:
 Windows are generated in sequence (each conditioned on the previous composition), as in
 production; best of --repeats runs of each, measured side by side in one process.
 
+With --forward FORWARD_DIR (a fitted forward model, `mimesys forward fit`) the inverse planner
+is timed too (`inverse_windows_per_s`), on --target (a trace, tiled to --windows) or on
+windows drawn uniformly within the forward model's idle..capacity range.
+
 Without --model the model is the default configuration (controller/model/config.py) with
 untrained weights on this host's shape (K = CPUs, M = catalog size, N metrics): timing
 does not depend on weight values, and the JSON says so. With --model MODEL_DIR (a training
@@ -92,13 +96,39 @@ def time_torch(pol: DiffusionPolicy, trace: Trace) -> float:
     return trace.T / (time.perf_counter() - t0)
 
 
+def time_inverse(forward_dir: Path, target: Path | None, windows: int, repeats: int) -> dict:
+    from agentd.forward.inverse import InversePlanner
+    from agentd.metrics import MetricSpec as Spec
+    planner = InversePlanner(forward_dir)
+    fm = planner.model
+    if target is not None:
+        tr = Trace.read(target)
+        reps = -(-windows // tr.T)
+        trace = Trace(np.tile(tr.values, (reps, 1))[:windows], tr.metrics, window_s=tr.window_s)
+    else:
+        rng = np.random.default_rng(1)
+        hi = np.where(np.isfinite(fm.first.capacity), fm.first.capacity, fm.scales)
+        vals = fm.first.idle + (hi - fm.first.idle) * rng.uniform(0, 1, (windows, fm.first.N))
+        trace = Trace(vals.astype(np.float32), [Spec(n, u) for n, u in zip(fm.metric_names, fm.first.units)],
+                      window_s=fm.window_s)
+    best = max(time_onnx(planner, trace) for _ in range(repeats))
+    return {"inverse_windows_per_s": round(best, 1), "inverse_forward_model": str(forward_dir),
+            "inverse_target": str(target) if target else "uniform within the model's range",
+            "inverse_corrected": fm.has_correction}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=None, help="training output directory (default: untrained default model)")
     ap.add_argument("--windows", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="ONNX Runtime and torch intra-op threads")
+    ap.add_argument("--forward", type=Path, default=None, help="forward-model directory: time the inverse planner")
+    ap.add_argument("--target", type=Path, default=None, help="target trace for the inverse planner")
     args = ap.parse_args()
+    inverse = None
+    if args.forward:
+        inverse = time_inverse(args.forward, args.target, args.windows, args.repeats)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="mimesys-bench-") as tmp:
         tmp = Path(tmp)
@@ -124,6 +154,7 @@ def main() -> None:
         "model": str(args.model) if args.model else "default config, untrained weights (timing only)",
         "parameters": pol.parameter_count(), "M": pol.M, "K": pol.K, "N": len(pol.spec.metrics),
         "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
+        **(inverse or {}),
     }))
 
 

@@ -174,15 +174,16 @@ async def _generator(app: web.Application):
     model_dir = app[CONFIG].agent.model_dir
     if not (model_dir / "manifest.json").is_file():
         raise NotImplementedYet(f"no generation model installed: {model_dir}/manifest.json not found; export "
-                                f"one with `mimesys export` and copy the directory to {model_dir}")
+                                f"one with `mimesys export` (or fit a forward model with `mimesys forward fit`) "
+                                f"and copy the directory to {model_dir}")
     try:
-        from ..generate import load_generator
+        from ..planners import load_planner
     except ImportError as e:
         raise NotImplementedYet(f"this agent build has no local generator (agentd.generate: {e})") from None
     async with holder["lock"]:
         if holder.get("generator") is None:
             try:
-                holder["generator"] = await asyncio.to_thread(load_generator, model_dir)
+                holder["generator"] = await asyncio.to_thread(load_planner, model_dir)
             except Exception as e:
                 log.error("loading the model from %s failed: %s", model_dir, e)
                 raise NotImplementedYet(f"the model in {model_dir} could not be loaded: {e}") from None

@@ -1,5 +1,7 @@
-"""`mimesys-agent generate --model DIR --trace TRACE -o plan.h5`: turn a trace into a plan
-locally with an exported model (ONNX Runtime; no PyTorch, no network)."""
+"""`mimesys-agent generate --model PLANNER --trace TRACE -o plan.h5`: turn a trace into a plan
+locally (ONNX Runtime and NumPy; no PyTorch, no network) with any planner of
+agentd/planners.py: an exported diffusion model, a forward model (the inverse planner), or
+`select:MODEL_DIR,FORWARD_DIR`."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from ._common import friendly_errors
 
 
 @click.command("generate")
-@click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Exported model directory (manifest.json + ONNX graphs, from `mimesys export`).")
+@click.option("--model", "model_dir", required=True, metavar="PLANNER",
+              help="A model export (`mimesys export`) or forward-model directory (`mimesys forward fit`), or "
+                   "KIND:DIR[,DIR] with KIND one of diffusion, inverse, inverse-first-order, select.")
 @click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Target trace (HDF5, mimesys trace format).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Plan to write (HDF5).")
@@ -24,14 +27,16 @@ from ._common import friendly_errors
 @click.option("--guidance", type=click.FloatRange(0, 100), default=None, help="Guidance weight (default: the model's).")
 @click.option("--eta", type=click.FloatRange(0, 10), default=None, help="DDIM η (default: the model's).")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="ONNX Runtime threads (default: the manifest's).")
+@click.option("--candidates", type=click.IntRange(1, 1024), default=None,
+              help="Candidates per window for the select planner (default 8).")
 @click.option("--progress/--no-progress", default=True)
 @friendly_errors
-def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads, progress):
+def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads, candidates, progress):
     """Generate a plan reproducing TRACE, window by window."""
-    from ..generate import load_generator
+    from ..planners import load_planner
     from ..trace import Trace
 
-    gen = load_generator(model_dir, steps=steps, guidance=guidance, eta=eta, threads=threads)
+    gen = load_planner(model_dir, steps=steps, guidance=guidance, eta=eta, threads=threads, candidates=candidates)
     trace = Trace.read(trace_path)
     t0 = time.perf_counter()
     if progress:
@@ -41,9 +46,10 @@ def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads,
         plan = gen.generate(trace, seed=seed)
     elapsed = time.perf_counter() - t0
     plan.write(output)
-    filled = plan.provenance["missing_metrics_filled_with_training_mean"]
+    filled = plan.provenance.get("missing_metrics_filled_with_training_mean")
     if filled:
         click.echo(f"note: filled with the training mean (metric: windows): {filled}", err=True)
-    click.echo(json.dumps({"plan": str(output), "windows": plan.T, "threads": plan.K, "stressors": plan.M,
-                           "seconds": round(elapsed, 3), "windows_per_s": round(plan.T / max(elapsed, 1e-9), 1),
-                           "sampler": plan.provenance["sampler"], "fused_graph": gen.fused}))
+    click.echo(json.dumps({"plan": str(output), "planner": plan.provenance.get("generator"), "windows": plan.T,
+                           "threads": plan.K, "stressors": plan.M, "seconds": round(elapsed, 3),
+                           "windows_per_s": round(plan.T / max(elapsed, 1e-9), 1),
+                           "sampler": plan.provenance.get("sampler"), "fused_graph": getattr(gen, "fused", None)}))

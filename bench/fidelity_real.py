@@ -1,0 +1,223 @@
+"""Real-host fidelity: do generated plans reproduce real application mixes better than stressors
+at fixed levels? Everything here is measured on this machine; nothing is simulated.
+
+    python bench/fidelity_real.py --out bench-out/fidelity --campaign DIR [--max-round R] [--label demo]
+
+Steps (each reused from --out when already there, so an interrupted run resumes):
+  1. a local agent on 127.0.0.1 (host backend), calibrated (`mimesys-agent calibrate`)
+  2. targets: every real mix of bench/workloads/mixes.py recorded by the agent
+     (`mimesys-agent record`) for --mix-seconds, then run and recorded once more: the noise
+     floor is the DTW between the two recordings of the same mix
+  3. the host's solo profile (`mimesys forward profile`)
+  4. the campaign's samples (`mimesys dataset build`; rounds ≤ --max-round only, to stand for
+     a shorter campaign), a small diffusion model trained and exported as the demo does, the
+     forward model fitted (`mimesys forward fit`) and scored on held-out samples
+  5. `mimesys evaluate` with every method, --replays times (seeds 0, 1, ...), scoring every
+     metric the targets carry
+Prints one JSON line: per method the mean DTW over every scored metric, per metric, per mix,
+the added-activity count, next to the floor; writes it and a PNG beside the evaluations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench" / "workloads"))
+
+from controller.commands.demo import DemoSettings, LocalAgent  # noqa: E402
+
+AGENT, CTL = [sys.executable, "-m", "agentd.cli"], [sys.executable, "-m", "controller.cli"]
+
+
+def sh(cmd, **kw):
+    print("$", " ".join(map(str, cmd)), file=sys.stderr, flush=True)
+    return subprocess.run([str(c) for c in cmd], cwd=REPO, check=True, **kw)
+
+
+def record_mix(agent: LocalAgent, mix: str, seconds: int, path: Path) -> None:
+    rec = subprocess.Popen([*AGENT, "record", "--config", str(agent.config_file), "--seconds", str(seconds),
+                            "-o", str(path)], cwd=REPO)
+    time.sleep(1.0)   # the recorder's first window starts before the mix does
+    app = subprocess.Popen([sys.executable, str(REPO / "bench/workloads/mixes.py"), mix, "--seconds", str(seconds)],
+                           cwd=REPO)
+    app.wait()
+    if rec.wait() != 0 or app.returncode != 0:
+        raise SystemExit(f"recording {mix}: record exited {rec.returncode}, mix exited {app.returncode}")
+
+
+def subset_dataset(src: Path, dst: Path, max_round: int | None) -> int:
+    from controller.dataset import Dataset
+    ds = Dataset.read(src)
+    if max_round is not None and ds.round is not None:
+        keep = ds.round <= max_round
+        for f in ("prev_action", "action", "prev_obs", "obs", "obs_spread"):
+            setattr(ds, f, getattr(ds, f)[keep])
+        ds.round = ds.round[keep]
+        ds.provenance = {**ds.provenance, "subset": f"rounds <= {max_round} of {src}"}
+    ds.write(dst)
+    return ds.S
+
+
+def floor_scores(targets: dict, reruns: dict, peaks: dict, band: int) -> dict:
+    from controller.evaluate.driver import EvalOptions, scored_metrics
+    from controller.evaluate.dtw import compare
+    out = {}
+    for name, tr in targets.items():
+        metrics = scored_metrics(tr, EvalOptions(outdir=Path(".")))
+        out[name] = {m: r.distance for m, r in compare(tr, reruns[name], metrics, peaks=peaks, band=band).items()}
+    return out
+
+
+def aggregate(eval_dirs: list[Path], floor: dict) -> dict:
+    """Mean over mixes and replays, per method and metric; MEAN = mean over metrics."""
+    per: dict = {}
+    added: dict = {}
+    for d in eval_dirs:
+        doc = json.loads((d / "results.json").read_text())
+        for r in doc["rows"]:
+            if r["distance"] is not None:
+                per.setdefault(r["method"], {}).setdefault(r["metric"], {}).setdefault(r["trace"], []).append(r["distance"])
+        for run in doc["runs"]:
+            added.setdefault(run["method"], []).append(len(run.get("added_activity") or {}))
+    methods = {}
+    for method, metrics in per.items():
+        by_metric = {m: float(np.mean([np.mean(v) for v in traces.values()])) for m, traces in metrics.items()}
+        by_mix = {}
+        for m, traces in metrics.items():
+            for t, v in traces.items():
+                by_mix.setdefault(t, []).append(np.mean(v))
+        cores = [v for m, v in by_metric.items() if m.startswith("cpu.util.core")]
+        methods[method] = {"mean": float(np.mean(list(by_metric.values()))),
+                           "per_core_cpu": float(np.mean(cores)) if cores else None,
+                           "by_mix": {t: float(np.mean(v)) for t, v in by_mix.items()},
+                           "added_activity_per_run": float(np.mean(added.get(method, [0]))),
+                           "per_metric": by_metric}
+    fm = {}
+    for t, d in floor.items():
+        for m, v in d.items():
+            if np.isfinite(v):
+                fm.setdefault(m, []).append(v)
+    floor_metric = {m: float(np.mean(v)) for m, v in fm.items()}
+    cores = [v for m, v in floor_metric.items() if m.startswith("cpu.util.core")]
+    return {"methods": methods, "floor": {"mean": float(np.mean(list(floor_metric.values()))),
+                                          "per_core_cpu": float(np.mean(cores)) if cores else None,
+                                          "per_metric": floor_metric}}
+
+
+def plot(summary: dict, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    methods = sorted(summary["methods"], key=lambda m: summary["methods"][m]["mean"])
+    metrics = list(summary["floor"]["per_metric"])
+    fig, axes = plt.subplots(2, 1, figsize=(12, 8))
+    axes[0].bar(methods + ["noise floor"], [summary["methods"][m]["mean"] for m in methods] + [summary["floor"]["mean"]],
+                color=["C0"] * len(methods) + ["grey"])
+    axes[0].set_ylabel("mean normalized DTW\n(every scored metric)")
+    axes[0].set_title(title)
+    x = np.arange(len(metrics))
+    w = 0.8 / (len(methods) + 1)
+    for i, m in enumerate(methods):
+        axes[1].bar(x + i * w, [summary["methods"][m]["per_metric"].get(k, np.nan) for k in metrics], w, label=m)
+    axes[1].bar(x + len(methods) * w, [summary["floor"]["per_metric"][k] for k in metrics], w, label="floor",
+                color="grey")
+    axes[1].set_xticks(x + 0.4, metrics, rotation=70, fontsize=7)
+    axes[1].legend(fontsize=7, ncol=4)
+    axes[1].set_ylabel("DTW per metric")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("bench-out/fidelity"))
+    ap.add_argument("--campaign", type=Path, required=True, help="A collected campaign directory on this host.")
+    ap.add_argument("--max-round", type=int, default=None, help="Use only rounds ≤ R (a shorter campaign).")
+    ap.add_argument("--label", default="campaign")
+    ap.add_argument("--mix-seconds", type=int, default=60)
+    ap.add_argument("--replays", type=int, default=2)
+    ap.add_argument("--methods", default="single,nearest,knn,model,inverse,select")
+    ap.add_argument("--band", type=int, default=10)
+    args = ap.parse_args()
+
+    from mixes import MIXES, missing_tools
+    if missing_tools():
+        sh(["apt-get", "install", "-y", "-qq", *missing_tools()])
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    agent = LocalAgent(out / "agent")
+    agent.start()
+    try:
+        sh([*AGENT, "calibrate", "--config", agent.config_file])
+        tdir = out / "targets"
+        tdir.mkdir(exist_ok=True)
+        for mix in MIXES:
+            for suffix in ("", ".rerun"):
+                p = tdir / f"{mix}{suffix}.h5"
+                if not p.exists():
+                    record_mix(agent, mix, args.mix_seconds, p)
+        profile = out / "profile.h5"
+        if not profile.exists():
+            sh([*CTL, "forward", "profile", "--agent", agent.url, "--token-file", agent.token_file, "-o", profile])
+
+        work = out / args.label
+        work.mkdir(exist_ok=True)
+        full, ds = work / "dataset-full.h5", work / "dataset.h5"
+        sh([*CTL, "dataset", "build", args.campaign, "-o", full])
+        samples = subset_dataset(full, ds, args.max_round)
+        s = DemoSettings()
+        onnx, fm = work / "model-onnx", work / "forward"
+        if not (onnx / "manifest.json").exists():
+            sh([*CTL, "train", ds, "--out", work / "model", "--steps", s.train_steps, "--batch-size", s.train_batch,
+                "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
+                "--overwrite"])
+            sh([*CTL, "export", work / "model", "--onnx", onnx, "--overwrite"])
+        sh([*CTL, "forward", "fit", ds, "--profile", profile, "-o", fm, "--overwrite"])
+        score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
+                               capture_output=True, text=True).stdout
+        (work / "forward-score.json").write_text(score)
+        specs = {"single": "single", "nearest": "nearest", "knn": "knn", "model": f"model={onnx}",
+                 "inverse": f"inverse=inverse:{fm}", "inverse-first-order": f"inverse-first-order=inverse-first-order:{fm}",
+                 "select": f"select=select:{onnx},{fm}"}
+        methods = [specs[m] for m in args.methods.split(",")]
+        targets = sorted(tdir.glob("*.h5"))
+        targets = [p for p in targets if not p.name.endswith(".rerun.h5")]
+        eval_dirs = []
+        for r in range(args.replays):
+            d = work / f"eval-rep{r}"
+            if not (d / "results.json").exists():
+                sh([*CTL, "evaluate", "--agent", agent.url, "--token-file", agent.token_file,
+                    *[a for t in targets for a in ("--trace", t)], *[a for m in methods for a in ("--method", m)],
+                    "--dataset", ds, "--seed", r, "--band", args.band, "-o", d])
+            eval_dirs.append(d)
+
+        from agentd.trace import Trace
+        peaks = json.loads((eval_dirs[0] / "results.json").read_text())["meta"]["peaks_used_for_scale"]
+        tr = {p.stem: Trace.read(p) for p in targets}
+        re = {p.stem: Trace.read(tdir / f"{p.stem}.rerun.h5") for p in targets}
+        summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
+        summary.update({"bench": "fidelity_real", "label": args.label, "samples": samples,
+                        "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
+                        "replays": args.replays, "simulated": False,
+                        "forward_score": {k: v for k, v in json.loads(score).items() if k != "metrics"},
+                        "elapsed_s": round(time.monotonic() - t_start, 1)})
+        (work / "fidelity.json").write_text(json.dumps(summary, indent=1))
+        plot(summary, work / "fidelity.png", f"real mixes on this host, {args.label} ({samples} samples)")
+        print(json.dumps(summary))
+    finally:
+        agent.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Real application mixes for fidelity measurements: real servers and tools from Debian's
+packages (redis-server + redis-benchmark, fio, SQLite through Python, zstd, gzip), on
+127.0.0.1 only, in timed phases, no mimesys stressor among them.
+
+    python bench/workloads/mixes.py NAME [--seconds 60] [--workdir DIR]   runs one mix, then cleans up
+    python bench/workloads/mixes.py --list
+
+Each mix is three phases of equal length; a phase runs its commands side by side and kills
+them (their whole process group) when the phase ends. Servers a mix needs start before the
+first phase on a free loopback port and stop after the last. Scratch files live in a private
+directory under --workdir (default /var/tmp), removed at the end.
+
+- kv_compress: a key-value server under small requests, then large pipelined values next to a
+  zstd compressor, then snapshots to disk (BGSAVE) under light load.
+- db_bulk: SQLite bank transactions with an fsync per commit, then a paced O_DIRECT bulk
+  sequential writer (fio) next to in-memory transactions, then analytic scans of the database
+  next to gzip.
+- burst_serve: bursty serving, 4 s on / 4 s off: random 4 KiB direct reads (fio) and GET
+  requests to the key-value server during bursts, nothing between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+NEEDS = {"redis-server": "redis-server", "redis-benchmark": "redis-tools", "redis-cli": "redis-tools",
+         "fio": "fio", "zstd": "zstd", "gzip": "gzip"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def missing_tools() -> list[str]:
+    """Debian packages to install for the mixes (empty when everything is there)."""
+    return sorted({pkg for tool, pkg in NEEDS.items() if shutil.which(tool) is None})
+
+
+class MixRun:
+    def __init__(self, workdir: Path):
+        self.dir = Path(tempfile.mkdtemp(prefix="mimesys-mix-", dir=workdir))
+        self.procs: list[subprocess.Popen] = []
+        self.port = 0
+        self.redis: subprocess.Popen | None = None
+
+    # -- servers -----------------------------------------------------------------------
+    def start_redis(self) -> None:
+        self.port = free_port()
+        self.redis = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
+             "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no",
+             "--dbfilename", "dump.rdb", "--logfile", str(self.dir / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True).stdout.strip() == b"PONG":
+                return
+            time.sleep(0.1)
+        raise RuntimeError("redis-server did not answer within 10 s")
+
+    def redis_fill(self, keys: int, size: int) -> None:
+        subprocess.run(["redis-cli", "-p", str(self.port), "DEBUG", "POPULATE", str(keys), "key", str(size)],
+                       capture_output=True, check=True)
+
+    # -- phases ------------------------------------------------------------------------
+    def phase(self, seconds: float, commands: list[list[str] | str]) -> None:
+        procs = [subprocess.Popen(c, shell=isinstance(c, str), cwd=self.dir, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True) for c in commands]
+        self.procs = procs
+        time.sleep(seconds)
+        self.kill(procs)
+
+    @staticmethod
+    def kill(procs) -> None:
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    def close(self) -> None:
+        self.kill(self.procs)
+        if self.redis is not None:
+            self.kill([self.redis])
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def bench(self, *args: str) -> list[str]:
+        return ["redis-benchmark", "-p", str(self.port), "-n", "1000000000", "-q", *args]
+
+    def data_file(self, mib: int) -> Path:
+        """Semi-compressible data (a third random, two thirds repetitive)."""
+        path = self.dir / "data.bin"
+        if not path.exists():
+            rnd = os.urandom(1 << 20)
+            rep = bytes(range(256)) * 4096
+            with open(path, "wb") as fh:
+                for i in range(mib):
+                    fh.write(rnd if i % 3 == 0 else rep)
+        return path
+
+
+def kv_compress(run: MixRun, seconds: float) -> None:
+    run.start_redis()
+    run.redis_fill(200_000, 512)
+    data = run.data_file(64)
+    p = seconds / 3
+    run.phase(p, [run.bench("-t", "set,get", "-c", "8", "-d", "256")])
+    run.phase(p, [run.bench("-t", "get", "-c", "2", "-P", "16", "-d", "8192"),
+                  f"while :; do zstd -q -3 -f -c {data} > {run.dir}/data.zst; done"])
+    run.phase(p, [f"while :; do redis-cli -p {run.port} BGSAVE >/dev/null; sleep 2; done",
+                  run.bench("-t", "get", "-c", "1", "-d", "512")])
+
+
+def db_bulk(run: MixRun, seconds: float) -> None:
+    db = run.dir / "bank.db"
+    p = seconds / 3
+    run.phase(p, [[PY, str(HERE / "sqlite_bank.py"), "--seconds", str(p + 5), "--db", str(db), "--accounts", "100000"]])
+    run.phase(p, [["fio", "--name=bulk", f"--directory={run.dir}", "--rw=write", "--bs=1M", "--direct=1",
+                   "--size=1G", "--rate=120m", "--time_based", f"--runtime={int(p) + 5}", "--ioengine=psync"],
+                  [PY, str(HERE / "sqlite_bank.py"), "--seconds", str(p + 5), "--memory", "--accounts", "50000"]])
+    scan = ("import sqlite3,sys,time\n"
+            "c=sqlite3.connect(sys.argv[1])\n"
+            "while True:\n"
+            "    c.execute('select count(*), sum(balance), avg(balance) from accounts').fetchall()\n"
+            "    c.execute('select * from history order by amount desc limit 50').fetchall()\n")
+    data = run.data_file(48)
+    run.phase(p, [[PY, "-c", scan, str(db)], f"while :; do gzip -1 -c {data} > {run.dir}/data.gz; done"])
+
+
+def burst_serve(run: MixRun, seconds: float) -> None:
+    run.start_redis()
+    run.redis_fill(100_000, 1024)
+    fio = ["fio", "--name=serve", f"--directory={run.dir}", "--rw=randread", "--bs=4k", "--direct=1",
+           "--size=256M", "--iodepth=8", "--ioengine=libaio", "--time_based", "--runtime=600"]
+    subprocess.run([*fio[:-2], "--runtime=1", "--rw=write", "--bs=1M", "--iodepth=1"], cwd=run.dir,
+                   capture_output=True)   # lay the file out once, before the clock starts
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        on = min(4.0, end - time.monotonic())
+        run.phase(on, [fio, run.bench("-t", "get", "-c", "4", "-d", "1024")])
+        off = min(4.0, end - time.monotonic())
+        if off > 0:
+            time.sleep(off)
+
+
+MIXES = {"kv_compress": kv_compress, "db_bulk": db_bulk, "burst_serve": burst_serve}
+
+
+def run_mix(name: str, seconds: float, workdir: Path = Path("/var/tmp")) -> None:
+    if name not in MIXES:
+        raise SystemExit(f"unknown mix {name!r}; known: {', '.join(MIXES)}")
+    run = MixRun(workdir)
+    try:
+        MIXES[name](run, seconds)
+    finally:
+        run.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("name", nargs="?")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--workdir", type=Path, default=Path("/var/tmp"))
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    if args.list or not args.name:
+        print("\n".join(MIXES))
+        return
+    missing = missing_tools()
+    if missing:
+        raise SystemExit(f"missing Debian packages for the mixes: {' '.join(missing)} (apt-get install them)")
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    run_mix(args.name, args.seconds, args.workdir)
+
+
+if __name__ == "__main__":
+    main()
