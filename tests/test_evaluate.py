@@ -13,11 +13,12 @@ import json
 import math
 import os
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from agentd.metrics import MetricSpec
+from agentd.metrics import Availability, MetricSpec
 from agentd.plan import Plan
 from agentd.trace import Trace
 from controller.evaluate.dtw import compare, normalized_dtw
@@ -216,3 +217,28 @@ def test_cli_evaluates_product_baselines_on_simulated_agent(tmp_path):
     assert set(doc["summary"]) == {"nearest", "knn", "single"}
     assert all(0 <= v["all"]["MEAN"] <= 1 for v in doc["summary"].values())
     assert (tmp_path / "ev" / "target.png").exists()
+
+
+def test_added_activity_flags_what_the_target_left_idle():
+    from controller.evaluate.activity import added_activity
+    specs = [MetricSpec("net.lo.tx_Bps", "B/s"), MetricSpec("disk.read_Bps", "B/s"), MetricSpec("cpu.util", "fraction")]
+    target = Trace(np.array([[1e3, 5e8, 0.5]] * 10, np.float32), specs)
+    executed = Trace(np.array([[2e9, 4e8, 0.5]] * 10, np.float32), specs)
+    got = added_activity(target, executed, [s.name for s in specs], peaks={"net.lo.tx_Bps": 4e9, "disk.read_Bps": 1e9})
+    assert set(got) == {"net.lo.tx_Bps"}                    # disk was busy in the target; cpu matches
+    assert got["net.lo.tx_Bps"]["executed_mean"] == pytest.approx(0.5)
+    assert added_activity(target, target, [s.name for s in specs], peaks={"net.lo.tx_Bps": 4e9}) == {}
+
+
+def test_default_scores_every_metric_the_target_carries_once():
+    from controller.evaluate.driver import EvalOptions, scored_metrics
+    specs = [MetricSpec(n, u) for n, u in (("cpu.util.core0", "fraction"), ("disk.read_Bps", "B/s"),
+                                           ("disk.vda.read_Bps", "B/s"), ("net.lo.rx_Bps", "B/s"),
+                                           ("net.eth0.rx_Bps", "B/s"), ("llc.miss_per_s", "1/s"))]
+    specs[-1] = MetricSpec("llc.miss_per_s", "1/s", Availability.UNSUPPORTED, "no PMU")
+    values = np.ones((4, len(specs)), np.float32)
+    values[:, -1] = np.nan                                   # not measured: NaN, never 0
+    tr = Trace(values, specs)
+    assert scored_metrics(tr, EvalOptions(outdir=Path("."))) == ["cpu.util.core0", "disk.read_Bps", "net.lo.rx_Bps",
+                                                                 "net.eth0.rx_Bps"]
+    assert scored_metrics(tr, EvalOptions(outdir=Path("."), metrics=("paper",))) == ["disk.read_Bps"]
