@@ -152,3 +152,35 @@ main()
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["windows"] == 40
+
+
+def test_select_planner_keeps_the_candidate_the_forward_model_prefers(exported, catalog):
+    """select: the diffusion model's candidates, ranked by a forward model (here a first-order
+    model on the toy metrics: stressor m adds (m+1)/M of a core and 10 MB/s of writes × m)."""
+    from agentd.forward.firstorder import FirstOrder
+    from agentd.forward.model import ForwardModel
+    from agentd.forward.select import ForwardSelect
+    from agentd.planners import load_planner
+
+    names = [m.name for m in TOY_METRICS if m.available]
+    units = [m.unit for m in TOY_METRICS if m.available]
+    M = len(catalog)
+    R = np.zeros((M, len(names)))
+    R[:, names.index("disk.write_Bps")] = np.arange(M) * 1e7
+    own = (np.arange(M) + 1) / M
+    fo = FirstOrder(names, units, list(catalog.names), [0, 1], np.zeros(len(names)), R, own, np.zeros(M),
+                    np.array([1, 1, 1e10, 1e9]))
+    fm = ForwardModel(fo, np.array([1, 1, 1e10, 1e9]), catalog.hash, simulated=True)
+    gen = load_planner(exported / "onnx")
+    trace = Trace.read(exported / "trace.h5")
+    sel = ForwardSelect(gen, fm, candidates=8).generate(trace, seed=1)
+    plain = gen.generate(trace, seed=1)
+    target = trace.select(names)
+    w = np.isfinite(target)
+
+    def err(plan):
+        pred = fm.predict_plan(plan.compositions)[0]
+        return float(np.nanmean(((pred - target) / fm.scales)[w] ** 2))
+
+    assert sel.provenance["generator"] == "select" and sel.provenance["candidates"] == 8
+    assert err(sel) < err(plain)
