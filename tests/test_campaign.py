@@ -150,6 +150,12 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     ds = Dataset.read(ds_path)
     assert ds.simulated and ds.S == summary["samples"] - ds.provenance["dropped_unstable"]
     assert set(np.unique(ds.round)) <= {0, 1}
+    # the solo profile was recorded before round 0, and `forward fit` finds it through the dataset
+    assert (camp / "profile.h5").exists() and "solo profile" in (camp / "logs" / "collect.log").read_text()
+    out = CliRunner().invoke(mimesys, ["forward", "fit", str(ds_path), "-o", str(tmp_path / "fm"), "--members", "2",
+                                       "--steps", "50"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output.strip().splitlines()[-1])["simulated"] is True
     # compositions are held for 1..3 windows: steady transitions next to changes
     steady = (ds.prev_action == ds.action).all(axis=(1, 2))
     assert 0.15 < steady.mean() < 0.85, steady.mean()

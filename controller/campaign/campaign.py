@@ -33,6 +33,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -335,6 +336,11 @@ class Campaign:
                                        json.dumps(dataclasses.asdict(self.config)))})
 
     # -- proposing ----------------------------------------------------------------------
+    @property
+    def profile_path(self) -> Path:
+        """The host's solo profile (a trace), recorded once before round 0."""
+        return self.root / "profile.h5"
+
     def round_path(self, r: int) -> Path:
         return self.root / "rounds" / f"round_{r:04d}.npz"
 
@@ -493,6 +499,8 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
     campaign.bind([p.info for p in probes if p.ok], identity)   # ... and with the campaign's host
     agents = [p.client for p in probes if p.ok]
     fleet.owned_runs |= campaign.orphan_runs()
+    if not campaign.profile_path.exists() and agents:
+        await profile_host(campaign, agents[0], progress=progress)
     summaries = []
     for r in range(campaign.next_round(), rounds + 1):
         t0 = time.monotonic()
@@ -517,6 +525,26 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
         if on_round is not None:
             on_round(summary)
     return summaries
+
+
+async def profile_host(campaign: Campaign, client, *, progress: bool = True) -> None:
+    """The host's solo profile (controller/forward/profile.py), once per campaign, before round 0:
+    the first-order forward model is read from it (`mimesys forward fit` finds it here)."""
+    from ..forward.profile import run_profile
+
+    tmp = campaign.profile_path.with_name(f".{campaign.profile_path.name}.tmp")
+    log.info("solo profile of the host on %s (every stressor alone, then on every thread)", client.name)
+    t0 = time.monotonic()
+    bar = _progress(progress, 1, "solo profile")
+    try:
+        def step(done, total):
+            bar.total = total
+            bar.update(done - bar.n)
+        trace = await run_profile(client, tmp, progress=step)
+    finally:
+        bar.close()
+    os.replace(tmp, campaign.profile_path)
+    log.info("solo profile: %d windows in %.0f s -> %s", trace.T, time.monotonic() - t0, campaign.profile_path)
 
 
 def _progress(enabled: bool, total: int, desc: str):

@@ -6,12 +6,12 @@ failure is that command's own message) and re-implements none of them:
   1. preflight     every part the path needs exists (commands, runner binary, the trace)
   2. agent         `mimesys-agent serve` on 127.0.0.1 with the real host backend, a fresh
                    token and a temporary state directory
-  3. collect       `mimesys collect`: a short novelty-guided campaign on this host
+  3. collect       `mimesys collect`: the host's solo profile, then a short novelty-guided campaign
   4. dataset       `mimesys dataset build`
   5. train         `mimesys train` (a small model, CPU)
   6. export        `mimesys export --onnx`
-  7. forward       `mimesys forward profile` (every stressor alone on this host) and
-                   `mimesys forward fit`: the forward model the inverse and select planners use
+  7. forward       `mimesys forward fit` (first order from the solo profile `collect` recorded
+                   before round 0, correction from the samples) and `mimesys forward score`
   8. import        `mimesys import` of a real trace from ../shared/traces onto this host
   9. record        a real local application (gzip, sqlite, sort) run while
                    `mimesys-agent record` samples the host
@@ -374,11 +374,9 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
         rec.detail = f"{onnx}"
 
     forward = out / "forward"
-    with d.step("forward", "solo profile of this host, then the forward model (first order + correction)") as rec:
-        d.run(CONTROLLER_CLI, ["forward", "profile", "--agent", agent.url, "--token-file", agent.token_file,
-                               "-o", out / "profile.h5"], step="forward")
-        d.run(CONTROLLER_CLI, ["forward", "fit", dataset, "--profile", out / "profile.h5", "-o", forward,
-                               "--overwrite"], step="forward")
+    with d.step("forward", "the forward model: first order from the campaign's solo profile, learned correction") as rec:
+        d.run(CONTROLLER_CLI, ["forward", "fit", dataset, "-o", forward, "--overwrite"], step="forward")
+        d.run(CONTROLLER_CLI, ["forward", "score", forward, dataset], step="forward")
         rec.detail = f"{forward}"
 
     traces = out / "traces"

@@ -1,7 +1,7 @@
 """`mimesys forward`: the forward model of a host (agentd/forward, controller/forward).
 
     mimesys forward profile --agent URL [--token-file F] -o profile.h5   solo profile of the host
-    mimesys forward fit DATASET --profile profile.h5 -o DIR              first order + correction
+    mimesys forward fit DATASET [--profile profile.h5] -o DIR            first order + correction
     mimesys forward predict DIR PLAN -o predicted.h5                     a plan's trace, not run
     mimesys forward score DIR DATASET                                    held-out error per metric
 """
@@ -63,8 +63,9 @@ def profile_cmd(agent_url, token_file, output):
 
 @forward.command("fit")
 @click.argument("dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--profile", "profile_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Solo profile of the dataset's host (`mimesys forward profile`).")
+@click.option("--profile", "profile_path", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Solo profile of the dataset's host (default: the one its campaign recorded before round 0; "
+                   "`mimesys forward profile` makes one).")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path), help="Model directory.")
 @click.option("--holdout", default=0.2, type=click.FloatRange(0, 0.9), show_default=True,
               help="Share of the samples kept out of the fit (scored by `forward score`).")

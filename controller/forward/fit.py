@@ -52,22 +52,33 @@ def profile_meta(trace: Trace, where: str) -> dict:
     return p
 
 
+def campaign_profile(ds: Dataset | None, where) -> Path:
+    """The solo profile recorded by the dataset's campaign (`mimesys collect` runs it first)."""
+    camp = (ds.provenance or {}).get("campaign") if ds is not None else None
+    if camp and (Path(camp) / "profile.h5").is_file():
+        return Path(camp) / "profile.h5"
+    raise ValidationError(f"{where}: no solo profile found (its campaign {camp or '(unknown)'} has no profile.h5); "
+                          f"pass one with --profile (make it with `mimesys forward profile`)")
+
+
 def holdout_split(S: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     perm = np.random.default_rng(seed).permutation(S)
     n = int(round(S * fraction)) if S >= 10 else 0
     return np.sort(perm[n:]), np.sort(perm[:n])
 
 
-def fit(dataset_path: Path | str, profile_path: Path | str, out_dir: Path | str, options: FitOptions = FitOptions(),
+def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path | str, options: FitOptions = FitOptions(),
         *, overwrite: bool = False, progress=None) -> ForwardModel:
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ValidationError(f"{out_dir} exists and is not empty; pass --overwrite to replace it")
+    ds = Dataset.read(dataset_path) if dataset_path else None
+    if profile_path is None:
+        profile_path = campaign_profile(ds, dataset_path)
     profile = Trace.read(profile_path)
     meta = profile_meta(profile, str(profile_path))
     first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=meta.get("host_peaks"))
     scales = metric_scales(first)
-    ds = Dataset.read(dataset_path) if dataset_path else None
     if ds is not None:
         if ds.catalog_hash != meta["catalog_hash"]:
             raise ValidationError(f"{dataset_path}: catalog {ds.catalog_hash} differs from the profile's "
