@@ -270,3 +270,18 @@ def test_inverse_beats_the_single_stressor_on_a_simulated_agent(sim_forward, tmp
     assert s["inverse"]["all"]["MEAN"] < 0.5 * s["single"]["all"]["MEAN"], s
     scored = {row["metric"] for row in doc["rows"]}
     assert "net.lo.tx_Bps" in scored and "disk.vda.read_Bps" not in scored   # every metric, breakdowns once
+
+
+def test_inverse_fills_cpu_time_without_unobservable_memory_traffic():
+    """Two stressors burn a core alike; one also drives memory bandwidth, which this host (no
+    mem.bw metric) cannot observe: CPU time goes to the plain CPU stressor."""
+    names, units = ["cpu.util.core0", "cpu.util"], ["fraction", "fraction"]
+    R = np.array([[0.0, 0.5], [0.0, 0.5]])
+    fo = FirstOrder(names, units, ["cpu_a", "mem_b"], [0], np.zeros(2), R, np.array([1.0, 1.0]), np.zeros(2),
+                    np.ones(2), classes=["cpu", "memory"])
+    assert fo.unobserved().tolist() == [False, True]
+    fm = ForwardModel(fo, np.ones(2), "sha256:toy")
+    vals = np.full((6, 2), [0.6, 0.3], np.float32)
+    plan = InversePlanner(fm).generate(Trace(vals, [MetricSpec(n, u) for n, u in zip(names, units)]))
+    assert plan.compositions[:, 0, 0].mean() == pytest.approx(0.6, abs=0.03)
+    assert plan.compositions[:, 1, 0].max() < 0.02

@@ -39,6 +39,8 @@ SATURATION_P = 6.0
 # metric name prefix -> shared resource group
 GROUP_PREFIXES = (("disk.", "disk"), ("psi.io.", "disk"), ("net.", "net"), ("mem.bw", "mem"), ("llc.", "mem"))
 RATE_UNITS = ("B/s", "1/s", "fraction")
+# catalog resource class -> the group of metrics that observes it
+CLASS_GROUP = {"memory": "mem", "cache": "mem", "disk": "disk", "network": "net"}
 
 
 def metric_group(name: str) -> str | None:
@@ -66,6 +68,7 @@ class FirstOrder:
     capacity: np.ndarray             # [N] (inf where unbounded)
     groups: dict[str, list[int]] = field(default_factory=dict)   # group -> metric indices
     usage: np.ndarray | None = None  # [M, G] in the order of `groups`
+    classes: list[str] | None = None  # each stressor's resource class (catalog), when known
 
     def __post_init__(self):
         N, M = len(self.metric_names), len(self.catalog_names)
@@ -126,6 +129,14 @@ class FirstOrder:
         return G
 
     # -- prediction --------------------------------------------------------------
+    def unobserved(self) -> np.ndarray:
+        """[M] bool: stressors whose resource no metric of this model observes (the memory
+        hierarchy on a host without a PMU): their contention cannot be checked against a target."""
+        if not self.classes:
+            return np.zeros(self.M, bool)
+        seen = set(self.groups)
+        return np.array([CLASS_GROUP.get(c) is not None and CLASS_GROUP[c] not in seen for c in self.classes])
+
     def group_load(self, a: np.ndarray) -> np.ndarray:
         """a [B, M, K] -> L [B, G]."""
         return np.einsum("bm,mg->bg", a.sum(axis=2), self.usage)
@@ -158,7 +169,7 @@ class FirstOrder:
                 "thread_cores": self.thread_cores, "idle": self.idle.tolist(), "response": self.response.tolist(),
                 "own": self.own.tolist(), "other": self.other.tolist(), "capacity": cap,
                 "groups": {g: list(map(int, idx)) for g, idx in self.groups.items()},
-                "usage": self.usage.tolist()}
+                "usage": self.usage.tolist(), "classes": self.classes}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "first-order model") -> "FirstOrder":
@@ -171,6 +182,7 @@ class FirstOrder:
                        [int(c) for c in d["thread_cores"]], np.asarray(d["idle"], np.float64),
                        np.asarray(d["response"], np.float64), np.asarray(d["own"], np.float64),
                        np.asarray(d["other"], np.float64), cap,
-                       {str(g): [int(i) for i in idx] for g, idx in (d.get("groups") or {}).items()}, usage)
+                       {str(g): [int(i) for i in idx] for g, idx in (d.get("groups") or {}).items()}, usage,
+                       list(d["classes"]) if d.get("classes") else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValidationError(f"{where}: malformed ({type(e).__name__}: {e})") from None

@@ -44,6 +44,7 @@ class InverseSettings:
     outer: int = 3               # re-linearizations (φ and the correction at the current plan)
     iterations: int = 150        # projected-gradient steps per outer pass
     idle_weight: float = 2e-3    # λ_idle
+    unobserved_cost: float = 4.0  # λ_idle × this for stressors whose resource no metric observes
     change_weight: float = 0.05  # λ_change
     steady_tolerance: float = 0.02
     first_order_only: bool = False
@@ -91,6 +92,10 @@ class InversePlanner:
         self.weights = fitted_metrics(first.metric_names, first.units)
         G = first.gain / self.model.scales                        # [M, K, N] scaled
         self._G = G
+        # What a unit of each stressor costs beyond its fit: the same for all, except that a stressor
+        # driving a resource no metric observes (memory bandwidth without a PMU) costs more — its
+        # contention cannot be checked against the target, so it is not used to fill in CPU time.
+        self._cost = 1.0 + self.settings.unobserved_cost * first.unobserved()
         # Lipschitz constant of the fit term's gradient (φ ≤ 1, weights ≤ 1).
         self._lip_fit = 2.0 * float(np.linalg.norm(G.reshape(-1, first.N) * np.sqrt(self.weights), 2) ** 2)
 
@@ -149,8 +154,8 @@ class InversePlanner:
 
     def _fista(self, a0, resid_target, phi, mask, lam_c, iterations):
         """Projected accelerated gradient on the linearized problem (φ fixed)."""
-        lam_i = self.settings.idle_weight
         T, M, K = a0.shape
+        lam_i = (self.settings.idle_weight * self._cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
         G = self._G.reshape(M * K, -1)                                 # [MK, N]
         Gt = np.ascontiguousarray(G.T)
         lip = self._lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9

@@ -61,6 +61,17 @@ def campaign_profile(ds: Dataset | None, where) -> Path:
                           f"pass one with --profile (make it with `mimesys forward profile`)")
 
 
+def catalog_classes(names: list[str]) -> list[str] | None:
+    """Resource classes from this build's catalog, for a profile that did not record them."""
+    from agentd.catalog import load_catalog
+    try:
+        cat = load_catalog()
+    except ValidationError:
+        return None
+    by_name = {s.name: s.resource_class for s in cat.stressors}
+    return [by_name[n] for n in names] if all(n in by_name for n in names) else None
+
+
 def holdout_split(S: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     perm = np.random.default_rng(seed).permutation(S)
     n = int(round(S * fraction)) if S >= 10 else 0
@@ -77,7 +88,8 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
         profile_path = campaign_profile(ds, dataset_path)
     profile = Trace.read(profile_path)
     meta = profile_meta(profile, str(profile_path))
-    first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=meta.get("host_peaks"))
+    first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=meta.get("host_peaks"),
+                            classes=meta.get("catalog_classes") or catalog_classes(meta["catalog_names"]))
     scales = metric_scales(first)
     if ds is not None:
         if ds.catalog_hash != meta["catalog_hash"]:

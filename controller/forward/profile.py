@@ -46,7 +46,8 @@ def windows_of(M: int) -> dict:
 
 
 def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[int], *,
-                    host_peaks: dict | None = None, metric_names: list[str] | None = None) -> FirstOrder:
+                    host_peaks: dict | None = None, metric_names: list[str] | None = None,
+                    classes: list[str] | None = None) -> FirstOrder:
     """An executed profile trace (rows as `profile_plan`) -> the first-order parameters on
     `metric_names` (default: every metric the trace measured)."""
     M = len(catalog_names)
@@ -79,7 +80,8 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
             capacity[n] = max(capacity[n], float(peak))
     unit_list = [units.get(n, "") for n in names]
     capacity = np.where(np.array(unit_list) == "fraction", 1.0, capacity)
-    return FirstOrder(names, unit_list, list(catalog_names), list(thread_cores), idle, response, own, other, capacity)
+    return FirstOrder(names, unit_list, list(catalog_names), list(thread_cores), idle, response, own, other, capacity,
+                      classes=list(classes) if classes else None)
 
 
 def metric_scales(first: FirstOrder) -> np.ndarray:
@@ -97,6 +99,7 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
     info = await client.info()
     catalog = info.get("catalog") or {}
     names = [s["name"] for s in catalog.get("stressors", [])]
+    classes = [str(s.get("class", "")) for s in catalog.get("stressors", [])]
     if not names:
         raise ValidationError(f"agent {getattr(client, 'url', '')}: /v1/info has no catalog")
     fp = info.get("fingerprint") or {}
@@ -109,7 +112,8 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
     cal = info.get("calibration") or {}
     peaks = dict(cal.get("host_peaks") or {}) | {k: v for k, v in (cal.get("peaks") or {}).items()
                                                   if k not in (cal.get("host_peaks") or {})}
-    trace.provenance = {"by": FORMAT, "catalog_names": names, "catalog_hash": catalog["hash"], "thread_cores": cores,
+    trace.provenance = {"by": FORMAT, "catalog_names": names, "catalog_classes": classes,
+                        "catalog_hash": catalog["hash"], "thread_cores": cores,
                         "host_peaks": peaks, "agent": getattr(client, "url", ""), "idle_windows": IDLE_WINDOWS,
                         "hold": HOLD}
     trace.write(out_path)
