@@ -57,6 +57,13 @@ class Conflict(MimesysError):
     http_status = 409
 
 
+class HostBusy(Conflict):
+    """Another process (another agent, a local replay) holds this host's run lock. Transient:
+    a run that fails with it says so (`reason = "host_busy"`), and clients wait and retry."""
+
+    reason = "host_busy"
+
+
 class NotImplementedYet(MimesysError):
     """A feature that needs something not installed (e.g. no model for /v1/generate)."""
 

@@ -13,7 +13,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import Conflict
+from .errors import HostBusy
 
 DEFAULT_LOCK = Path("/run/mimesys/run.lock")
 
@@ -29,7 +29,7 @@ def host_run_lock(path: Path = DEFAULT_LOCK, *, owner: str = ""):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            raise Conflict(f"this host is already executing a mimesys run ({holder}; lock {path}); "
+            raise HostBusy(f"this host is already executing a mimesys run ({holder}; lock {path}); "
                            f"one run at a time per host keeps measurements honest") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} {owner}".strip().encode() + b"\n", 0)

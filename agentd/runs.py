@@ -122,6 +122,7 @@ class Run:
     state: RunState = RunState.RUNNING
     windows_done: int = 0
     error: str | None = None
+    reason: str | None = None        # machine-readable cause of a failure ("host_busy": retry later)
     started_at: float = field(default_factory=time.time)
     ended_at: float | None = None
     recorded: bool = False
@@ -131,7 +132,8 @@ class Run:
 
     def status(self) -> dict:
         return {"run_id": self.run_id, "state": self.state.value, "windows_done": self.windows_done,
-                "windows_total": self.windows_total, "error": self.error, "started_at": self.started_at,
+                "windows_total": self.windows_total, "error": self.error, "reason": self.reason,
+                "started_at": self.started_at,
                 "ended_at": self.ended_at, "recorded": self.recorded,
                 "repetitions": self.options.repetitions, "warmup_windows": self.options.warmup_windows}
 
@@ -229,6 +231,7 @@ class RunManager:
             error = "cancelled by request" if run.cancel_requested else "cancelled: agent shutting down"
         except MimesysError as e:
             state, error = RunState.FAILED, str(e)
+            run.reason = getattr(e, "reason", None)
             log.error("run %s failed: %s", run.run_id, e)
         except Exception as e:  # a bug or an unexpected OS error: the run fails, the agent stays up
             state, error = RunState.FAILED, f"{type(e).__name__}: {e}"
@@ -246,6 +249,8 @@ class RunManager:
             end = {"type": "end", "state": state.value, "windows_done": run.windows_done}
             if error:
                 end["error"] = error
+            if run.reason:
+                end["reason"] = run.reason
             run.frames.close(wire.pack(end))
             self.runs_by_state[state.value] += 1
             self._write_status(run)

@@ -297,12 +297,12 @@ class AgentClient:
                 st = await self.status(run_id)
                 state = st.get("state")
                 if state in ("failed", "cancelled"):
-                    end = {"state": state, "error": st.get("error")}
+                    end = {"state": state, "error": st.get("error"), "reason": st.get("reason")}
                 elif state == "done" and failures >= 2:
                     end, gap = {"state": "done"}, True     # the stream is gone; trace.h5 has it all
         if end.get("state") != "done":
             raise RunFailed(self.name, f"run {run_id} ended {end.get('state')}: {end.get('error') or 'no reason'}",
-                            status=0)
+                            status=0, details={"reason": end.get("reason")})
         metrics = [MetricSpec.from_dict(d) for d in (header or {}).get("metrics", [])]
         total = plan.T * options.repetitions
         if len(got) < total and (gap or options.record):
@@ -491,6 +491,18 @@ class Fleet:
                                  f"explicitly (allow_mixed_hosts = true / --allow-mixed-hosts)")
         return ref
 
+    async def _wait_host(self, c: AgentClient, waited_s: float) -> float | None:
+        """Pause while another process holds c's host; the new total waited, or None once it
+        exceeds busy_wait_s."""
+        if waited_s >= self.busy_wait_s:
+            log.warning("agent %s: its host stayed busy with another process's run for %.0f s: retired",
+                        c.name, waited_s)
+            return None
+        pause = min(max(self.backoff_s, 0.5) * 2 ** min(int(waited_s // 10), 5), 15.0)
+        log.info("agent %s: the host is running another process's plan; waiting %.1f s", c.name, pause)
+        await asyncio.sleep(pause)
+        return waited_s + pause
+
     async def run_jobs(self, jobs: list[Job], on_result: Callable[[Job, RunResult], Awaitable[None] | None],
                        *, agents: list[AgentClient] | None = None,
                        on_start: Callable[[Job, AgentClient, str], Awaitable[None] | None] | None = None
@@ -524,6 +536,7 @@ class Fleet:
 
         async def worker(c: AgentClient) -> None:
             consecutive = 0
+            host_busy_s = 0.0
             while True:
                 job = await take()
                 if job is None:
@@ -555,6 +568,22 @@ class Fleet:
                         return
                     continue
                 except AgentError as e:
+                    if isinstance(e, RunFailed) and e.details.get("reason") == "host_busy":
+                        # Another process holds the host's run lock (another agent, a local replay):
+                        # not this agent's failure; wait for the host with a growing pause.
+                        job.attempts -= 1
+                        await give_back(job)
+                        host_busy_s = await self._wait_host(c, host_busy_s)
+                        if host_busy_s is None:
+                            report.retired.append(c.name)
+                            live.discard(c.name)
+                            if not live:
+                                fatal.append(FleetError(f"every agent failed or its host stayed busy; "
+                                                        f"{len(remaining)} job(s) left"))
+                            async with changed:
+                                changed.notify_all()
+                            return
+                        continue
                     if not e.retryable:
                         fatal.append(FleetError(f"job {job.id} rejected by {c.name}: {e}"))
                         async with changed:
@@ -578,7 +607,7 @@ class Fleet:
                         return
                     await asyncio.sleep(self.backoff_s * 2 ** (consecutive - 1))
                     continue
-                consecutive = 0
+                consecutive, host_busy_s = 0, 0.0
                 if job.id in done:
                     report.duplicates_ignored += 1
                     continue

@@ -260,3 +260,35 @@ def test_busy_agent_orphan_cancelled_foreign_run_awaited(tmp_path, catalog):
     assert rep1.done == rep2.done == 1 and not rep1.retired and not rep2.retired
     assert t_orphan < 10
     assert len(started) == 1 and started[0] != foreign
+
+
+def test_a_host_busy_with_another_process_is_waited_for_not_retired(catalog):
+    """A run that fails because another process holds the host's run lock (reason host_busy) is
+    retried after a pause without counting against the agent; other failures still count."""
+    from agentd.backend import RunOptions
+    from agentd.plan import Plan
+    from controller.fleet import Fleet, Job, RunFailed
+
+    class BusyThenFree:
+        name, url = "busy-host", "http://127.0.0.1:1"
+
+        def __init__(self, busy: int):
+            self.busy, self.calls = busy, 0
+
+        async def run(self, plan, options, on_start=None):
+            self.calls += 1
+            if self.calls <= self.busy:
+                raise RunFailed(self.name, "run x ended failed: this host is already executing a mimesys run",
+                                details={"reason": "host_busy"})
+            return "ok"
+
+        async def close(self):
+            pass
+
+    plan = Plan.from_catalog(np.zeros((2, len(catalog), 1), np.float32), catalog)
+    client = BusyThenFree(busy=5)                      # more than retire_after = 3 plain failures
+    fleet = Fleet([client], backoff_s=0.01)
+    got = []
+    report = asyncio.run(fleet.run_jobs([Job("j1", plan, RunOptions())], lambda job, res: got.append(res),
+                                        agents=[client]))
+    assert got == ["ok"] and report.done == 1 and not report.retired and client.calls == 6
