@@ -30,7 +30,8 @@ from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import NotImplementedYet, TraceError, ValidationError
+from . import manifest
+from .errors import TraceError, ValidationError
 from .plan import Plan
 from .trace import Trace
 
@@ -209,11 +210,7 @@ class OnnxGenerator:
     def generate(self, trace: Trace, *, seed: int = 0,
                  progress: Callable[[int, int], None] | None = None) -> Plan:
         """One composition per trace window, in order, each conditioned on the previous one."""
-        if trace.T == 0:
-            raise TraceError("trace has no windows")
-        if not math.isclose(float(trace.window_s), self.window_s, rel_tol=1e-6):
-            raise ValidationError(f"trace windows are {trace.window_s} s but the model was trained on "
-                                  f"{self.window_s} s windows; resample the trace first")
+        check_target(trace, self.window_s, "the model's training windows")
         values, report = target_matrix(trace, self.metric_names)
         if not np.isfinite(values).any():
             raise ValidationError(f"the trace has none of the model's metrics ({', '.join(self.metric_names)})")
@@ -246,22 +243,19 @@ class OnnxGenerator:
 
 
 def read_manifest(model_dir: Path | str) -> dict:
-    path = Path(model_dir) / MANIFEST
-    if not path.is_file():
-        raise NotImplementedYet(f"{model_dir}: no {MANIFEST} (export a model with `mimesys export MODEL --onnx DIR`)")
-    try:
-        m = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ValidationError(f"{path}: unreadable manifest: {e}") from e
-    if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
-        raise ValidationError(f"{path}: not a mimesys model export (format={m.get('format') if isinstance(m, dict) else None!r})")
-    if m.get("version") != MANIFEST_VERSION:
-        raise ValidationError(f"{path}: export version {m.get('version')} not supported (this build reads {MANIFEST_VERSION})")
-    for key in ("metric_names", "catalog_names", "catalog_hash", "threads", "stressors", "sampler", "graphs",
-                "action_scale", "window_s"):
-        if key not in m:
-            raise ValidationError(f"{path}: manifest lacks {key!r}")
-    return m
+    return manifest.read_manifest(model_dir, fmt=MANIFEST_FORMAT, version=MANIFEST_VERSION, what="model export",
+                                  hint="export a model with `mimesys export MODEL --onnx DIR`",
+                                  required=("metric_names", "catalog_names", "catalog_hash", "threads", "stressors",
+                                            "sampler", "graphs", "action_scale", "window_s"))
+
+
+def check_target(trace: Trace, window_s: float, whose: str = "the model's") -> None:
+    """A target trace a planner can work from: some windows, of the planner's length."""
+    if trace.T == 0:
+        raise TraceError("trace has no windows")
+    if not math.isclose(float(trace.window_s), float(window_s), rel_tol=1e-6):
+        raise ValidationError(f"trace windows are {trace.window_s} s but {whose} are {window_s} s; "
+                              f"resample the trace first")
 
 
 def load_generator(model_dir: Path | str, **overrides) -> OnnxGenerator:

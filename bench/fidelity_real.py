@@ -44,6 +44,22 @@ def sh(cmd, **kw):
 
 
 def record_mix(agent: LocalAgent, mix: str, seconds: int, path: Path) -> None:
+    """Record the mix with the agent while holding the host's run lock: no mimesys run (of this
+    or any other agent on the host) executes stressors next to the target being measured."""
+    from agentd.errors import HostBusy
+    from agentd.hostlock import host_run_lock
+    deadline = time.monotonic() + 900
+    while True:
+        try:
+            with host_run_lock(owner=f"fidelity_real.py recording {mix}"):
+                return _record(agent, mix, seconds, path)
+        except HostBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2.0)
+
+
+def _record(agent: LocalAgent, mix: str, seconds: int, path: Path) -> None:
     rec = subprocess.Popen([*AGENT, "record", "--config", str(agent.config_file), "--seconds", str(seconds),
                             "-o", str(path)], cwd=REPO)
     time.sleep(1.0)   # the recorder's first window starts before the mix does
@@ -178,7 +194,8 @@ def main() -> None:
         samples = subset_dataset(full, ds, args.max_round)
         s = DemoSettings()
         onnx, fm = work / "model-onnx", work / "forward"
-        if not (onnx / "manifest.json").exists():
+        wanted = args.methods.split(",")
+        if not (onnx / "manifest.json").exists() and {"model", "select"} & set(wanted):
             sh([*CTL, "train", ds, "--out", work / "model", "--steps", s.train_steps, "--batch-size", s.train_batch,
                 "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
                 "--overwrite"])
@@ -190,7 +207,7 @@ def main() -> None:
         specs = {"single": "single", "nearest": "nearest", "knn": "knn", "model": f"model={onnx}",
                  "inverse": f"inverse=inverse:{fm}", "inverse-first-order": f"inverse-first-order=inverse-first-order:{fm}",
                  "select": f"select=select:{onnx},{fm}"}
-        methods = [specs[m] for m in args.methods.split(",")]
+        methods = [specs[m] for m in wanted]
         targets = sorted(tdir.glob("*.h5"))
         targets = [p for p in targets if not p.name.endswith(".rerun.h5")]
         eval_dirs = []

@@ -534,6 +534,14 @@ class Fleet:
                 queue.append(job)
                 changed.notify_all()
 
+        async def retire(c: AgentClient, why_all: str) -> None:
+            report.retired.append(c.name)
+            live.discard(c.name)
+            if not live:
+                fatal.append(FleetError(f"{why_all}; {len(remaining)} job(s) left"))
+            async with changed:
+                changed.notify_all()
+
         async def worker(c: AgentClient) -> None:
             consecutive = 0
             host_busy_s = 0.0
@@ -556,15 +564,9 @@ class Fleet:
                             await c.cancel(e.running)
                         self.owned_runs.discard(e.running)
                     elif not await c.wait_idle(e.running, self.busy_wait_s):
-                        report.retired.append(c.name)
                         log.warning("agent %s stayed busy with run %s for %.0f s: retired", c.name, e.running,
                                     self.busy_wait_s)
-                        live.discard(c.name)
-                        if not live:
-                            fatal.append(FleetError(f"every agent failed or stayed busy; {len(remaining)} "
-                                                    f"job(s) left"))
-                        async with changed:
-                            changed.notify_all()
+                        await retire(c, "every agent failed or stayed busy")
                         return
                     continue
                 except AgentError as e:
@@ -575,13 +577,7 @@ class Fleet:
                         await give_back(job)
                         host_busy_s = await self._wait_host(c, host_busy_s)
                         if host_busy_s is None:
-                            report.retired.append(c.name)
-                            live.discard(c.name)
-                            if not live:
-                                fatal.append(FleetError(f"every agent failed or its host stayed busy; "
-                                                        f"{len(remaining)} job(s) left"))
-                            async with changed:
-                                changed.notify_all()
+                            await retire(c, "every agent failed or its host stayed busy")
                             return
                         continue
                     if not e.retryable:
@@ -597,13 +593,8 @@ class Fleet:
                         report.reassigned += 1
                     await give_back(job)
                     if consecutive >= self.retire_after:
-                        report.retired.append(c.name)
-                        live.discard(c.name)
                         log.warning("agent %s retired after %d consecutive failures", c.name, consecutive)
-                        if not live:
-                            fatal.append(FleetError(f"every agent failed; {len(remaining)} job(s) left"))
-                        async with changed:
-                            changed.notify_all()
+                        await retire(c, "every agent failed")
                         return
                     await asyncio.sleep(self.backoff_s * 2 ** (consecutive - 1))
                     continue

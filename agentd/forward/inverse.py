@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ValidationError
-from ..generate import project_to_valid, target_matrix
+from ..generate import check_target, project_to_valid, target_matrix
 from ..metrics import is_duplicated_breakdown
 from ..plan import Plan
 from ..trace import Trace
@@ -101,11 +101,7 @@ class InversePlanner:
 
     def generate(self, trace: Trace, *, seed: int = 0, progress=None) -> Plan:
         model = self.model
-        if trace.T == 0:
-            raise ValidationError("trace has no windows")
-        if not math.isclose(float(trace.window_s), model.window_s, rel_tol=1e-6):
-            raise ValidationError(f"trace windows are {trace.window_s} s but the forward model's are "
-                                  f"{model.window_s} s; resample the trace first")
+        check_target(trace, model.window_s, "the forward model's")
         values, report = target_matrix(trace, model.metric_names)
         mask = np.isfinite(values) & (self.weights > 0)
         if not mask.any():

@@ -16,13 +16,13 @@ too, so training and inference cannot disagree.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import NotImplementedYet, ValidationError
+from .. import manifest
+from ..errors import ValidationError
 from .firstorder import FirstOrder
 
 MANIFEST = "manifest.json"
@@ -113,21 +113,9 @@ class ForwardModel:
 
 
 def read_manifest(model_dir: Path | str) -> dict:
-    path = Path(model_dir) / MANIFEST
-    if not path.is_file():
-        raise NotImplementedYet(f"{model_dir}: no {MANIFEST} (fit one with `mimesys forward fit`)")
-    try:
-        m = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ValidationError(f"{path}: unreadable manifest: {e}") from e
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise ValidationError(f"{path}: not a mimesys forward model (format={m.get('format') if isinstance(m, dict) else None!r})")
-    if m.get("version") != VERSION:
-        raise ValidationError(f"{path}: forward-model version {m.get('version')} not supported (this build reads {VERSION})")
-    for key in ("catalog_hash", "metric_names", "scales", "first_order", "window_s"):
-        if key not in m:
-            raise ValidationError(f"{path}: manifest lacks {key!r}")
-    return m
+    return manifest.read_manifest(model_dir, fmt=FORMAT, version=VERSION, what="forward model",
+                                  hint="fit one with `mimesys forward fit`",
+                                  required=("catalog_hash", "metric_names", "scales", "first_order", "window_s"))
 
 
 def load_forward_model(model_dir: Path | str) -> ForwardModel:

@@ -9,13 +9,12 @@ error on the metrics the target has) is kept. Costs N model samples per window.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ValidationError
-from ..generate import OnnxGenerator, target_matrix
+from ..generate import OnnxGenerator, check_target, target_matrix
 from ..plan import Plan
 from ..trace import Trace
 from .inverse import fitted_metrics
@@ -34,10 +33,7 @@ class ForwardSelect:
             raise ValidationError("select: the model and the forward model were made for different catalogs")
 
     def generate(self, trace: Trace, *, seed: int = 0, progress=None) -> Plan:
-        if trace.T == 0:
-            raise ValidationError("trace has no windows")
-        if not math.isclose(float(trace.window_s), self.gen.window_s, rel_tol=1e-6):
-            raise ValidationError(f"trace windows are {trace.window_s} s but the model's are {self.gen.window_s} s")
+        check_target(trace, self.gen.window_s)
         fm = self.forward
         values, _ = target_matrix(trace, self.gen.metric_names)
         target, _ = target_matrix(trace, fm.metric_names)
