@@ -285,3 +285,23 @@ def test_inverse_fills_cpu_time_without_unobservable_memory_traffic():
     plan = InversePlanner(fm).generate(Trace(vals, [MetricSpec(n, u) for n, u in zip(names, units)]))
     assert plan.compositions[:, 0, 0].mean() == pytest.approx(0.6, abs=0.03)
     assert plan.compositions[:, 1, 0].max() < 0.02
+
+
+def test_a_big_buffer_nobody_can_observe_is_used_only_where_the_target_held_that_memory():
+    from controller.forward.profile import memory_footprint
+    assert memory_footprint([{"params": {"working_set_bytes": 1 << 30, "shared": True}},
+                             {"params": {"working_set_bytes": 256 << 20, "shared": False}},
+                             {"params": {"working_set_bytes": "llc", "shared": True}}, {"params": {}}], 2) == \
+        [float(1 << 30), float(512 << 20), 0.0, 0.0]
+    names, units = ["cpu.util.core0", "mem.used_B"], ["fraction", "B"]
+    R = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    fo = FirstOrder(names, units, ["cpu_a", "mem_small", "mem_big"], [0], np.array([0.0, 2e9]), R,
+                    np.array([1.0, 1.0, 1.0]), np.zeros(3), np.array([1.0, 24e9]),
+                    classes=["cpu", "memory", "memory"], footprint=np.array([0.0, 0.0, 1.5e9]))
+    planner = InversePlanner(ForwardModel(fo, np.array([1.0, 24e9]), "sha256:toy"))
+    quiet = np.array([[0.5, 2.1e9]] * 4)
+    heavy = np.array([[0.5, 4.0e9]] * 4)
+    assert planner.allowed(quiet).tolist() == [True, True, False]
+    assert planner.allowed(heavy).tolist() == [True, True, True]
+    a, _ = planner.solve(quiet)
+    assert a[:, 2].max() == 0.0

@@ -69,6 +69,7 @@ class FirstOrder:
     groups: dict[str, list[int]] = field(default_factory=dict)   # group -> metric indices
     usage: np.ndarray | None = None  # [M, G] in the order of `groups`
     classes: list[str] | None = None  # each stressor's resource class (catalog), when known
+    footprint: np.ndarray | None = None  # [M] bytes of memory a plan holds for its whole run once it uses m
 
     def __post_init__(self):
         N, M = len(self.metric_names), len(self.catalog_names)
@@ -129,6 +130,10 @@ class FirstOrder:
         return G
 
     # -- prediction --------------------------------------------------------------
+    def memory_metric(self) -> int | None:
+        """Index of the memory-held gauge (mem.used_B), if the model has it."""
+        return self.metric_names.index("mem.used_B") if "mem.used_B" in self.metric_names else None
+
     def unobserved(self) -> np.ndarray:
         """[M] bool: stressors whose resource no metric of this model observes (the memory
         hierarchy on a host without a PMU): their contention cannot be checked against a target."""
@@ -169,7 +174,8 @@ class FirstOrder:
                 "thread_cores": self.thread_cores, "idle": self.idle.tolist(), "response": self.response.tolist(),
                 "own": self.own.tolist(), "other": self.other.tolist(), "capacity": cap,
                 "groups": {g: list(map(int, idx)) for g, idx in self.groups.items()},
-                "usage": self.usage.tolist(), "classes": self.classes}
+                "usage": self.usage.tolist(), "classes": self.classes,
+                "footprint_B": None if self.footprint is None else self.footprint.tolist()}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "first-order model") -> "FirstOrder":
@@ -183,6 +189,7 @@ class FirstOrder:
                        np.asarray(d["response"], np.float64), np.asarray(d["own"], np.float64),
                        np.asarray(d["other"], np.float64), cap,
                        {str(g): [int(i) for i in idx] for g, idx in (d.get("groups") or {}).items()}, usage,
-                       list(d["classes"]) if d.get("classes") else None)
+                       list(d["classes"]) if d.get("classes") else None,
+                       np.asarray(d["footprint_B"], np.float64) if d.get("footprint_B") is not None else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValidationError(f"{where}: malformed ({type(e).__name__}: {e})") from None

@@ -134,6 +134,7 @@ class InversePlanner:
         steady[0] = 0.0
         lam_c = s.change_weight * steady                           # [T]: couples t with t−1
         idle_s = first.idle / scales
+        allowed = self.allowed(values)
         a = np.zeros((T, first.M, first.K))
         corr = np.zeros((T, first.N))
         use_corr = model.has_correction and not s.first_order_only
@@ -142,13 +143,28 @@ class InversePlanner:
             if use_corr:
                 prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
                 corr = model.correction(a, prev)[0] / scales
-            a = self._fista(a, y - idle_s - corr, phi, mask, lam_c, s.iterations)
+            a = self._fista(a, y - idle_s - corr, phi, mask, lam_c, s.iterations, allowed)
         pred = model.predict_plan(a, first_order_only=not use_corr)[0] / scales
         err = (pred - y) * (mask > 0)
         rms = float(np.sqrt((err ** 2).sum() / max((mask > 0).sum(), 1)))
         return a.astype(np.float32), {"rms": rms}
 
-    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations):
+    def allowed(self, values: np.ndarray) -> np.ndarray:
+        """[M] bool: the stressors a plan for this target may use. A stressor whose buffer is held
+        for the whole run (memory footprint) and whose work no metric observes is left out unless
+        the target held that much memory above the host's idle: it would only add memory held and
+        traffic nobody can check."""
+        first = self.model.first
+        ok = np.ones(first.M, bool)
+        if first.footprint is None:
+            return ok
+        n = first.memory_metric()
+        excess = 0.0
+        if n is not None and np.isfinite(values[:, n]).any():
+            excess = max(0.0, float(np.nanmedian(values[:, n])) - float(first.idle[n]))
+        return ok & ~(first.unobserved() & (first.footprint > excess))
+
+    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations, allowed=None):
         """Projected accelerated gradient on the linearized problem (φ fixed)."""
         T, M, K = a0.shape
         lam_i = (self.settings.idle_weight * self._cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
@@ -168,6 +184,8 @@ class InversePlanner:
             grad += 2.0 * cd
             grad[:-1] -= 2.0 * cd[1:]
             x_new = project_columns(z - step * grad)
+            if allowed is not None:
+                x_new *= allowed[None, :, None]
             t_new = (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k)) / 2.0
             z = x_new + ((t_k - 1.0) / t_new) * (x_new - x)
             x, t_k = x_new, t_new

@@ -70,19 +70,24 @@ def profile_cmd(agent_url, token_file, output):
 @click.option("--holdout", default=0.2, type=click.FloatRange(0, 0.9), show_default=True,
               help="Share of the samples kept out of the fit (scored by `forward score`).")
 @click.option("--members", default=5, type=click.IntRange(1, 64), show_default=True, help="Ensemble members.")
+@click.option("--kind", default="ridge", type=click.Choice(["ridge", "mlp"]), show_default=True,
+              help="Correction members: ridge regressions (closed form) or small MLPs.")
 @click.option("--steps", default=1500, type=click.IntRange(1, 1_000_000), show_default=True,
               help="Optimizer steps per member.")
 @click.option("--max-samples", default=None, type=click.IntRange(1), help="Use only the first N samples.")
+@click.option("--calibration", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The host's calibration.json (`mimesys-agent calibrate`), for a profile recorded before the "
+                   "agent was calibrated: each stressor's CPU share as the runner measured it.")
 @click.option("--seed", default=0, type=int, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
 @_friendly
-def fit_cmd(dataset, profile_path, output, holdout, members, steps, max_samples, seed, overwrite):
+def fit_cmd(dataset, profile_path, output, holdout, members, kind, steps, max_samples, calibration, seed, overwrite):
     """First order from the profile, learned correction from DATASET's samples."""
     from controller.forward.correction import CorrectionConfig
     from controller.forward.fit import FitOptions, fit
 
-    opts = FitOptions(holdout=holdout, seed=seed, max_samples=max_samples,
-                      correction=CorrectionConfig(members=members, steps=steps, seed=seed))
+    opts = FitOptions(holdout=holdout, seed=seed, max_samples=max_samples, calibration=calibration,
+                      correction=CorrectionConfig(kind=kind, members=members, steps=steps, seed=seed))
     with click.progressbar(length=2 * members, label="fitting the correction", file=None) as bar:
         fm = fit(dataset, profile_path, output, opts, overwrite=overwrite, progress=lambda: bar.update(1))
     corrected = int(fm.corrected.sum()) if fm.corrected is not None else 0

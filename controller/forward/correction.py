@@ -1,12 +1,16 @@
-"""The learned correction of the first-order forward model: an ensemble of small MLPs fitted to
-the residual (measured − first order) / scale on campaign samples, exported to ONNX.
+"""The learned correction of the first-order forward model: an ensemble fitted to the residual
+(measured − first order) / scale on campaign samples, exported to ONNX. Members are ridge
+regressions on the features (the default: a few hundred samples from a host shared with other
+work hold little more than biases and slopes, and a linear member cannot invent structure) or
+small MLPs (`kind = "mlp"`, for large campaigns).
 
 Inputs are agentd.forward.model.features(a_t, a_{t−1}) — the same function agents use.
 Each member sees a bootstrap resample of the training samples; the ensemble mean is the
 correction and the members' spread its per-metric uncertainty (Lakshminarayanan et al.
-2017, without the per-member variance head). A metric is corrected only when, on a held-out
-part of the fitting samples, first order + correction has a lower median absolute error than
-first order alone: with a hundred samples the correction must earn its place metric by metric.
+2017, without the per-member variance head). A metric is corrected only when, on
+held-out folds of the fitting samples, first order + correction has a lower median absolute error than
+first order alone (k-fold over the fitting samples): with a hundred samples the correction
+must earn its place metric by metric.
 """
 
 from __future__ import annotations
@@ -20,16 +24,22 @@ import torch
 from torch import nn
 
 OPSET = 17
+SD_FLOOR = 0.05
+RESID_CLIP = 1.0    # residuals are in full-scale units
+GATE_MARGIN = 0.95  # a metric is corrected when that cuts its cross-validated median error by ≥ 5 %
 
 
 @dataclass(frozen=True)
 class CorrectionConfig:
+    kind: str = "ridge"        # ridge: linear in the features, closed form; mlp: two hidden layers
+    ridge: float = 100.0       # ridge: L2 penalty (features are standardized)
     members: int = 5
     hidden: int = 64
     steps: int = 1500
     lr: float = 3e-3
     weight_decay: float = 1e-3
-    val_fraction: float = 0.2
+    val_fraction: float = 0.2   # below 10 samples no check is possible: every metric is corrected
+    folds: int = 3
     seed: int = 0
 
 
@@ -58,7 +68,28 @@ class Ensemble(nn.Module):
         return out.mean(0), out.std(0, unbiased=False)
 
 
+def _ridge_member(x, y, m, F, N, cfg: CorrectionConfig, seed: int) -> nn.Module:
+    """Closed-form ridge regression per metric (samples a metric did not measure left out)."""
+    X = torch.cat([x, torch.ones(len(x), 1)], 1).double()
+    W = torch.zeros(F + 1, N, dtype=torch.float64)
+    reg = cfg.ridge * torch.eye(F + 1, dtype=torch.float64)
+    reg[-1, -1] = 0.0                                             # the intercept is not shrunk
+    for j in range(N):
+        keep = m[:, j] > 0
+        if keep.sum() < 2:
+            continue
+        Xj = X[keep]
+        W[:, j] = torch.linalg.solve(Xj.T @ Xj + reg, Xj.T @ y[keep, j].double())
+    lin = nn.Linear(F, N)
+    with torch.no_grad():
+        lin.weight.copy_(W[:-1].T.float())
+        lin.bias.copy_(W[-1].float())
+    return lin.eval()
+
+
 def _train_member(x, y, m, F, N, cfg: CorrectionConfig, seed: int) -> nn.Module:
+    if cfg.kind == "ridge":
+        return _ridge_member(x, y, m, F, N, cfg, seed)
     torch.manual_seed(seed)
     net = _Member(F, N, cfg.hidden)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -73,10 +104,11 @@ def _train_member(x, y, m, F, N, cfg: CorrectionConfig, seed: int) -> nn.Module:
     return net.eval()
 
 
-def fit_ensemble(feats: np.ndarray, resid: np.ndarray, cfg: CorrectionConfig,
-                 progress=None) -> tuple[Ensemble, np.ndarray]:
+def fit_ensemble(feats: np.ndarray, resid: np.ndarray, cfg: CorrectionConfig, progress=None,
+                 denom: np.ndarray | None = None) -> tuple[Ensemble, np.ndarray]:
     """feats [S, F], resid [S, N] (NaN = not measured) -> (ensemble, corrected metric mask [N]).
-    The mask comes from a held-out split; the returned ensemble is refitted on every sample."""
+    The mask comes from k-fold predictions, errors divided by `denom` [S, N] (the score's
+    relative error when given); the returned ensemble is refitted on every sample."""
     S, F = feats.shape
     N = resid.shape[1]
     rng = np.random.default_rng(cfg.seed)
@@ -87,12 +119,14 @@ def fit_ensemble(feats: np.ndarray, resid: np.ndarray, cfg: CorrectionConfig,
     def build(idx: np.ndarray, tag: int) -> Ensemble:
         x = torch.from_numpy(feats[idx].astype(np.float32))
         mu = x.mean(0)
-        sd = x.std(0).clamp_min(1e-3)
+        # Features are in scaled units (~[0, 1]); a floor keeps a feature that is nearly constant in
+        # the fitting samples (a stressor rarely used) from being blown up where it is not.
+        sd = x.std(0).clamp_min(SD_FLOOR)
         xn = (x - mu) / sd
         members = []
         for e in range(cfg.members):
             boot = rng.integers(0, len(idx), len(idx))
-            r = resid[idx][boot]
+            r = np.clip(resid[idx][boot], -RESID_CLIP, RESID_CLIP)   # a glitch window does not steer the fit
             m = torch.from_numpy(np.isfinite(r).astype(np.float32))
             y = torch.from_numpy(np.nan_to_num(r, nan=0.0).astype(np.float32))
             members.append(_train_member(xn[boot], y, m, F, N, cfg, cfg.seed * 1000 + tag * 100 + e))
@@ -102,15 +136,18 @@ def fit_ensemble(feats: np.ndarray, resid: np.ndarray, cfg: CorrectionConfig,
 
     mask = np.ones(N, bool)
     if n_val:
-        val, tr = perm[:n_val], perm[n_val:]
-        ens = build(tr, 0)
-        with torch.no_grad():
-            mean = ens(torch.from_numpy(feats[val].astype(np.float32)))[0].numpy()
-        r = resid[val]
-        before = np.nanmedian(np.abs(r), axis=0)
-        after = np.nanmedian(np.abs(r - mean), axis=0)
+        # k-fold: every fitting sample is predicted once by members that did not see it
+        pred = np.zeros_like(resid, dtype=np.float64)
+        folds = np.array_split(perm, cfg.folds)
+        for i, val in enumerate(folds):
+            ens = build(np.setdiff1d(perm, val), 10 + i)
+            with torch.no_grad():
+                pred[val] = ens(torch.from_numpy(feats[val].astype(np.float32)))[0].numpy()
+        d = np.ones_like(resid) if denom is None else denom
+        before = np.nanmedian(np.abs(resid) / d, axis=0)
+        after = np.nanmedian(np.abs(resid - pred) / d, axis=0)
         with np.errstate(invalid="ignore"):
-            mask = np.nan_to_num(after, nan=np.inf) < np.nan_to_num(before, nan=-np.inf)
+            mask = np.nan_to_num(after, nan=np.inf) < GATE_MARGIN * np.nan_to_num(before, nan=-np.inf)
     return build(np.arange(S), 1), mask
 
 

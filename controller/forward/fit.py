@@ -31,6 +31,7 @@ from .profile import FORMAT as PROFILE_FORMAT
 from .profile import fit_first_order, metric_scales
 
 CORRECTION_FILE = "correction.onnx"
+SCORE_FLOOR = 0.01   # as controller/forward/score.py
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class FitOptions:
     seed: int = 0
     correction: CorrectionConfig = field(default_factory=CorrectionConfig)
     max_samples: int | None = None     # use only the first N samples (in collection order)
+    calibration: str | None = None     # a calibration.json, for a profile recorded without one
 
 
 def profile_meta(trace: Trace, where: str) -> dict:
@@ -59,6 +61,36 @@ def campaign_profile(ds: Dataset | None, where) -> Path:
         return Path(camp) / "profile.h5"
     raise ValidationError(f"{where}: no solo profile found (its campaign {camp or '(unknown)'} has no profile.h5); "
                           f"pass one with --profile (make it with `mimesys forward profile`)")
+
+
+def calibration_peaks(path) -> dict:
+    if not path:
+        return {}
+    from agentd import calibration
+    doc = calibration.read(path)
+    return dict(doc.get("peaks") or {}) | dict(doc.get("host_peaks") or {})
+
+
+def calibration_fractions(path) -> dict:
+    """Per stressor, the runner-measured CPU share of one thread (`mimesys-agent calibrate`)."""
+    if not path:
+        return {}
+    from agentd import calibration
+    doc = calibration.read(path)
+    return {name: ((e or {}).get("one_thread") or {}).get("cpu_fraction")
+            for name, e in doc["stressors"].items() if ((e or {}).get("one_thread") or {}).get("cpu_fraction")}
+
+
+def catalog_footprint(names: list[str], threads: int) -> list[float] | None:
+    """Memory footprints from this build's catalog, for a profile that did not record them."""
+    from agentd.catalog import load_catalog
+    from .profile import memory_footprint
+    try:
+        cat = load_catalog()
+    except ValidationError:
+        return None
+    by_name = {s.name: s.canonical() for s in cat.stressors}
+    return memory_footprint([by_name[n] for n in names], threads) if all(n in by_name for n in names) else None
 
 
 def catalog_classes(names: list[str]) -> list[str] | None:
@@ -88,8 +120,12 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
         profile_path = campaign_profile(ds, dataset_path)
     profile = Trace.read(profile_path)
     meta = profile_meta(profile, str(profile_path))
-    first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=meta.get("host_peaks"),
-                            classes=meta.get("catalog_classes") or catalog_classes(meta["catalog_names"]))
+    peaks = meta.get("host_peaks") or calibration_peaks(options.calibration)
+    first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=peaks,
+                            classes=meta.get("catalog_classes") or catalog_classes(meta["catalog_names"]),
+                            cpu_fraction=meta.get("cpu_fraction") or calibration_fractions(options.calibration),
+                            footprint=meta.get("catalog_footprint_B") or catalog_footprint(meta["catalog_names"],
+                                                                                          len(meta["thread_cores"])))
     scales = metric_scales(first)
     if ds is not None:
         if ds.catalog_hash != meta["catalog_hash"]:
@@ -109,10 +145,17 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
             S = ds.S if options.max_samples is None else min(ds.S, options.max_samples)
             fit_idx, held = holdout_split(S, options.holdout, options.seed)
             obs = _select(ds, first.metric_names)[:S]
+            # A metric no stressor drives (a NIC on a loopback-only catalog) has a capacity of
+            # noise in the profile; its full scale is at least what the host showed in the campaign.
+            seen = np.where(np.isfinite(obs), obs, 0.0).max(axis=0, initial=0.0)
+            fm.scales = scales = np.where(first.fraction, 1.0, np.maximum(scales, seen))
             a, a_prev = ds.action[:S].astype(np.float64), ds.prev_action[:S].astype(np.float64)
             feats = features(first, scales, a, a_prev)
             resid = (obs - first.predict(a)) / scales
-            ens, mask = fit_ensemble(feats[fit_idx], resid[fit_idx], options.correction, progress=progress)
+            # the gate judges by the score's measure (score.py): error relative to the measured value
+            denom = np.maximum(np.abs(obs) / scales, SCORE_FLOOR)
+            ens, mask = fit_ensemble(feats[fit_idx], resid[fit_idx], options.correction, progress=progress,
+                                     denom=denom[fit_idx])
             export_ensemble(ens, feature_dim(first.M, first.K, first.N), tmp / CORRECTION_FILE)
             correction = {"file": CORRECTION_FILE, "members": options.correction.members,
                           "metrics": [n for n, k in zip(first.metric_names, mask) if k],

@@ -23,6 +23,7 @@ from agentd.trace import Trace
 IDLE_WINDOWS = 4
 HOLD = 2
 FORMAT = "mimesys.solo-profile"
+COMPUTE_CLASSES = ("cpu", "cache", "memory")
 
 
 def profile_plan(catalog_names: list[str], catalog_hash: str, threads: int, window_s: float = 1.0) -> Plan:
@@ -47,7 +48,8 @@ def windows_of(M: int) -> dict:
 
 def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[int], *,
                     host_peaks: dict | None = None, metric_names: list[str] | None = None,
-                    classes: list[str] | None = None) -> FirstOrder:
+                    classes: list[str] | None = None, cpu_fraction: dict | None = None,
+                    footprint: list[float] | None = None) -> FirstOrder:
     """An executed profile trace (rows as `profile_plan`) -> the first-order parameters on
     `metric_names` (default: every metric the trace measured)."""
     M = len(catalog_names)
@@ -73,6 +75,20 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
         else:
             others.append(np.clip(solo[:, n] - idle[n], 0.0, 1.0))
     other = np.mean(others, axis=0) if others else np.zeros(M)
+    # On a host shared with other work, a core's reading moves with everything else that runs, so
+    # a thread's own busy share comes from the runner's own accounting where the agent has it
+    # (calibration: the worker thread's CPU time / the time it ran); and a compute kernel (cpu,
+    # cache, memory classes: one pinned thread that never blocks) puts nothing on other cores.
+    cpu_fraction = cpu_fraction or {}
+    for m, name in enumerate(catalog_names):
+        f = cpu_fraction.get(name)
+        if isinstance(f, (int, float)) and 0 < f <= 1:
+            own[m] = float(f)
+        cls = (classes or [None] * M)[m]
+        if cls in COMPUTE_CLASSES:
+            other[m] = 0.0
+            if not isinstance(f, (int, float)):
+                own[m] = 1.0
     capacity = np.maximum.reduce([idle, solo.max(axis=0), full.max(axis=0)])
     for n, name in enumerate(names):
         peak = (host_peaks or {}).get(name)
@@ -81,7 +97,21 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     unit_list = [units.get(n, "") for n in names]
     capacity = np.where(np.array(unit_list) == "fraction", 1.0, capacity)
     return FirstOrder(names, unit_list, list(catalog_names), list(thread_cores), idle, response, own, other, capacity,
-                      classes=list(classes) if classes else None)
+                      classes=list(classes) if classes else None,
+                      footprint=np.asarray(footprint, np.float64) if footprint is not None else None)
+
+
+def memory_footprint(entries: list[dict], threads: int) -> list[float]:
+    """Bytes each catalog entry holds for a whole run once a plan uses it (its big buffer: a
+    numeric working_set_bytes / table_bytes, once if shared, else per thread; sizes named after
+    a cache level are small and count as 0). Scratch files are on disk, not in memory."""
+    out = []
+    for e in entries:
+        p = e.get("params") or {}
+        size = next((p[k] for k in ("working_set_bytes", "table_bytes") if isinstance(p.get(k), (int, float))), 0)
+        shared = p.get("shared", True)
+        out.append(float(size) * (1 if shared else threads) if size >= (1 << 20) else 0.0)
+    return out
 
 
 def metric_scales(first: FirstOrder) -> np.ndarray:
@@ -110,11 +140,15 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
                            on_window=(lambda w: progress(w.window + 1, plan.T)) if progress else None)
     trace = res.trace
     cal = info.get("calibration") or {}
+    fractions = {name: ((e or {}).get("one_thread") or {}).get("cpu_fraction")
+                 for name, e in (cal.get("stressors") or {}).items()}
     peaks = dict(cal.get("host_peaks") or {}) | {k: v for k, v in (cal.get("peaks") or {}).items()
                                                   if k not in (cal.get("host_peaks") or {})}
     trace.provenance = {"by": FORMAT, "catalog_names": names, "catalog_classes": classes,
+                        "catalog_footprint_B": memory_footprint(catalog.get("stressors", []), threads),
                         "catalog_hash": catalog["hash"], "thread_cores": cores,
-                        "host_peaks": peaks, "agent": getattr(client, "url", ""), "idle_windows": IDLE_WINDOWS,
+                        "host_peaks": peaks, "cpu_fraction": {k: v for k, v in fractions.items() if v},
+                        "agent": getattr(client, "url", ""), "idle_windows": IDLE_WINDOWS,
                         "hold": HOLD}
     trace.write(out_path)
     return trace

@@ -17,7 +17,7 @@ from ..dataset import Dataset
 from ..model.data import file_sha256
 from .fit import _select
 
-FLOOR = 0.01
+FLOOR = 0.01   # the correction's gate (fit.py) judges with the same measure
 
 
 def relative_error(pred: np.ndarray, obs: np.ndarray, scales: np.ndarray) -> np.ndarray:
