@@ -17,6 +17,7 @@ import logging
 from .. import wire
 from ..backend import Backend
 from ..errors import MimesysError
+from ..telemetry import LatestSample
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class MonitorHub:
         self.frames_sampled = 0    # samples taken by the loop
         self._task: asyncio.Task | None = None
         self._seq = 0
+        self.latest = LatestSample()   # the newest sample, for the host gauges of /metrics
 
     def header(self) -> bytes:
         info = self.backend.info()
@@ -100,6 +102,7 @@ class MonitorHub:
                     async for sample in samples:
                         self._seq += 1
                         self.frames_sampled += 1
+                        self.latest.update(sample.values)
                         frame = wire.pack({"type": "sample", "seq": self._seq,
                                            "timestamp_ns": int(sample.timestamp_ns),
                                            "values": wire.vec_to_bytes(sample.values)})
