@@ -1,4 +1,4 @@
-"""`mimesys import FILE --format FORMAT -o trace.h5 [--host HOST] [--window S]`: a foreign trace
+"""`mimesys import FILE --format FORMAT -o trace.h5 [--fleet F --agent NAME | --host JSON] [--window S]`: a foreign trace
 into a mimesys trace, optionally mapped onto a target host, with a report of what was
 mapped, scaled and dropped. Nothing is written when the input is malformed."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 from pathlib import Path
 
 import click
@@ -16,26 +15,24 @@ from agentd.errors import ConfigError, MimesysError
 from controller import importers
 from controller.mapping import CORE_STRATEGIES, HostProfile, MappingOptions, map_trace, parse_peaks
 
+from ._agents import agent_options, one_agent
 
-def load_host(host: str, token_file: str | None) -> HostProfile:
-    """An agent URL (its /v1/info) or a saved JSON file (/v1/info answer or host fingerprint)."""
+
+def agent_host(client) -> HostProfile:
+    """The target host an agent describes (its /v1/info)."""
+    async def fetch():
+        try:
+            return await client.info()
+        finally:
+            await client.close()
+
+    return HostProfile.from_info(asyncio.run(fetch()), origin=client.name)
+
+
+def load_host(host: str, token_file: Path | None) -> HostProfile:
+    """A saved JSON file (/v1/info answer or host fingerprint), or (the pre-fleet form) an agent URL."""
     if host.startswith(("http://", "https://")):
-        from controller.fleet import AgentClient
-
-        token = ""
-        if token_file:
-            token = Path(token_file).read_text().strip()
-        else:
-            token = os.environ.get("MIMESYS_TOKEN", "")
-
-        async def fetch():
-            client = AgentClient(host, token)
-            try:
-                return await client.info()
-            finally:
-                await client.close()
-
-        return HostProfile.from_info(asyncio.run(fetch()), origin=host)
+        return agent_host(one_agent(None, host, token_file))
     if not Path(host).is_file():
         raise ConfigError(f"--host {host!r}: neither an agent URL (http://...) nor a readable JSON file")
     return HostProfile.from_file(host)
@@ -45,9 +42,9 @@ def load_host(host: str, token_file: str | None) -> HostProfile:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", required=True, type=click.Choice(importers.names()), help="Source format.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Trace (HDF5) to write.")
-@click.option("--host", default=None, help="Target host: an agent URL or a saved /v1/info or fingerprint JSON. "
-                                            "Without it the trace keeps its source layout.")
-@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default: $MIMESYS_TOKEN).")
+@click.option("--host", default=None, help="Target host from a saved /v1/info or fingerprint JSON. Without it "
+                                            "(or --fleet/--agent) the trace keeps its source layout.")
+@agent_options
 @click.option("--window", "window_s", default=None, type=float, help="Window length W in seconds (default: the format's).")
 @click.option("--machine", default=None, help="The one host to import: alibaba machine_id, prometheus instance label.")
 @click.option("--cores", "core_strategy", default="preserve-total", type=click.Choice(CORE_STRATEGIES),
@@ -56,9 +53,10 @@ def load_host(host: str, token_file: str | None) -> HostProfile:
 @click.option("--target-peak", multiple=True, metavar="METRIC=VALUE", help="Override a target host peak.")
 @click.option("--report-json", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the import report as JSON.")
-def import_trace(file, fmt, output, host, token_file, window_s, machine, core_strategy, source_peak, target_peak,
+def import_trace(file, fmt, output, host, fleet_file, agent, token_file, window_s, machine, core_strategy, source_peak, target_peak,
                  report_json):
-    """Import FILE (a foreign trace) as a mimesys trace."""
+    """Import FILE (a foreign trace) as a mimesys trace, mapped onto a target host when one is named:
+    an agent of a fleet (--fleet FILE [--agent NAME]) or a saved JSON (--host)."""
     try:
         entry = importers.get(fmt)
         kwargs = {}
@@ -71,7 +69,13 @@ def import_trace(file, fmt, output, host, token_file, window_s, machine, core_st
             kwargs["machine"] = machine
         options = MappingOptions(core_strategy, parse_peaks(source_peak, "--source-peak"))
         overrides = parse_peaks(target_peak, "--target-peak")
-        target = load_host(host, token_file).with_peaks(overrides) if host else None
+        if host and (fleet_file or agent):
+            raise ConfigError("name the target host once: --host JSON, or --fleet/--agent")
+        if fleet_file or agent:
+            target = agent_host(one_agent(fleet_file, agent, token_file))
+        else:
+            target = load_host(host, token_file) if host else None
+        target = target.with_peaks(overrides) if target is not None else None
         trace, report = entry.load(file, **kwargs)
         if target is not None:
             trace = map_trace(trace, target, options, report)
