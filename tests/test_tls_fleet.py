@@ -152,3 +152,48 @@ def test_a_wrong_pin_is_refused_with_a_clear_error(tmp_path, tls_fleet):
     out = mimesys("import", src, "--format", "prometheus", "--window", "15", "--fleet", bad, "-o",
                   tmp_path / "x.h5")
     assert out.returncode != 0 and "certificate does not verify" in out.stderr, out.stderr
+
+
+def test_one_token_lookup_order(tmp_path):
+    from agentd.errors import ConfigError
+    from controller.tokens import agent_token
+
+    def f(name, text):
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+    cli, entry, envf, local = f("cli", "from-cli\n"), f("entry", "from-entry"), f("envf", "from-env-file"), \
+        f("local", "from-local")
+    env = {"MIMESYS_TOKEN": "from-env", "MIMESYS_TOKEN_FILE": str(envf)}
+    assert agent_token("a", explicit=cli, fleet_entry=entry, env=env, local=local) == "from-cli"
+    assert agent_token("a", fleet_entry=entry, env=env, local=local) == "from-entry"
+    assert agent_token("a", env=env, local=local) == "from-env"
+    assert agent_token("a", env={"MIMESYS_TOKEN_FILE": str(envf)}, local=local) == "from-env-file"
+    assert agent_token("a", env={}, local=local) == "from-local"
+    with pytest.raises(ConfigError, match=r"agent a: no token; looked in --token-file, the fleet entry's "
+                                          r"token_file, \$MIMESYS_TOKEN, \$MIMESYS_TOKEN_FILE"):
+        agent_token("a", env={}, local=tmp_path / "none")
+    # A source that is set but broken is an error, not a silent fall-through to the next one.
+    with pytest.raises(ConfigError, match=r"agent a: cannot read token_file \(fleet file\) .*missing"):
+        agent_token("a", fleet_entry=tmp_path / "missing", env=env, local=local)
+
+
+def test_fleet_file_tls_keys_are_checked(tmp_path):
+    from agentd.errors import ConfigError
+    from controller.fleet import FleetConfig
+    p = tmp_path / "fleet.toml"
+    p.write_text('[[agent]]\nurl = "https://a:1"\ntls_sha256 = "abc"\n')
+    with pytest.raises(ConfigError, match=r"agent #1: tls_sha256 must be a SHA-256 fingerprint"):
+        FleetConfig.load(p)
+    p.write_text('[[agent]]\nurl = "http://a:1"\ntls_sha256 = "' + "ab" * 32 + '"\n')
+    with pytest.raises(ConfigError, match=r"apply to https:// URLs"):
+        FleetConfig.load(p)
+    p.write_text('[[agent]]\nurl = "https://a:1"\nca_file = "nope.crt"\n')
+    with pytest.raises(ConfigError, match=r"ca_file .*nope.crt does not exist"):
+        FleetConfig.load(p)
+    p.write_text('[[agent]]\nurl = "https://a:1"\nname = "x"\n[[agent]]\nurl = "https://b:1"\nname = "x"\n')
+    with pytest.raises(ConfigError, match=r"name 'x' used twice"):
+        FleetConfig.load(p)
+    p.write_text('[[agent]]\nurl = "https://a:1"\nname = "x"\n')
+    with pytest.raises(ConfigError, match=r"no agent named 'y'; agents: x"):
+        FleetConfig.load(p).select(["y"])
