@@ -172,3 +172,28 @@ def test_host_metric_names_follow_node_exporter_style_with_base_units(metric, un
 @pytest.mark.parametrize("aggregate", ["cpu.util", "disk.read_Bps", "net.tx_Bps", "disk.busy"])
 def test_host_wide_aggregates_are_left_to_promql(aggregate):
     assert prom_name(aggregate, "B/s") is None
+
+
+def test_a_scrape_keeps_the_host_sampled_and_the_loop_stops_when_scrapes_stop(tmp_path):
+    from agentd.api.state import MONITOR
+
+    async def main():
+        cfg = make_config(tmp_path, "host", api={"public_metrics": True}, monitor={"interval_s": 0.1})
+        app = create_app(cfg, create_backend(cfg), token=TOKEN)
+        async with TestServer(app, host="127.0.0.1") as server, TestClient(server) as c:
+            hub = app[MONITOR]
+            assert hub._task is None                       # idle: nothing samples
+            async with c.get("/metrics") as r:
+                assert r.status == 200
+            await asyncio.sleep(0.5)
+            async with c.get("/metrics") as r:
+                s = samples(await r.text())
+            busy = [v for (n, _), v in s.items() if n == "mimesys_host_cpu_busy_ratio"]
+            assert busy and all(0 <= v <= 1 for v in busy)  # real /proc/stat readings
+            hub.hold(0.2)                                  # as if the last scrape were long ago
+            await asyncio.sleep(0.6)
+            assert hub._task is None
+            n = hub.frames_sampled
+            await asyncio.sleep(0.3)
+            assert hub.frames_sampled == n
+    asyncio.run(main())

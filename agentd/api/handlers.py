@@ -57,6 +57,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    # A scrape keeps the host sampled until a few intervals after the last one.
+    request.app[MONITOR].hold(max(60.0, 4 * request.app[CONFIG].monitor.interval_s))
     body = await asyncio.to_thread(prometheus.render, request.app)   # process metrics read /proc
     return web.Response(body=body, headers={"Content-Type": prometheus.CONTENT_TYPE})
 

@@ -71,6 +71,7 @@ class MonitorHub:
         self._task: asyncio.Task | None = None
         self._seq = 0
         self.latest = LatestSample()   # the newest sample, for the host gauges of /metrics
+        self._held_until = 0.0         # loop.time() until which scrapes keep the loop sampling
 
     def header(self) -> bytes:
         info = self.backend.info()
@@ -88,9 +89,19 @@ class MonitorHub:
             self._task = asyncio.create_task(self._loop(), name="monitor-loop")
         return sub
 
+    def hold(self, seconds: float) -> None:
+        """Keep sampling for `seconds` without a client (a /metrics scrape: the host gauges then
+        stay fresh while someone scrapes, and the idle agent samples nothing when nobody does)."""
+        self._held_until = asyncio.get_running_loop().time() + seconds
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._loop(), name="monitor-loop")
+
+    def _held(self) -> bool:
+        return asyncio.get_running_loop().time() < self._held_until
+
     def unsubscribe(self, sub: Subscriber) -> None:
         self.clients.discard(sub)
-        if not self.clients and self._task is not None:
+        if not self.clients and not self._held() and self._task is not None:
             # Nobody is watching: stop sampling (the agent's idle cost is then zero).
             self._task.cancel()
             self._task = None
@@ -108,6 +119,9 @@ class MonitorHub:
                                            "values": wire.vec_to_bytes(sample.values)})
                         for sub in self.clients:
                             sub.offer(frame)
+                        if not self.clients and not self._held():
+                            self._task = None      # nobody watches or scrapes any more
+                            return
                 return
             except asyncio.CancelledError:
                 raise
