@@ -10,6 +10,9 @@ STAMP   := $(VENV)/.installed
 # against libsystemd-dev; systemd provides systemd-analyze for the unit test. The same
 # list serves CI on a fresh Debian 12 machine.
 APT_DEPS := gcc make pkg-config libzstd-dev libsystemd-dev python3-venv python3-dev systemd
+# A real Prometheus server and node_exporter for tests/test_prometheus_server.py (skipped,
+# saying so, without them). Installed without recommends (smartmontools, ipmitool, ...).
+TEST_APT_DEPS := prometheus prometheus-node-exporter
 DEB_DEPS := debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
             python3-wheel dpkg-dev fakeroot lintian systemd
 # The CPU build of PyTorch: from a local wheel or index if pip already sees one, else
@@ -28,6 +31,12 @@ $(STAMP): pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then echo "installing system packages: $$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else echo "missing system packages (install them as root): $$missing"; exit 1; fi; fi
+	@missing=$$(for p in $(TEST_APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing test servers: $$missing"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+	      || echo "could not install $$missing: the Prometheus server test will be skipped"; \
+	  else echo "not root: $$missing not installed; the Prometheus server test will be skipped"; fi; fi
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q '$(TORCH_CPU)' 2>/dev/null || \

@@ -17,6 +17,7 @@ COMMANDS = {
     "info": "agentd.commands.info:info",
     "check-config": "agentd.commands.check_config:check_config",
     "calibrate": "agentd.commands.calibrate:calibrate",
+    "tls": "agentd.commands.tls:tls",
 }
 
 

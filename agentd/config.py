@@ -81,6 +81,8 @@ class ApiSection:
     tls_cert: Path | None = None                     # PEM; both or neither of tls_cert / tls_key
     tls_key: Path | None = None
     public_healthz: bool = False                     # let /healthz answer without a token
+    public_metrics: bool = False                     # let /metrics answer without a token (read-only)
+    metrics_token_file: Path | None = None           # a second, read-only token: /metrics only
     max_body_mib: float = 64.0                       # request bodies above this get 413
     max_ws_message_kib: int = 64                     # WebSocket messages a client may send us
 
@@ -171,21 +173,30 @@ class Config:
 
     def read_token(self) -> bytes:
         """The API token, read once at start-up. Missing, empty or world-readable is an error."""
-        path = self.api.token_file
-        try:
-            st = path.stat()
-            token = path.read_bytes().strip()
-        except OSError as e:
-            raise ConfigError(f"api.token_file {str(path)!r}: cannot read: {e.strerror or e}. Create one with: "
-                              f"umask 077; od -An -N32 -tx1 /dev/urandom | tr -d ' \\n' > {path}") from None
-        if not token:
-            raise ConfigError(f"api.token_file {str(path)!r} is empty")
-        if len(token) < 16:
-            raise ConfigError(f"api.token_file {str(path)!r}: token is {len(token)} bytes; use at least 16")
-        if st.st_mode & 0o004:
-            raise ConfigError(f"api.token_file {str(path)!r} is world-readable (mode {st.st_mode & 0o777:o}); "
-                              f"chmod 0600 it")
-        return token
+        return _read_secret(self.api.token_file, "api.token_file")
+
+    def read_metrics_token(self) -> bytes | None:
+        """The read-only /metrics token (api.metrics_token_file), or None when not configured."""
+        path = self.api.metrics_token_file
+        return None if path is None else _read_secret(path, "api.metrics_token_file")
+
+
+def _read_secret(path: Path, key: str) -> bytes:
+    """A token file's contents. Missing, empty, short or world-readable is an error."""
+    try:
+        st = path.stat()
+        token = path.read_bytes().strip()
+    except OSError as e:
+        raise ConfigError(f"{key} {str(path)!r}: cannot read: {e.strerror or e}. Create one with: "
+                          f"umask 077; od -An -N32 -tx1 /dev/urandom | tr -d ' \\n' > {path}") from None
+    if not token:
+        raise ConfigError(f"{key} {str(path)!r} is empty")
+    if len(token) < 16:
+        raise ConfigError(f"{key} {str(path)!r}: token is {len(token)} bytes; use at least 16")
+    if st.st_mode & 0o004:
+        raise ConfigError(f"{key} {str(path)!r} is world-readable (mode {st.st_mode & 0o777:o}); "
+                          f"chmod 0600 it")
+    return token
 
 
 def read_toml(path: Path, what: str = "") -> dict:

@@ -35,6 +35,7 @@ from .catalog import Catalog
 from .errors import Conflict, MimesysError, NotFound
 from .plan import Plan
 from .trace import Trace
+from .telemetry import LatestSample, SegmentErrors
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ class RunManager:
         # Counters for /metrics.
         self.runs_by_state: collections.Counter[str] = collections.Counter()
         self.windows_executed = 0
+        self.segment_errors = SegmentErrors()   # runner scheduling error, per (stressor, thread, window)
+        self.latest = LatestSample()            # the newest measured window, for the host gauges
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.prune()
 
@@ -225,6 +228,10 @@ class RunManager:
                     starts.append(int(w.start_ns))
                     run.windows_done += 1
                     self.windows_executed += 1
+                    self.latest.update(w.values)
+                    if 0 <= w.window < run.plan.T:
+                        self.segment_errors.observe_window(run.plan.compositions[w.window], run.plan.window_s,
+                                                           w.ran_ns)
                     run.frames.append(wire.pack(wire.window_frame(w)))
         except asyncio.CancelledError:
             state = RunState.CANCELLED

@@ -6,13 +6,19 @@
     report = await fleet.run_jobs(jobs, on_result)     # fan out; a failing agent's job moves on
     result = await fleet.clients[0].run(plan, RunOptions(repetitions=3))   # RunResult(trace, windows)
 
-Fleet file (TOML; token files are relative to the fleet file and hold one line):
+Fleet file (TOML; token and CA files are relative to the fleet file):
 
     allow_mixed_hosts = false          # optional: refuse agents whose hardware differs
     [[agent]]
-    url = "http://10.0.0.5:7433"
-    token_file = "tokens/host5"
+    url = "https://10.0.0.5:7433"
+    token_file = "tokens/host5"        # optional: see controller/tokens.py for the lookup order
     name = "host5"                     # optional, defaults to the URL
+    tls_sha256 = "F8:64:39:..."        # optional: pin the agent's certificate (`mimesys-agent tls init`)
+    ca_file = "ca/host5.crt"           # optional: or verify it (chain and name) against this CA
+
+`tls_sha256` accepts exactly one certificate whatever signed it (self-signed agents);
+`ca_file` accepts any certificate the CA signed for the URL's host name. One or the other
+(an https:// URL with neither uses the system's CAs); both apply to https:// URLs only.
 
 Streaming: a run's windows arrive on WS /v1/runs/{id}/trace. The agent replays the run's
 frames from the first on every connection, so after a dropped connection the client
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +48,7 @@ import numpy as np
 from agentd import wire
 from agentd.backend import ExecutedWindow, RunOptions
 from agentd.config import read_toml
+from agentd.tls import normalize_sha256
 from agentd.errors import ConfigError, MimesysError
 from agentd.metrics import MetricSpec
 from agentd.plan import Plan
@@ -84,23 +92,42 @@ class AgentBusy(AgentError):
         self.running = running
 
 
+class TLSIdentityError(AgentError):
+    """The agent's certificate is not the pinned one, or does not verify: never retried."""
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     url: str
     token_file: Path | None
     name: str = ""
+    ca_file: Path | None = None
+    tls_sha256: bytes | None = None     # 32 bytes: the pinned certificate's SHA-256
 
-    def token(self) -> str:
-        if self.token_file is None:
-            return ""
-        try:
-            tok = self.token_file.read_text().strip()
-        except OSError as e:
-            raise ConfigError(f"agent {self.name or self.url}: cannot read token_file {self.token_file}: "
-                              f"{e.strerror or e}") from None
-        if not tok:
-            raise ConfigError(f"agent {self.name or self.url}: token_file {self.token_file} is empty")
-        return tok
+    def token(self, explicit: Path | None = None) -> str:
+        from .tokens import agent_token
+        return agent_token(self.name or self.url, explicit=explicit, fleet_entry=self.token_file)
+
+    def ssl(self):
+        """What aiohttp's `ssl=` takes for this agent: a Fingerprint pin, a CA context, or True."""
+        if not self.url.startswith("https://"):
+            return True
+        if self.tls_sha256 is not None:
+            return aiohttp.Fingerprint(self.tls_sha256)
+        if self.ca_file is not None:
+            import ssl
+            try:
+                return ssl.create_default_context(cafile=str(self.ca_file))
+            except (OSError, ssl.SSLError) as e:
+                raise ConfigError(f"agent {self.name or self.url}: ca_file {self.ca_file}: {e}") from None
+        return True
+
+    def client(self, *, token_file: Path | None = None, **kw) -> "AgentClient":
+        return AgentClient(self.url, self.token(token_file), name=self.name, ssl=self.ssl(), **kw)
 
 
 @dataclass
@@ -132,8 +159,10 @@ class AgentClient:
     """One agent. Cheap to build; the HTTP session opens on first use (inside the event loop)."""
 
     def __init__(self, url: str, token: str, *, name: str = "", session: aiohttp.ClientSession | None = None,
-                 reconnects: int = 5, backoff_s: float = 0.2, stall_timeout_s: float = 60.0):
+                 reconnects: int = 5, backoff_s: float = 0.2, stall_timeout_s: float = 60.0,
+                 ssl=True):
         self.url = url.rstrip("/")
+        self.ssl = ssl            # aiohttp's ssl= for every request (AgentSpec.ssl)
         self.name = name or self.url
         self._token = token
         self._session = session
@@ -165,10 +194,11 @@ class AgentClient:
         data = wire.pack(body) if body is not None else None
         try:
             async with self.session().request(method, self.url + path, data=data, headers=self.headers,
-                                              timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                                              timeout=aiohttp.ClientTimeout(total=timeout_s), ssl=self.ssl) as resp:
                 raw = await resp.read()
                 status = resp.status
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            self._raise_tls(e, f"{method} {path}")
             raise AgentError(self.name, f"{method} {path}: no answer: {type(e).__name__}: {e}") from None
         try:
             obj = wire.unpack(raw, where=f"{self.name} {method} {path} reply") if raw else {}
@@ -178,6 +208,18 @@ class AgentClient:
             details = {k: v for k, v in obj.items() if k not in ("v", "error")}
             raise AgentError(self.name, f"{method} {path}: HTTP {status}: {obj.get('error', '')}", status, details)
         return obj
+
+    def _raise_tls(self, e: BaseException, what: str) -> None:
+        """A certificate that is not the pinned one, or does not verify, is a clear, final error."""
+        if isinstance(e, aiohttp.ServerFingerprintMismatch):
+            raise TLSIdentityError(self.name, f"{what}: refused: the agent's TLS certificate has SHA-256 "
+                                              f"{_colon_hex(e.got)}, but the fleet file pins tls_sha256 = "
+                                              f"{_colon_hex(e.expected)} (a different or replaced certificate, "
+                                              f"or not this agent)") from None
+        if isinstance(e, aiohttp.ClientConnectorCertificateError):
+            raise TLSIdentityError(self.name, f"{what}: refused: the agent's TLS certificate does not verify "
+                                              f"({e.certificate_error}); set ca_file to the CA that signed it, "
+                                              f"or pin it with tls_sha256") from None
 
     async def info(self) -> dict:
         return await self._request("GET", "/v1/info")
@@ -191,11 +233,12 @@ class AgentClient:
     async def trace_h5(self, run_id: str) -> Trace:
         try:
             async with self.session().get(f"{self.url}/v1/runs/{run_id}/trace.h5", headers=self.headers,
-                                          timeout=aiohttp.ClientTimeout(total=120)) as resp:
+                                          timeout=aiohttp.ClientTimeout(total=120), ssl=self.ssl) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
                     raise AgentError(self.name, f"GET trace.h5 of run {run_id}: HTTP {resp.status}", resp.status)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            self._raise_tls(e, f"GET trace.h5 of run {run_id}")
             raise AgentError(self.name, f"GET trace.h5 of run {run_id}: {e}") from None
         import io
         return Trace.read(io.BytesIO(raw))
@@ -258,7 +301,7 @@ class AgentClient:
         while end is None:
             try:
                 async with self.session().ws_connect(f"{self.url}/v1/runs/{run_id}/trace", headers=self.headers,
-                                                     heartbeat=30.0, max_msg_size=0) as ws:
+                                                     heartbeat=30.0, max_msg_size=0, ssl=self.ssl) as ws:
                     while True:
                         msg = await ws.receive(timeout=stall)
                         if msg.type != aiohttp.WSMsgType.BINARY:
@@ -284,6 +327,7 @@ class AgentClient:
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError, MimesysError) as e:
                 if isinstance(e, AgentError):
                     raise
+                self._raise_tls(e, f"run {run_id} trace stream")
                 log.info("agent %s run %s: stream interrupted (%s: %s)", self.name, run_id, type(e).__name__, e)
             if end is not None:
                 break
@@ -326,6 +370,10 @@ class AgentClient:
         return RunResult(trace=trace, windows=windows, run_id=run_id, agent=self.name)
 
 
+def _colon_hex(b: bytes) -> str:
+    return ":".join(f"{x:02X}" for x in b)
+
+
 def _window_from_frame(frame: dict, n: int | None) -> ExecutedWindow:
     ran = ops = None
     if "ran_ns" in frame and "shape" in frame:
@@ -358,14 +406,14 @@ class FleetConfig:
         entries = doc.get("agent")
         if not isinstance(entries, list) or not entries:
             raise ConfigError(f"{path}: no [[agent]] entries")
-        agents, seen = [], set()
+        agents, seen, names = [], set(), set()
         for i, e in enumerate(entries):
             where = f"{path}: agent #{i + 1}"
             if not isinstance(e, dict):
                 raise ConfigError(f"{where}: expected a table")
-            bad = sorted(set(e) - {"url", "token_file", "name"})
+            bad = sorted(set(e) - set(AGENT_KEYS))
             if bad:
-                raise ConfigError(f"{where}: unknown key(s) {bad}; valid: url, token_file, name")
+                raise ConfigError(f"{where}: unknown key(s) {bad}; valid: {', '.join(AGENT_KEYS)}")
             url = e.get("url")
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise ConfigError(f"{where}: url must be an http:// or https:// URL, got {url!r}")
@@ -376,8 +424,40 @@ class FleetConfig:
             if tf is not None and not isinstance(tf, str):
                 raise ConfigError(f"{where}: token_file must be a path string")
             tpath = None if tf is None else (path.parent / tf if not Path(tf).is_absolute() else Path(tf))
-            agents.append(AgentSpec(url, tpath, str(e.get("name") or url)))
+            name = str(e.get("name") or url)
+            if name in names:
+                raise ConfigError(f"{where}: name {name!r} used twice (names select agents: --agent NAME)")
+            names.add(name)
+            ca, pin = e.get("ca_file"), e.get("tls_sha256")
+            if ca is not None and not isinstance(ca, str):
+                raise ConfigError(f"{where}: ca_file must be a path string")
+            if pin is not None and not isinstance(pin, str):
+                raise ConfigError(f"{where}: tls_sha256 must be a string of hex digits")
+            if (ca is not None or pin is not None) and not url.startswith("https://"):
+                raise ConfigError(f"{where}: ca_file / tls_sha256 apply to https:// URLs; {url} is plain HTTP")
+            if ca is not None and pin is not None:
+                raise ConfigError(f"{where}: set ca_file or tls_sha256, not both (a pin accepts one certificate "
+                                  f"whoever signed it; a CA accepts what it signed)")
+            ca_path = None if ca is None else (path.parent / ca if not Path(ca).is_absolute() else Path(ca))
+            if ca_path is not None and not ca_path.is_file():
+                raise ConfigError(f"{where}: ca_file {ca_path} does not exist")
+            agents.append(AgentSpec(url, tpath, name, ca_path,
+                                    None if pin is None else normalize_sha256(pin, where)))
         return cls(tuple(agents), allow, path)
+
+    def select(self, names: list[str] | tuple[str, ...]) -> "FleetConfig":
+        """The agents named (in the fleet's order); an unknown name lists the known ones."""
+        if not names:
+            return self
+        known = {a.name: a for a in self.agents}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ConfigError(f"{self.path}: no agent named {', '.join(map(repr, unknown))}; agents: "
+                              f"{', '.join(known)}")
+        return dataclasses.replace(self, agents=tuple(a for a in self.agents if a.name in names))
+
+
+AGENT_KEYS = ("url", "token_file", "name", "ca_file", "tls_sha256")
 
 
 @dataclass
@@ -425,9 +505,10 @@ class Fleet:
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
-    def from_file(cls, path: Path | str, *, allow_mixed_hosts: bool | None = None, **kw) -> "Fleet":
-        cfg = FleetConfig.load(path)
-        clients = [AgentClient(a.url, a.token(), name=a.name) for a in cfg.agents]
+    def from_file(cls, path: Path | str, *, allow_mixed_hosts: bool | None = None,
+                  agents: list[str] | tuple[str, ...] = (), **kw) -> "Fleet":
+        cfg = FleetConfig.load(path).select(agents)
+        clients = [a.client() for a in cfg.agents]
         allow = cfg.allow_mixed_hosts if allow_mixed_hosts is None else allow_mixed_hosts
         return cls(clients, allow_mixed_hosts=allow, **kw)
 

@@ -184,8 +184,9 @@ def setup_routes(app: web.Application) -> None:
 
 
 def create_app(model_dir: Path | str, *, token: bytes, dataset: Path | str | None = None,
-               agent_url: str | None = None, agent_token: str | None = None,
+               agent_url: str | None = None, agent_token: str | None = None, agent=None,
                max_body_bytes: int = 256 << 20) -> web.Application:
+    """`agent`: an AgentClient for /v1/profile (from a fleet file); or agent_url + agent_token."""
     model_dir = Path(model_dir)
     diffusion = load_generator(model_dir)
     methods: dict[str, Generator] = {"diffusion": diffusion}
@@ -194,8 +195,7 @@ def create_app(model_dir: Path | str, *, token: bytes, dataset: Path | str | Non
         from controller.model.data import load_training_data
         data = load_training_data(dataset)
         methods.update({k: from_dataset(k, data) for k in KINDS})
-    agent = None
-    if agent_url:
+    if agent is None and agent_url:
         if not agent_token:
             raise ConfigError("--agent needs --agent-token-file")
         from controller.fleet import AgentClient

@@ -218,9 +218,9 @@ def test_run_lifecycle_late_websocket_gets_every_window_from_the_first(tmp_path,
             async with c.get("/metrics") as r:
                 text = await r.text()
             assert r.content_type == "text/plain"
-            assert 'mimesys_runs_total{state="done"} 1' in text
-            assert "mimesys_windows_executed_total 8" in text
-            assert 'mimesys_agent_info{backend="sim",simulated="true"} 1' in text
+            assert 'mimesys_runs_total{state="done"} 1.0' in text
+            assert "mimesys_windows_executed_total 8.0" in text
+            assert 'mimesys_agent_info{backend="sim",simulated="true"} 1.0' in text
     run(main())
 
 
@@ -379,7 +379,8 @@ def test_monitor_websocket_clients_share_frames_from_the_real_host(tmp_path):
             assert info["samplers"]["net"]["state"] == "ok"  # read on the sampler thread
             async with c.get("/metrics") as r:
                 text = await r.text()
-            assert "mimesys_monitor_samples_total" in text and 'mimesys_sampler_up{sampler="cpu",state="ok"} 1' in text
+            assert "mimesys_monitor_samples_total" in text and 'mimesys_sampler_up{sampler="cpu"} 1.0' in text
+            assert 'mimesys_host_cpu_busy_ratio{cpu="0"}' in text   # the monitor's last real sample
     run(main())
 
 

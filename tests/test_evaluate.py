@@ -168,7 +168,7 @@ def test_evaluate_cli_errors_are_one_line(tmp_path):
 
     from controller.cli import main
     r = CliRunner().invoke(main, ["evaluate"])
-    assert r.exit_code == 1 and "needs --agent URL, at least one --trace and one --method" in r.output
+    assert r.exit_code == 1 and "needs at least one --trace and one --method, and an agent (--fleet FILE" in r.output
     t = tmp_path / "t.h5"
     Trace(np.zeros((3, 1), np.float32), [MetricSpec("cpu.util", "fraction")]).write(t)
     r = CliRunner().invoke(main, ["evaluate", "--agent", "http://127.0.0.1:9", "--trace", str(t), "--method", "bogus"])

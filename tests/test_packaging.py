@@ -22,7 +22,8 @@ UNIT = ROOT / "systemd" / "mimesys-agent.service"
 DEBIAN_PROVIDES = {
     "numpy": "python3-numpy", "h5py": "python3-h5py", "msgpack": "python3-msgpack",
     "click": "python3-click", "pyroute2": "python3-pyroute2", "systemd": "python3-systemd",
-    "tqdm": "python3-tqdm",
+    "tqdm": "python3-tqdm", "prometheus_client": "python3-prometheus-client",
+    "cryptography": "python3-cryptography",
 }
 VENDORED = {"onnxruntime": "onnxruntime", "aiohttp": "aiohttp"}
 

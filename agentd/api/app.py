@@ -18,18 +18,24 @@ from ..catalog import Catalog, load_catalog
 from ..config import Config
 from ..runs import RunManager
 from .middleware import MAX_BODY, auth_middleware, errors_middleware, size_middleware
+from . import prometheus
 from .monitor import MonitorHub
 from .routes import setup_routes
 from .state import BACKEND, CATALOG, CONFIG, GENERATOR, MONITOR, RUNS, STARTED_AT
 
 
 def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
-               catalog: Catalog | None = None) -> web.Application:
+               catalog: Catalog | None = None, metrics_token: bytes | None = None) -> web.Application:
     """The agent's aiohttp application. The app owns `backend` from here on and closes it
-    at shutdown. `token` defaults to the contents of config.api.token_file."""
+    at shutdown. `token` defaults to the contents of config.api.token_file, `metrics_token`
+    (read-only: /metrics only) to that of config.api.metrics_token_file."""
     token = token if token is not None else config.read_token()
+    if metrics_token is None and config.api.metrics_token_file is not None:
+        metrics_token = config.read_metrics_token()
+    auth = auth_middleware(token, config.api.public_healthz, metrics_token=metrics_token,
+                           public_metrics=config.api.public_metrics)
     app = web.Application(
-        middlewares=[errors_middleware, auth_middleware(token, config.api.public_healthz), size_middleware],
+        middlewares=[errors_middleware, auth, size_middleware],
         client_max_size=config.api.max_body_bytes,
     )
     app[CONFIG] = config
@@ -38,6 +44,7 @@ def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
     app[MAX_BODY] = config.api.max_body_bytes
     app[GENERATOR] = {"generator": None, "lock": asyncio.Lock()}
     app[STARTED_AT] = time.monotonic()
+    app[prometheus.REGISTRY] = prometheus.create_registry(app)
     app.cleanup_ctx.extend([_backend_ctx, _runs_ctx, _monitor_ctx])
     app.on_shutdown.append(_end_streams)
     setup_routes(app)

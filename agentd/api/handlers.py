@@ -57,8 +57,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(body=prometheus.render(request.app).encode(),
-                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    # A scrape keeps the host sampled until a few intervals after the last one.
+    request.app[MONITOR].hold(max(60.0, 4 * request.app[CONFIG].monitor.interval_s))
+    body = await asyncio.to_thread(prometheus.render, request.app)   # process metrics read /proc
+    return web.Response(body=body, headers={"Content-Type": prometheus.CONTENT_TYPE})
 
 
 # -- runs ---------------------------------------------------------------------------

@@ -6,7 +6,9 @@
   else is a bug: logged with its traceback and answered 500 without internals.
   Error bodies are msgpack maps {"v", "error": message, **details}.
 - auth: `Authorization: Bearer <token>` on every request, WebSocket upgrades included,
-  compared in constant time (hmac.compare_digest). /healthz may be public (config).
+  compared in constant time (hmac.compare_digest). /healthz may be public (config). /metrics
+  is a read-only scrape: public with api.public_metrics, else the run token or the metrics
+  token (api.metrics_token_file), which opens /metrics and nothing else.
 - size: a declared Content-Length above the limit is refused before reading (413);
   chunked bodies are cut off by aiohttp's client_max_size while reading (also 413).
 """
@@ -54,13 +56,15 @@ async def errors_middleware(request: web.Request, handler):
         return error_response(500, "internal error in the agent (its log has the details)")
 
 
-def auth_middleware(token: bytes, public_healthz: bool):
-    if not token:
+def auth_middleware(token: bytes, public_healthz: bool, *, metrics_token: bytes | None = None,
+                    public_metrics: bool = False):
+    if not token or metrics_token == b"":
         raise ValueError("an empty API token would let everyone in")
 
     @web.middleware
     async def auth(request: web.Request, handler):
-        if public_healthz and request.path == "/healthz":
+        scrape = request.path == "/metrics"
+        if (public_healthz and request.path == "/healthz") or (public_metrics and scrape):
             return await handler(request)
         header = request.headers.get("Authorization")
         if header is None:
@@ -69,8 +73,11 @@ def auth_middleware(token: bytes, public_healthz: bool):
         given = credential.strip().encode("utf-8", "surrogateescape")
         # Compare even for a wrong scheme, so timing does not tell the two failures apart.
         ok = hmac.compare_digest(given, token)
-        if scheme.lower() != "bearer" or not ok:
+        read_only = metrics_token is not None and hmac.compare_digest(given, metrics_token)
+        if scheme.lower() != "bearer" or not (ok or read_only):
             raise AuthError("invalid bearer token")
+        if read_only and not ok and not scrape:
+            raise AuthError("the metrics token only reads /metrics")
         return await handler(request)
 
     return auth

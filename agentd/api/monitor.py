@@ -17,6 +17,7 @@ import logging
 from .. import wire
 from ..backend import Backend
 from ..errors import MimesysError
+from ..telemetry import LatestSample
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ class MonitorHub:
         self.frames_sampled = 0    # samples taken by the loop
         self._task: asyncio.Task | None = None
         self._seq = 0
+        self.latest = LatestSample()   # the newest sample, for the host gauges of /metrics
+        self._held_until = 0.0         # loop.time() until which scrapes keep the loop sampling
 
     def header(self) -> bytes:
         info = self.backend.info()
@@ -86,9 +89,19 @@ class MonitorHub:
             self._task = asyncio.create_task(self._loop(), name="monitor-loop")
         return sub
 
+    def hold(self, seconds: float) -> None:
+        """Keep sampling for `seconds` without a client (a /metrics scrape: the host gauges then
+        stay fresh while someone scrapes, and the idle agent samples nothing when nobody does)."""
+        self._held_until = asyncio.get_running_loop().time() + seconds
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._loop(), name="monitor-loop")
+
+    def _held(self) -> bool:
+        return asyncio.get_running_loop().time() < self._held_until
+
     def unsubscribe(self, sub: Subscriber) -> None:
         self.clients.discard(sub)
-        if not self.clients and self._task is not None:
+        if not self.clients and not self._held() and self._task is not None:
             # Nobody is watching: stop sampling (the agent's idle cost is then zero).
             self._task.cancel()
             self._task = None
@@ -100,11 +113,15 @@ class MonitorHub:
                     async for sample in samples:
                         self._seq += 1
                         self.frames_sampled += 1
+                        self.latest.update(sample.values)
                         frame = wire.pack({"type": "sample", "seq": self._seq,
                                            "timestamp_ns": int(sample.timestamp_ns),
                                            "values": wire.vec_to_bytes(sample.values)})
                         for sub in self.clients:
                             sub.offer(frame)
+                        if not self.clients and not self._held():
+                            self._task = None      # nobody watches or scrapes any more
+                            return
                 return
             except asyncio.CancelledError:
                 raise

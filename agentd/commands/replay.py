@@ -42,8 +42,11 @@ from ._common import config_options, friendly_errors, load
               help="Times to run the plan (without a command; with one, it repeats until the command exits).")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None, help="Segment-order seed (default: the plan's).")
 @click.option("--progress/--no-progress", default=True)
+@click.option("--textfile-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write mimesys_replay.prom there after every window (node_exporter's textfile collector).")
 @friendly_errors
-def replay(config_path, backend, plan_path, command, output, no_record, csv_path, repetitions, seed, progress):
+def replay(config_path, backend, plan_path, command, output, no_record, csv_path, repetitions, seed, progress,
+           textfile_dir):
     """Execute PLAN on this host, optionally around `-- CMD ARGS...`."""
     from ..plan import Plan
 
@@ -54,7 +57,7 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
     plan = Plan.read(plan_path)
     output = None if no_record else (output or Path(f"{plan_path.stem}.replay.h5"))
     try:
-        result = asyncio.run(_replay(cfg, plan, list(command), repetitions, seed, progress))
+        result = asyncio.run(_replay(cfg, plan, list(command), repetitions, seed, progress, textfile_dir))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     trace = result["trace"]
@@ -79,7 +82,8 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
         raise SystemExit(1)
 
 
-async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progress: bool) -> dict:
+async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progress: bool,
+                  textfile_dir: Path | None = None) -> dict:
     from tqdm import tqdm
 
     from .. import __version__
@@ -89,6 +93,14 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
     from ..trace import Trace
 
     be = create_backend(cfg)
+    textfile = None
+    if textfile_dir is not None:
+        from ..textfile import ReplayTextfile
+        try:
+            textfile = ReplayTextfile(textfile_dir, plan, be.metric_schema(), command=command)
+        except BaseException:
+            await be.close()
+            raise
     rows, starts = [], []
     proc = None
     cmd_started = cmd_wall = None
@@ -107,6 +119,8 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
                     rows.append(np.asarray(w.values, np.float32))
                     starts.append(int(w.start_ns))
                     bar.update(1)
+                    if textfile is not None:
+                        textfile.window(w)
                     if command and proc is None:
                         cmd_started = time.monotonic()
                         try:
@@ -161,5 +175,7 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
                                   "command": command or None, "plan_provenance": plan.provenance,
                                   "catalog_hash": plan.catalog_hash,
                                   "seed": seed if seed is not None else plan.seed})
+    if textfile is not None:
+        textfile.finish(state, proc.returncode if proc is not None else None)
     return {"trace": trace, "windows": len(rows), "repetitions": reps_done, "state": state, "error": error,
             "exit_status": proc.returncode if proc is not None else None, "wall_s": cmd_wall or 0.0}

@@ -4,7 +4,7 @@
     samplers.schema()         -> list[MetricSpec]        # ordered; fixed for the set's lifetime
     raw = samplers.read()     -> RawSample               # raw counters + monotonic_ns
     samplers.derive(prev, cur) -> float32 [N]            # pure; NaN where unavailable/failed
-    samplers.states()         -> {name: {"state", "reason", "errors", "no_data"}}
+    samplers.states()         -> {name: {"state", "reason", "errors", "no_data", "reads", "read_seconds"}}
 
 Recording stores RawSamples (``RawSample.to_dict``) with the schema; replay calls
 ``derive_values(schema, prev, cur)``, the same function ``SamplerSet.derive`` uses.
@@ -98,12 +98,17 @@ def derive_values(schema: list[MetricSpec] | _Compiled, prev: RawSample, cur: Ra
     return out
 
 
+# Every value "state" can take (a fixed set: /metrics exposes each as its own series).
+SAMPLER_STATES = ("ok", "no_data", "failing", "unsupported", "permission_denied")
+
+
 class _State:
-    __slots__ = ("probe_state", "probe_reason", "last", "reason", "errors", "no_data")
+    __slots__ = ("probe_state", "probe_reason", "last", "reason", "errors", "no_data", "reads", "read_s")
 
     def __init__(self, probe_state: str, probe_reason: str):
         self.probe_state, self.probe_reason = probe_state, probe_reason
         self.last, self.reason, self.errors, self.no_data = "ok", "", 0, 0
+        self.reads, self.read_s = 0, 0.0   # reads attempted and the seconds they took (/metrics)
 
 
 class SamplerSet:
@@ -153,6 +158,7 @@ class SamplerSet:
         readings: dict[str, Raw | None] = {}
         for s in self._active:
             st = self._state[s.name]
+            t0 = time.perf_counter()
             try:
                 readings[s.name] = s.read()
                 st.last, st.reason = "ok", ""
@@ -167,6 +173,8 @@ class SamplerSet:
                 st.last, st.reason = "failing", f"{type(e).__name__}: {e}"
                 if st.errors <= 3 or st.errors % 100 == 0:
                     log.warning("sampler %s failing (%d errors): %s", s.name, st.errors, st.reason)
+            st.reads += 1
+            st.read_s += time.perf_counter() - t0
         # Stamped after the reads: all sources are read within well under a millisecond.
         return RawSample(time.monotonic_ns(), readings)
 
@@ -186,7 +194,8 @@ class SamplerSet:
                 state, reason = st.probe_state, st.probe_reason
             else:
                 state, reason = st.last, st.reason or st.probe_reason
-            out[name] = {"state": state, "reason": reason, "errors": st.errors, "no_data": st.no_data}
+            out[name] = {"state": state, "reason": reason, "errors": st.errors, "no_data": st.no_data,
+                         "reads": st.reads, "read_seconds": st.read_s}
         return out
 
     def close(self) -> None:

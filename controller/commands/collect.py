@@ -19,6 +19,8 @@ from agentd.errors import MimesysError
               help="Proposal rounds after the initial sweep (round 0); a resumed campaign runs what is missing.")
 @click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Fleet file (TOML: agent URLs + token files). Default: CAMPAIGN/fleet.toml.")
+@click.option("--agent", "agents", multiple=True, metavar="NAME",
+              help="Only these agents of the fleet file (repeat; default: all).")
 @click.option("--strategy", type=click.Choice(["novelty", "random"]), help="Proposal strategy (default novelty).")
 @click.option("--round-size", type=int, help="Compositions per proposal round (default 128).")
 @click.option("--chain-len", type=int, help="Windows per chained plan (default 16).")
@@ -35,7 +37,7 @@ from agentd.errors import MimesysError
 @click.option("--allow-mixed-hosts", is_flag=True, default=None,
               help="Allow agents whose hardware differs in one dataset (recorded in campaign.toml).")
 @click.option("--progress/--no-progress", default=True, help="Show the progress bar.")
-def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, hold_max, repetitions, window_s, threads, seed,
+def collect(campaign, rounds, fleet_file, agents, strategy, round_size, chain_len, hold_max, repetitions, window_s, threads, seed,
             hull_fraction, spread_threshold, sweep_intensities, allow_mixed_hosts, progress):
     """Profile stressor compositions on a fleet and append them to CAMPAIGN's sample store.
 
@@ -61,7 +63,7 @@ def collect(campaign, rounds, fleet_file, strategy, round_size, chain_len, hold_
                                               rounds, fleet_file, camp.config.strategy)
 
     async def main():
-        fleet = Fleet.from_file(fleet_file, allow_mixed_hosts=camp.config.allow_mixed_hosts or None)
+        fleet = Fleet.from_file(fleet_file, allow_mixed_hosts=camp.config.allow_mixed_hosts or None, agents=agents)
         async with fleet:
             return await run_campaign(camp, fleet, rounds, progress=progress)
 

@@ -1,8 +1,8 @@
 """`mimesys evaluate`: trace fidelity (the default) and `mimesys evaluate colocation`.
 
-    mimesys evaluate --agent URL --trace a.h5 --trace b.h5 --method model=MODEL_DIR \\
+    mimesys evaluate --fleet fleet.toml --agent NAME --trace a.h5 --trace b.h5 --method model=MODEL_DIR \\
         --method aligned=ALIGNED_DIR --method nearest --method knn --method single --dataset DS.h5 -o eval/
-    mimesys evaluate colocation --app CMD --mix CMD --plan PLAN [--agent URL] [--regex R]
+    mimesys evaluate colocation --app CMD --mix CMD --plan PLAN [--fleet F --agent NAME] [--regex R]
 
 Methods: `NAME=DIR` is an exported ONNX model directory (agentd.generate.load_generator);
 `nearest`, `knn`, `single` (or `NAME=baseline:KIND`) are the baselines of controller/baselines.py,
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import click
@@ -22,16 +21,9 @@ import click
 from agentd.errors import ConfigError, MimesysError
 from agentd.trace import Trace
 
+from ._agents import agent_options, one_agent
+
 BASELINE_KINDS = ("nearest", "knn", "single")
-
-
-def _token(token_file: str | None) -> str:
-    if token_file:
-        return Path(token_file).read_text().strip()
-    if os.environ.get("MIMESYS_TOKEN"):
-        return os.environ["MIMESYS_TOKEN"]
-    default = Path("/etc/mimesys/token")
-    return default.read_text().strip() if default.is_file() else ""
 
 
 def resolve_method(spec: str, dataset: str | None):
@@ -60,8 +52,7 @@ def resolve_method(spec: str, dataset: str | None):
 
 
 @click.group(invoke_without_command=True)
-@click.option("--agent", "agent_url", default=None, help="Agent URL that replays the plans.")
-@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default $MIMESYS_TOKEN).")
+@agent_options
 @click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Target trace (HDF5); repeat for several.")
 @click.option("--method", "methods", multiple=True,
@@ -82,14 +73,15 @@ def resolve_method(spec: str, dataset: str | None):
 @click.option("--load-level", "load_levels", multiple=True, metavar="TRACE=low|mid|high",
               help="Override a target's load level (default: from its mean CPU utilization).")
 @click.pass_context
-def evaluate(ctx, agent_url, token_file, traces, methods, dataset, outdir, band, metrics, seed, warmup_windows,
+def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdir, band, metrics, seed, warmup_windows,
              core_strategy, load_levels):
     """Score generated plans against target traces (DTW per metric), or run `colocation`."""
     if ctx.invoked_subcommand is not None:
         return
     try:
-        if not agent_url or not traces or not methods:
-            raise ConfigError("trace evaluation needs --agent URL, at least one --trace and one --method "
+        if not traces or not methods:
+            raise ConfigError("trace evaluation needs at least one --trace and one --method, and an agent "
+                              "(--fleet FILE [--agent NAME]) "
                               "(see `mimesys evaluate --help`; or `mimesys evaluate colocation ...`)")
         levels = {}
         for item in load_levels:
@@ -101,13 +93,12 @@ def evaluate(ctx, agent_url, token_file, traces, methods, dataset, outdir, band,
         targets = {p.stem: Trace.read(p) for p in traces}
         from controller.evaluate.driver import EvalOptions
         from controller.evaluate.driver import evaluate as run_eval
-        from controller.fleet import AgentClient
+        client = one_agent(fleet_file, agent, token_file)
 
         opts = EvalOptions(outdir=outdir, band=band, seed=seed, warmup_windows=warmup_windows,
                            metrics=tuple(metrics) or None, core_strategy=core_strategy, load_levels=levels)
 
         async def main():
-            client = AgentClient(agent_url, _token(token_file))
             try:
                 return await run_eval(targets, gens, client, opts)
             finally:
@@ -135,9 +126,7 @@ def evaluate(ctx, agent_url, token_file, traces, methods, dataset, outdir, band,
 @click.option("--mix", "mix_cmd", required=True, help="The real neighbour mix (shell command), killed afterwards.")
 @click.option("--plan", "plan_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The synthetic plan generated from the mix's trace.")
-@click.option("--agent", "agent_url", default=None, help="Replay the plan on this agent (default: locally with "
-                                                         "`mimesys-agent replay`).")
-@click.option("--token-file", default=None, type=click.Path(dir_okay=False))
+@agent_options
 @click.option("--agent-config", default=None, type=click.Path(dir_okay=False),
               help="Config for the local replay (mimesys-agent --config).")
 @click.option("--regex", default=None, help="Performance from the app's output: first group of the last match "
@@ -148,18 +137,18 @@ def evaluate(ctx, agent_url, token_file, traces, methods, dataset, outdir, band,
 @click.option("--warmup", "warmup_s", default=3.0, type=click.FloatRange(0, 600), show_default=True,
               help="Seconds the neighbour runs before the application starts.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Result JSON.")
-def colocation_cmd(app_cmd, mix_cmd, plan_path, agent_url, token_file, agent_config, regex, higher, repeats, warmup_s,
+def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, agent_config, regex, higher, repeats, warmup_s,
                    output):
-    """The application alone, next to the real mix, next to the plan: degradation difference in points."""
+    """The application alone, next to the real mix, next to the plan: degradation difference in points.
+
+    The plan replays on the fleet's agent when --fleet/--agent name one, else locally with
+    `mimesys-agent replay`."""
     from controller.evaluate.colocation import AppSpec, colocation, render
 
     spec = AppSpec(app_cmd, regex, higher)
     try:
         async def main():
-            client = None
-            if agent_url:
-                from controller.fleet import AgentClient
-                client = AgentClient(agent_url, _token(token_file))
+            client = one_agent(fleet_file, agent, token_file) if (fleet_file or agent) else None
             try:
                 return await colocation(spec, mix_cmd, plan_path, client=client, repeats=repeats, warmup_s=warmup_s,
                                         agent_config=agent_config)

@@ -12,6 +12,7 @@ from agentd.errors import MimesysError
 
 FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                           default="fleet.toml", show_default=True, help="Fleet file (TOML).")
+AGENTS = click.option("--agent", "agents", multiple=True, metavar="NAME", help="Only this agent (repeat).")
 
 
 @click.group()
@@ -21,27 +22,31 @@ def fleet():
 
 @fleet.command("list")
 @FLEET_FILE
-def list_(fleet_file):
+@AGENTS
+def list_(fleet_file, agents):
     """The agents the fleet file names (no network)."""
     from ..fleet import FleetConfig
     try:
-        cfg = FleetConfig.load(fleet_file)
+        cfg = FleetConfig.load(fleet_file).select(agents)
     except MimesysError as e:
         raise click.ClickException(str(e)) from None
     for a in cfg.agents:
-        click.echo(f"{a.name:24s} {a.url:32s} token: {a.token_file or '(none)'}")
+        tls = ("pinned sha256 " + a.tls_sha256.hex()[:16] + "..." if a.tls_sha256 else
+               f"ca_file {a.ca_file}" if a.ca_file else "system CAs" if a.url.startswith("https") else "plain HTTP")
+        click.echo(f"{a.name:24s} {a.url:32s} token: {a.token_file or '(lookup order)'}  TLS: {tls}")
     click.echo(f"{len(cfg.agents)} agent(s); mixed hosts {'allowed' if cfg.allow_mixed_hosts else 'refused'}")
 
 
 @fleet.command()
 @FLEET_FILE
+@AGENTS
 @click.option("--json", "as_json", is_flag=True, help="Print every agent's /v1/info as JSON.")
-def probe(fleet_file, as_json):
+def probe(fleet_file, agents, as_json):
     """Ask every agent for its fingerprint, metric availability and calibration."""
     from ..fleet import Fleet, FleetError
 
     async def main():
-        async with Fleet.from_file(fleet_file) as fl:
+        async with Fleet.from_file(fleet_file, agents=agents) as fl:
             return fl, await fl.probe()
     try:
         fl, probes = asyncio.run(main())

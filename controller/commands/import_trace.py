@@ -1,4 +1,4 @@
-"""`mimesys import FILE --format FORMAT -o trace.h5 [--host HOST] [--window S]`: a foreign trace
+"""`mimesys import FILE --format FORMAT -o trace.h5 [--fleet F --agent NAME | --host JSON] [--window S]`: a foreign trace
 into a mimesys trace, optionally mapped onto a target host, with a report of what was
 mapped, scaled and dropped. Nothing is written when the input is malformed."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 from pathlib import Path
 
 import click
@@ -16,38 +15,44 @@ from agentd.errors import ConfigError, MimesysError
 from controller import importers
 from controller.mapping import CORE_STRATEGIES, HostProfile, MappingOptions, map_trace, parse_peaks
 
+from ._agents import agent_options, one_agent
 
-def load_host(host: str, token_file: str | None) -> HostProfile:
-    """An agent URL (its /v1/info) or a saved JSON file (/v1/info answer or host fingerprint)."""
+
+def agent_host(client) -> HostProfile:
+    """The target host an agent describes (its /v1/info)."""
+    async def fetch():
+        try:
+            return await client.info()
+        finally:
+            await client.close()
+
+    return HostProfile.from_info(asyncio.run(fetch()), origin=client.name)
+
+
+def load_host(host: str, token_file: Path | None) -> HostProfile:
+    """A saved JSON file (/v1/info answer or host fingerprint), or (the pre-fleet form) an agent URL."""
     if host.startswith(("http://", "https://")):
-        from controller.fleet import AgentClient
-
-        token = ""
-        if token_file:
-            token = Path(token_file).read_text().strip()
-        else:
-            token = os.environ.get("MIMESYS_TOKEN", "")
-
-        async def fetch():
-            client = AgentClient(host, token)
-            try:
-                return await client.info()
-            finally:
-                await client.close()
-
-        return HostProfile.from_info(asyncio.run(fetch()), origin=host)
+        return agent_host(one_agent(None, host, token_file))
     if not Path(host).is_file():
         raise ConfigError(f"--host {host!r}: neither an agent URL (http://...) nor a readable JSON file")
     return HostProfile.from_file(host)
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", required=True, type=click.Choice(importers.names()), help="Source format.")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--format", "fmt", default=None, type=click.Choice(importers.names()),
+              help="Source format (with --url: prometheus).")
+@click.option("--url", default=None, help="Fetch from a running Prometheus server instead of FILE "
+                                          "(with --start, --end, --step).")
+@click.option("--start", default=None, help="--url: first sample time (Unix seconds or ISO 8601).")
+@click.option("--end", default=None, help="--url: last sample time (Unix seconds or ISO 8601).")
+@click.option("--step", default=None, help="--url: seconds between samples (or 15s, 1m, 1h); the default window.")
+@click.option("--page-points", default=10_000, type=click.IntRange(1, 11_000), show_default=True,
+              help="--url: samples per series per query_range request.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Trace (HDF5) to write.")
-@click.option("--host", default=None, help="Target host: an agent URL or a saved /v1/info or fingerprint JSON. "
-                                            "Without it the trace keeps its source layout.")
-@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default: $MIMESYS_TOKEN).")
+@click.option("--host", default=None, help="Target host from a saved /v1/info or fingerprint JSON. Without it "
+                                            "(or --fleet/--agent) the trace keeps its source layout.")
+@agent_options
 @click.option("--window", "window_s", default=None, type=float, help="Window length W in seconds (default: the format's).")
 @click.option("--machine", default=None, help="The one host to import: alibaba machine_id, prometheus instance label.")
 @click.option("--cores", "core_strategy", default="preserve-total", type=click.Choice(CORE_STRATEGIES),
@@ -56,10 +61,19 @@ def load_host(host: str, token_file: str | None) -> HostProfile:
 @click.option("--target-peak", multiple=True, metavar="METRIC=VALUE", help="Override a target host peak.")
 @click.option("--report-json", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the import report as JSON.")
-def import_trace(file, fmt, output, host, token_file, window_s, machine, core_strategy, source_peak, target_peak,
-                 report_json):
-    """Import FILE (a foreign trace) as a mimesys trace."""
+def import_trace(file, fmt, url, start, end, step, page_points, output, host, fleet_file, agent, token_file, window_s,
+                 machine, core_strategy, source_peak, target_peak, report_json):
+    """Import FILE (a foreign trace) as a mimesys trace, mapped onto a target host when one is named:
+    an agent of a fleet (--fleet FILE [--agent NAME]) or a saved JSON (--host)."""
     try:
+        if url is not None:
+            fmt = fmt or "prometheus"
+            if fmt != "prometheus" or file is not None:
+                raise ConfigError("--url reads a Prometheus server: no FILE, and --format prometheus if any")
+            if None in (start, end, step):
+                raise ConfigError("--url needs --start, --end and --step")
+        elif file is None or fmt is None:
+            raise ConfigError("give FILE and --format FORMAT (or --url URL --start --end --step)")
         entry = importers.get(fmt)
         kwargs = {}
         params = inspect.signature(entry.load).parameters
@@ -71,8 +85,19 @@ def import_trace(file, fmt, output, host, token_file, window_s, machine, core_st
             kwargs["machine"] = machine
         options = MappingOptions(core_strategy, parse_peaks(source_peak, "--source-peak"))
         overrides = parse_peaks(target_peak, "--target-peak")
-        target = load_host(host, token_file).with_peaks(overrides) if host else None
-        trace, report = entry.load(file, **kwargs)
+        if host and (fleet_file or agent):
+            raise ConfigError("name the target host once: --host JSON, or --fleet/--agent")
+        if fleet_file or agent:
+            target = agent_host(one_agent(fleet_file, agent, token_file))
+        else:
+            target = load_host(host, token_file) if host else None
+        target = target.with_peaks(overrides) if target is not None else None
+        if url is not None:
+            from controller.importers.prometheus import fetch
+            trace, report = fetch(url, _time(start, "--start"), _time(end, "--end"), _seconds(step),
+                                  machine=machine, page_points=page_points, window_s=window_s)
+        else:
+            trace, report = entry.load(file, **kwargs)
         if target is not None:
             trace = map_trace(trace, target, options, report)
         trace.provenance["import_report"] = report.to_dict()
@@ -86,3 +111,30 @@ def import_trace(file, fmt, output, host, token_file, window_s, machine, core_st
     click.echo(report.render())
     where = f" mapped onto {target.origin} ({target.cpus} CPUs{', simulated' if target.simulated else ''})" if target else ""
     click.echo(f"wrote {output}: {trace.T} windows x {len(trace.metrics)} metrics, W = {trace.window_s:g} s{where}")
+
+
+def _time(text: str, opt: str) -> float:
+    """Unix seconds or ISO 8601 (a time without a zone is UTC, as Prometheus reads it)."""
+    import datetime
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{opt} {text!r}: expected Unix seconds or an ISO 8601 time") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    return t.timestamp()
+
+
+def _seconds(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        v = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
+    except ValueError:
+        v = -1
+    if v <= 0:
+        raise ConfigError(f"--step {text!r}: expected a positive number of seconds (or 15s, 1m, 1h)")
+    return v

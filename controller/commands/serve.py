@@ -9,6 +9,8 @@ import click
 
 from agentd.errors import MimesysError
 
+from ._agents import fleet_option, one_agent
+
 
 def read_token(token_file: Path | None, env: str = "MIMESYS_TOKEN") -> str:
     tok = token_file.read_text().strip() if token_file else os.environ.get(env, "").strip()
@@ -26,18 +28,21 @@ def read_token(token_file: Path | None, env: str = "MIMESYS_TOKEN") -> str:
               help="Bearer token clients must send (default: $MIMESYS_TOKEN).")
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Also serve the baselines (nearest, knn, single) built from this dataset.")
-@click.option("--agent", "agent_url", default=None, help="Agent URL that /v1/profile runs plans on.")
-@click.option("--agent-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
-def serve(model_dir, host, port, token_file, dataset, agent_url, agent_token_file):
+@fleet_option
+@click.option("--agent", "agent", default=None, metavar="NAME",
+              help="The fleet's agent that /v1/profile runs plans on (no agent: no /v1/profile).")
+@click.option("--agent-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              hidden=True)
+def serve(model_dir, host, port, token_file, dataset, fleet_file, agent, agent_token_file):
     """Serve generation (and profiling on an agent) over HTTP."""
     from aiohttp import web
 
     from controller.inference_server import create_app
 
     token = read_token(token_file)
-    agent_token = agent_token_file.read_text().strip() if agent_token_file else None
     try:
-        app = create_app(model_dir, token=token.encode(), dataset=dataset, agent_url=agent_url, agent_token=agent_token)
+        client = one_agent(fleet_file, agent, agent_token_file) if (fleet_file or agent) else None
+        app = create_app(model_dir, token=token.encode(), dataset=dataset, agent=client)
     except MimesysError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"mimesys inference server on http://{host}:{port} (model {model_dir})", err=True)

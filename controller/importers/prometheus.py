@@ -20,8 +20,15 @@ What becomes what:
 - node_memory_{MemTotal,MemFree,Buffers,Cached,SReclaimable}_bytes -> `mem.used_B` =
   MemTotal − MemFree − Buffers − Cached − SReclaimable, `mem.cache_B` = Buffers + Cached
 - node_context_switches_total -> `perf.ctx_switches_per_s`
+- node_pressure_{cpu,io,memory}_waiting_seconds_total -> `psi.<res>.some`,
+  node_pressure_{io,memory}_stalled_seconds_total -> `psi.<res>.full` (seconds stalled per
+  second: the same fraction of the window agentd's psi sampler derives from total=)
 Every other series is dropped and reported. One host at a time: when the answer holds several
 `instance` labels, `--machine INSTANCE` picks one.
+
+Live: `fetch(url, start, end, step)` asks a running Prometheus server's /api/v1/query_range
+for exactly the series above, in pages of at most `page_points` steps (the server refuses
+more than 11,000 points per series), joins the pages and imports the result like a file.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ _DISK = {"node_disk_read_bytes_total": "disk.read_Bps", "node_disk_written_bytes
 _NET = {"node_network_receive_bytes_total": "net.rx_Bps", "node_network_transmit_bytes_total": "net.tx_Bps",
         "node_network_receive_packets_total": "net.rx_pps", "node_network_transmit_packets_total": "net.tx_pps"}
 _MEM = ("MemTotal", "MemFree", "Buffers", "Cached", "SReclaimable")
+_PSI = {f"node_pressure_{res}_{kind}_seconds_total": f"psi.{res}.{'some' if kind == 'waiting' else 'full'}"
+        for res in ("cpu", "io", "memory") for kind in ("waiting", "stalled")}
 
 
 def _series(doc, path) -> list[dict]:
@@ -72,7 +81,6 @@ def _series(doc, path) -> list[dict]:
 
 def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None) -> tuple:
     path = Path(path)
-    report = ImportReport(source_format="prometheus", source_path=str(path))
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -81,6 +89,12 @@ def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None)
         line = getattr(e, "lineno", None)
         raise TraceImportError(path, f"not JSON: {getattr(e, 'msg', e)}", line=line,
                                expected="a Prometheus query_range answer") from None
+    return load_answers(doc, path, window_s=window_s, machine=machine)
+
+
+def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None) -> tuple:
+    """Import parsed query_range answer(s); `path` names the source in messages and the report."""
+    report = ImportReport(source_format="prometheus", source_path=str(path))
     series = _series(doc, path)
     if not series:
         raise TraceImportError(path, "no series in the answer", expected="at least one result")
@@ -153,6 +167,9 @@ def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None)
         elif name == "node_context_switches_total":
             cols["perf.ctx_switches_per_s"] = rate(s["samples"])
             report.map(name, "perf.ctx_switches_per_s")
+        elif name in _PSI:
+            cols[_PSI[name]] = np.clip(rate(s["samples"]), 0, 1)
+            report.map(name, f"{_PSI[name]} (stalled seconds per second)")
         else:
             report.drop(name or "(unnamed series)", "no counterpart in agentd's metric schema")
     if cpu_total:
@@ -187,7 +204,8 @@ def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None)
                         "partition, loopback or virtual device (counted elsewhere)")
     if not cols:
         raise TraceImportError(path, "none of the series is a node_exporter metric this importer knows",
-                               expected="node_cpu_seconds_total, node_disk_*_total, node_network_*_total, node_memory_*_bytes")
+                               expected="node_cpu_seconds_total, node_disk_*_total, node_network_*_total, node_memory_*_bytes, "
+                                        "node_pressure_*_seconds_total")
     names = list(cols)
     specs = [MetricSpec(k, unit_for(k), source="prometheus") for k in names]
     data = IntervalData(grid, np.stack([cols[k] for k in names], axis=1), specs)
@@ -195,4 +213,64 @@ def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None)
     return trace, report
 
 
-register("prometheus", load, "Prometheus query_range JSON with node_exporter metric names")
+# -- live: a running Prometheus server ------------------------------------------------------
+SERIES = ("node_cpu_seconds_total", *_DISK, "node_disk_io_time_seconds_total", *_NET,
+          *(f"node_memory_{m}_bytes" for m in _MEM), "node_context_switches_total", *_PSI)
+MAX_POINTS = 11_000   # Prometheus refuses a range query with more points per series
+
+
+def pages(start: float, end: float, step: float, page_points: int = 10_000) -> list[tuple[float, float]]:
+    """[start, end] in pages of at most page_points samples each; pages share no sample time."""
+    if step <= 0 or end < start:
+        raise ValueError(f"need start <= end and step > 0 (start={start}, end={end}, step={step})")
+    if not 1 <= page_points <= MAX_POINTS:
+        raise ValueError(f"page_points must be in [1, {MAX_POINTS}], got {page_points}")
+    out, t = [], start
+    while t <= end:
+        last = min(end, t + (page_points - 1) * step)
+        out.append((t, last))
+        t = last + step
+    return out
+
+
+def fetch(url: str, start: float, end: float, step: float, *, machine: str | None = None,
+          page_points: int = 10_000, timeout_s: float = 60.0, window_s: float | None = None) -> tuple:
+    """Import [start, end] at `step` seconds from the Prometheus server at `url`."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    base = url.rstrip("/") + "/api/v1/query_range"
+    sel = f'instance="{machine}"' if machine else ""
+    query = "{" + ",".join(x for x in (f'__name__=~"{"|".join(SERIES)}"', sel) if x) + "}"
+    merged: dict[tuple, dict] = {}
+    for a, b in pages(start, end, step, page_points):
+        q = urllib.parse.urlencode({"query": query, "start": repr(a), "end": repr(b), "step": repr(step)})
+        try:
+            with urllib.request.urlopen(f"{base}?{q}", timeout=timeout_s) as r:
+                ans = json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            try:
+                err = json.loads(e.read()).get("error", "")
+            except Exception:
+                err = ""
+            raise TraceImportError(base, f"HTTP {e.code} for [{a}, {b}]: {err or e.reason}") from None
+        except (urllib.error.URLError, OSError, json.JSONDecodeError) as e:
+            raise TraceImportError(base, f"no answer for [{a}, {b}]: {getattr(e, 'reason', e)}") from None
+        if ans.get("status") != "success":
+            raise TraceImportError(base, f"status {ans.get('status')!r}: {ans.get('error', '')}")
+        for s in ans.get("data", {}).get("result", []):
+            key = tuple(sorted(s["metric"].items()))
+            merged.setdefault(key, {"metric": s["metric"], "values": []})["values"] += s["values"]
+    if not merged:
+        raise TraceImportError(base, f"no node_exporter series between {start} and {end}"
+                                     + (f" for instance {machine!r}" if machine else ""),
+                               expected="a server scraping node_exporter (" + ", ".join(SERIES[:2]) + ", ...)")
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": list(merged.values())}}
+    trace, report = load_answers(doc, url, window_s=window_s or step, machine=machine)
+    trace.provenance.update({"prometheus_url": url, "start": start, "end": end, "step": step,
+                             "pages": len(pages(start, end, step, page_points))})
+    return trace, report
+
+
+register("prometheus", load, "Prometheus query_range JSON with node_exporter metric names (or --url: live)")

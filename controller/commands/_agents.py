@@ -1,0 +1,71 @@
+"""How every controller command names the agent(s) it talks to: `--fleet FILE [--agent NAME]`.
+
+The fleet file carries each agent's URL, token file and TLS settings (ca_file / tls_sha256),
+so a command needs nothing else. `--agent` picks one agent by name (a one-agent fleet needs
+no --agent). Before fleets, commands took `--agent URL --token-file FILE`: an --agent value
+that is a URL still works that way (plain HTTP or system-trusted HTTPS only; hidden from
+--help). Tokens are found in one order for every command: controller/tokens.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from agentd.errors import ConfigError
+
+DEFAULT_FLEET = "fleet.toml"
+
+
+def fleet_option(f):
+    return click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help=f"Fleet file (TOML: agent URLs, token files, TLS pins) [default: $MIMESYS_FLEET, "
+                             f"else ./{DEFAULT_FLEET} if present].")(f)
+
+
+def agent_options(f):
+    """--fleet FILE, --agent NAME, and the hidden --token-file of the old --agent URL form."""
+    f = click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True,
+                     help="Agent token file (first in the token lookup order).")(f)
+    f = click.option("--agent", "agent", default=None, metavar="NAME",
+                     help="The fleet file's agent to use (needed when the fleet has several).")(f)
+    return fleet_option(f)
+
+
+def resolve_fleet_file(fleet_file: Path | None) -> Path | None:
+    if fleet_file is not None:
+        if not fleet_file.is_file():
+            raise ConfigError(f"--fleet {fleet_file}: no such file")
+        return fleet_file
+    env = os.environ.get("MIMESYS_FLEET")
+    if env:
+        if not Path(env).is_file():
+            raise ConfigError(f"$MIMESYS_FLEET={env}: no such file")
+        return Path(env)
+    return Path(DEFAULT_FLEET) if Path(DEFAULT_FLEET).is_file() else None
+
+
+def one_agent(fleet_file: Path | None, agent: str | None, token_file: Path | None = None, *, required: bool = True):
+    """The AgentClient the options name, or None when nothing names one and not `required`."""
+    from controller.fleet import AgentClient, FleetConfig
+    from controller.tokens import agent_token
+
+    if agent is not None and agent.startswith(("http://", "https://")):   # the pre-fleet spelling
+        return AgentClient(agent, agent_token(agent, explicit=token_file))
+    path = resolve_fleet_file(fleet_file)
+    if path is None:
+        if agent is None and not required:
+            return None
+        raise ConfigError("no agent: pass --fleet FILE [--agent NAME] (or set $MIMESYS_FLEET, or put a "
+                          f"{DEFAULT_FLEET} here)")
+    cfg = FleetConfig.load(path)
+    if agent is not None:
+        spec = cfg.select([agent]).agents[0]
+    elif len(cfg.agents) == 1:
+        spec = cfg.agents[0]
+    else:
+        raise ConfigError(f"{path} lists {len(cfg.agents)} agents; pick one with --agent NAME "
+                          f"({', '.join(a.name for a in cfg.agents)})")
+    return spec.client(token_file=token_file)

@@ -1,0 +1,98 @@
+"""The Prometheus importer's PSI mapping and paging, and replay's textfile, without servers
+(tests/test_prometheus_server.py runs them against real Prometheus and node_exporter)."""
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.importers.prometheus import load_answers, pages
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def answer(series):
+    return {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": name, "instance": "h:9100", **labels}, "values": [[t, str(v)] for t, v in vals]}
+        for name, labels, vals in series]}}
+
+
+def test_psi_counters_become_the_fraction_of_each_window_stalled():
+    doc = answer([
+        ("node_pressure_io_waiting_seconds_total", {}, [(0, 10.0), (1, 10.25), (2, 11.25), (3, 11.25)]),
+        ("node_pressure_io_stalled_seconds_total", {}, [(0, 5.0), (1, 5.125), (2, 5.5), (3, 5.5)]),
+        ("node_pressure_cpu_waiting_seconds_total", {}, [(0, 1.0), (1, 1.5), (2, 2.0), (3, 2.5)]),
+        ("node_pressure_memory_stalled_seconds_total", {}, [(0, 0.0), (1, 0.0), (2, 0.0), (3, 0.0)]),
+    ])
+    trace, report = load_answers(doc, "test", window_s=1.0)
+    col = {n: trace.values[:, i] for i, n in enumerate(trace.names)}
+    np.testing.assert_allclose(col["psi.io.some"], [0.25, 1.0, 0.0])
+    np.testing.assert_allclose(col["psi.io.full"], [0.125, 0.375, 0.0])
+    np.testing.assert_allclose(col["psi.cpu.some"], [0.5, 0.5, 0.5])
+    np.testing.assert_allclose(col["psi.memory.full"], [0.0, 0.0, 0.0])
+    assert "node_pressure_io_waiting_seconds_total" in json.dumps(report.to_dict())
+
+
+def test_pages_cover_the_range_once_and_stay_under_the_point_limit():
+    ps = pages(100.0, 130.0, 1.0, page_points=7)
+    times = [t for a, b in ps for t in np.arange(a, b + 0.5, 1.0)]
+    assert times == list(np.arange(100.0, 131.0, 1.0))           # every step once, no overlap
+    assert all((b - a) / 1.0 + 1 <= 7 for a, b in ps)
+    assert pages(0, 0, 15) == [(0, 0)]
+    with pytest.raises(ValueError, match="page_points"):
+        pages(0, 10, 1, page_points=20_000)
+
+
+def test_import_url_needs_its_range():
+    out = subprocess.run([sys.executable, "-m", "controller.cli", "import", "--url", "http://127.0.0.1:9", "-o",
+                          "/tmp/never.h5"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode != 0 and "--url needs --start, --end and --step" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "controller.cli", "import", "--url", "http://127.0.0.1:9",
+                          "--start", "2026-01-01T00:00:00Z", "--end", "2026-01-01T00:01:00Z", "--step", "15s",
+                          "-o", "/tmp/never.h5"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode != 0 and "no answer for" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_replay_textfile_is_always_whole_and_ends_with_the_final_state(tmp_path, catalog, monkeypatch):
+    from agentd.plan import Plan
+    a = np.zeros((30, len(catalog), 2), np.float32)
+    a[:, catalog.index("cpu_int_crc32"), :] = 0.5
+    Plan.from_catalog(a, catalog, window_s=0.05).write(tmp_path / "p.h5")
+    (tmp_path / "tf").mkdir()
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(f'[agent]\nbackend = "sim"\nstate_dir = "{tmp_path}/s"\nscratch_dir = "{tmp_path}/s/scratch"\n'
+                   f'run_lock = "{tmp_path}/run.lock"\n')
+    prom = tmp_path / "tf" / "mimesys_replay.prom"
+    seen, stop = [], threading.Event()
+
+    def reader():   # what node_exporter would do at each scrape: read and parse the whole file
+        while not stop.is_set():
+            if prom.exists():
+                fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+                seen.append(fams["mimesys_replay_windows_executed"].samples[0].value)
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "p.h5"),
+                              "--no-record", "--no-progress", "--textfile-dir", str(tmp_path / "tf")],
+                             capture_output=True, text=True, cwd=ROOT, timeout=120,
+                             env={**__import__("os").environ, "MIMESYS_SIM_SPEEDUP": "1", "MIMESYS_SIM_CPUS": "2"})
+    finally:
+        stop.set()
+        t.join()
+    assert out.returncode == 0, out.stderr
+    assert seen and seen == sorted(seen) and max(seen) == 30   # every read parsed; the count only grows
+    fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    state = {s.labels["mimesys_replay_state"]: s.value for s in fams["mimesys_replay_state"].samples}
+    assert state == {"running": 0, "done": 1, "failed": 0, "interrupted": 0}
+    assert fams["mimesys_replay_active"].samples[0].value == 0
+    assert sorted(p.name for p in (tmp_path / "tf").iterdir()) == ["mimesys_replay.prom"]
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "p.h5"),
+                          "--no-record", "--textfile-dir", str(tmp_path / "missing")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode != 0 and "--textfile-dir" in out.stderr and "not a directory" in out.stderr
