@@ -1,6 +1,6 @@
 """`mimesys forward`: the forward model of a host (agentd/forward, controller/forward).
 
-    mimesys forward profile --agent URL [--token-file F] -o profile.h5   solo profile of the host
+    mimesys forward profile [--fleet F] [--agent NAME] -o profile.h5    solo profile of the host
     mimesys forward fit DATASET [--profile profile.h5] -o DIR            first order + correction
     mimesys forward predict DIR PLAN -o predicted.h5                     a plan's trace, not run
     mimesys forward score DIR DATASET                                    held-out error per metric
@@ -16,6 +16,8 @@ import click
 import numpy as np
 
 from agentd.errors import MimesysError
+
+from ._agents import agent_options, one_agent
 
 
 def _friendly(fn):
@@ -36,18 +38,17 @@ def forward():
 
 
 @forward.command("profile")
-@click.option("--agent", "agent_url", required=True, help="Agent URL of the host to profile.")
-@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="Agent token (default $MIMESYS_TOKEN).")
+@agent_options
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Profile trace (HDF5).")
 @_friendly
-def profile_cmd(agent_url, token_file, output):
-    """Run every stressor alone (one thread, then every thread) and record what the host shows."""
-    from controller.commands.evaluate import _token
-    from controller.fleet import AgentClient
+def profile_cmd(fleet_file, agent, token_file, output):
+    """Run every stressor alone (one thread, then every thread) and record what the host shows.
+    (`mimesys collect` records one per campaign before round 0.)"""
     from controller.forward.profile import run_profile
 
+    client = one_agent(fleet_file, agent, token_file)
+
     async def main():
-        client = AgentClient(agent_url, _token(token_file))
         try:
             with click.progressbar(length=1, label="profile", file=None) as bar:
                 def progress(done, total):
