@@ -213,7 +213,9 @@ def main() -> None:
         eval_dirs = []
         for r in range(args.replays):
             d = work / f"eval-rep{r}"
-            if not (d / "results.json").exists():
+            done = (d / "results.json").exists() and \
+                not any(r.get("error") for r in json.loads((d / "results.json").read_text())["runs"])
+            if not done:
                 sh([*CTL, "evaluate", "--agent", agent.url, "--token-file", agent.token_file,
                     *[a for t in targets for a in ("--trace", t)], *[a for m in methods for a in ("--method", m)],
                     "--dataset", ds, "--seed", r, "--band", args.band, "-o", d])

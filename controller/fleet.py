@@ -271,6 +271,23 @@ class AgentClient:
             await asyncio.sleep(poll_s)
         return False
 
+    async def run_when_host_free(self, plan: Plan, options: RunOptions | None = None, *, wait_s: float = 900.0,
+                                 **kw) -> RunResult:
+        """`run`, retried while another process holds the host's run lock (a run that fails with
+        reason host_busy), pausing up to 15 s between tries, for at most `wait_s` in all."""
+        waited = 0.0
+        while True:
+            try:
+                return await self.run(plan, options, **kw)
+            except RunFailed as e:
+                if e.details.get("reason") != "host_busy" or waited >= wait_s:
+                    raise
+            pause = min(0.5 * 2 ** min(int(waited // 10), 5), 15.0)
+            log.info("agent %s: the host is running another process's plan; waiting %.1f s", self.name or self.url,
+                     pause)
+            await asyncio.sleep(pause)
+            waited += pause
+
     async def run(self, plan: Plan, options: RunOptions | None = None, *,
                   on_window: Callable[[ExecutedWindow], None] | None = None,
                   on_start: Callable[[str], Awaitable[None] | None] | None = None) -> RunResult:

@@ -113,8 +113,8 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
                 entry["generate_s"] = round(time.monotonic() - t0, 3)
                 plan.write(outdir / "plans" / f"{key}.h5")
                 t1 = time.monotonic()
-                res = await client.run(plan, RunOptions(repetitions=1, warmup_windows=options.warmup_windows,
-                                                        record=False, seed=options.seed))
+                res = await client.run_when_host_free(plan, RunOptions(
+                    repetitions=1, warmup_windows=options.warmup_windows, record=False, seed=options.seed))
                 entry["run_s"] = round(time.monotonic() - t1, 3)
                 entry["run_id"] = res.run_id
                 ex = res.trace
