@@ -4,9 +4,11 @@ agent — the calibration the first-order forward model is read from (agentd/for
 Plan (HOLD windows per step, only the last window of each step is read, so the previous
 step's after-effects have settled):
 
-    idle × IDLE_WINDOWS | for each stressor m: m on thread 0 × HOLD, m on every thread × HOLD
+    for each stressor m: idle × 1, m on thread 0 × HOLD, m on every thread × HOLD;  idle × 1
 
-About 4 × M + 4 windows (≈ 80 s for an 18-stressor catalog at W = 1 s). The executed trace is
+The idle level is the median over the M + 1 idle windows spread through the run, so a burst
+of other work on a shared host (or the writeback of the previous block) moves it little.
+About 5 × M + 1 windows (≈ 90 s for an 18-stressor catalog at W = 1 s). The executed trace is
 kept as an ordinary trace file with the plan's layout in its provenance, so a profile can be
 fitted again later (`mimesys forward fit --profile`).
 """
@@ -20,29 +22,29 @@ from agentd.forward.firstorder import FirstOrder, core_index
 from agentd.plan import Plan
 from agentd.trace import Trace
 
-IDLE_WINDOWS = 4
 HOLD = 2
+BLOCK = 1 + 2 * HOLD          # one idle window, then solo and all-thread steps
+LAYOUT = "interleaved-idle"   # the profile's row layout (windows_of)
 FORMAT = "mimesys.solo-profile"
 COMPUTE_CLASSES = ("cpu", "cache", "memory")
 
 
 def profile_plan(catalog_names: list[str], catalog_hash: str, threads: int, window_s: float = 1.0) -> Plan:
     M = len(catalog_names)
-    T = IDLE_WINDOWS + 2 * HOLD * M
-    a = np.zeros((T, M, threads), np.float32)
+    a = np.zeros((BLOCK * M + 1, M, threads), np.float32)
     for m in range(M):
-        t = IDLE_WINDOWS + 2 * HOLD * m
+        t = BLOCK * m + 1
         a[t:t + HOLD, m, 0] = 1.0
         a[t + HOLD:t + 2 * HOLD, m, :] = 1.0
     return Plan(a, list(catalog_names), catalog_hash, window_s=window_s, seed=0,
-                provenance={"by": FORMAT, "idle_windows": IDLE_WINDOWS, "hold": HOLD})
+                provenance={"by": FORMAT, "layout": LAYOUT, "hold": HOLD})
 
 
 def windows_of(M: int) -> dict:
     """Which trace rows to read: idle rows, and per stressor its solo and all-thread row."""
-    idle = list(range(1, IDLE_WINDOWS))
-    solo = [IDLE_WINDOWS + 2 * HOLD * m + HOLD - 1 for m in range(M)]
-    full = [IDLE_WINDOWS + 2 * HOLD * m + 2 * HOLD - 1 for m in range(M)]
+    idle = [BLOCK * m for m in range(M + 1)]
+    solo = [BLOCK * m + HOLD for m in range(M)]
+    full = [BLOCK * m + 2 * HOLD for m in range(M)]
     return {"idle": idle, "solo": solo, "all": full}
 
 
@@ -148,7 +150,6 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
                         "catalog_footprint_B": memory_footprint(catalog.get("stressors", []), threads),
                         "catalog_hash": catalog["hash"], "thread_cores": cores,
                         "host_peaks": peaks, "cpu_fraction": {k: v for k, v in fractions.items() if v},
-                        "agent": getattr(client, "url", ""), "idle_windows": IDLE_WINDOWS,
-                        "hold": HOLD}
+                        "agent": getattr(client, "url", ""), "layout": LAYOUT, "hold": HOLD}
     trace.write(out_path)
     return trace
