@@ -21,7 +21,7 @@ TORCH_CPU ?= torch==2.13.0+cpu
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 DEMO_ARGS ?=
 
-.PHONY: setup build test demo bench deb deb-check deb-install-test clean
+.PHONY: setup build test demo bench deb deb-check deb-install-test deb-python-test man constraints clean
 
 setup: $(STAMP) build
 
@@ -41,7 +41,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q '$(TORCH_CPU)' 2>/dev/null || \
 	  $(BIN)/pip install -q --extra-index-url $(TORCH_CPU_INDEX) '$(TORCH_CPU)'
-	$(BIN)/pip install -q -e '.[controller,systemd,dev]'
+	$(BIN)/pip install -q -e '.[controller,systemd,dev]' -c constraints/controller.txt
 	touch $(STAMP)
 
 build: $(STAMP)
@@ -69,10 +69,25 @@ deb:
 deb-check: deb
 	packaging/check-deb.sh
 
+# The agent's tests on Debian 12's python3-* packages + the vendored wheels, in a throwaway
+# root with the package installed (root, Debian mirror; CI runs it after deb-check).
+deb-python-test: deb
+	packaging/test-debian-python.sh
+
 # apt install of the .deb into a throwaway Debian 12 root (debootstrap; needs root and a
 # Debian mirror), then the agent started from it, then purge.
 deb-install-test: deb
 	packaging/test-install.sh
+
+# The manual pages of both CLIs, generated from the commands (tests/test_manpages.py checks
+# that the committed ones are current).
+man:
+	$(BIN)/python packaging/gen-man.py
+
+# The controller's versions after a `make test` that passed on upgraded packages.
+constraints:
+	{ sed -n '1,3p' constraints/controller.txt; $(BIN)/pip freeze | grep -v '^-e\|^mimesys'; } > constraints/controller.txt.new
+	mv constraints/controller.txt.new constraints/controller.txt
 
 clean:
 	$(MAKE) -C stressors clean

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 import numpy as np
 
 from .metrics import MetricSpec
+
+if TYPE_CHECKING:
+    from .plan import Plan
 from .plan import Plan
 
 
@@ -69,6 +72,10 @@ class Backend(abc.ABC):
     def execute(self, plan: Plan, options: RunOptions) -> AsyncIterator[ExecutedWindow]:
         """Run a validated plan; yield each window as soon as it is measured. Cancelling the
         iteration (or the task consuming it) stops execution within 50 ms and cleans up."""
+
+    def check_plan(self, plan: Plan) -> None:
+        """Raise PlanError if this backend cannot run a valid plan (e.g. a paced variant
+        without the calibration that sets its rate). Called before a run is accepted."""
 
     @abc.abstractmethod
     def monitor(self, interval_s: float = 1.0) -> AsyncIterator[MonitorSample]:

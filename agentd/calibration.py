@@ -15,7 +15,26 @@ File (JSON)::
                           "cpu_fraction"}, "all_threads": {... , "threads"} | null,
                           "note": "...", "unavailable": "why (this host cannot run it)"}},
      "peaks": {"mem.bw_Bps", "cache.bw_Bps", "disk.read_Bps", "disk.write_Bps", "net.tx_Bps", "net.rx_Bps"},
-     "notes": {name: text}}
+     "notes": {name: text},
+     # with probes (`calibrate` does them by default):
+     "host_peaks": {"disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops",
+                    "net.lo_Bps", "mem.bw_Bps"},  # measured by code that is not a catalog kernel
+     "host_peaks_method": {metric: how, or why it is missing},
+     "reach": {metric: fraction}, "reach_pairs": {metric: [catalog best / probe peak, ...]},
+     "catalog_best": {metric: {value, stressor, threads}}}
+
+`peaks` is what the catalog reached (bounds of what plans can do); `host_peaks` is the
+host's capacity (what foreign traces are scaled to: capacity_peaks). A gap in the catalog
+shows as a reach well below 1 instead of hiding in a lower `peaks`.
+
+Reach is measured in pairs: the catalog's best variants for each metric run, then the
+probes run, `reach_repeats` times over, and reach is the median over pairs of (the catalog's
+best in that run / the probe's peak right after it). A shared host's disk moves by ±20 %
+within a minute (three pairs on the 2-vCPU VM: 1.09, 1.23, 0.81 for the same two codes), so
+comparing one side's best run with the other side's best run from minutes apart measures
+the neighbours, not the catalog. Paced variants are
+measured like the others (at the rate their base's one-thread figure sets) and never
+count towards `peaks` or `reach`.
 
 `cpu_fraction` is worker CPU time / wall time while the stressor ran: ~1 for CPU work,
 lower for IO that waits on the device. A peak is the highest bytes/s any stressor of that
@@ -36,13 +55,16 @@ import numpy as np
 from .catalog import Catalog, load_catalog
 from .errors import ValidationError
 from .plan import Plan
+from .fsutil import atomic_write_text
 
 FORMAT = "mimesys.calibration"
 SCHEMA_VERSION = 1
 BANDWIDTH_CLASSES = ("memory", "disk", "network")
 # Which kernels read or write the disk (peaks); fallocate moves metadata, not data.
-DISK_READ_KERNELS = ("disk_seq_read", "disk_rand_read", "disk_readahead")
-DISK_WRITE_KERNELS = ("disk_seq_write",)
+DISK_READ_KERNELS = ("disk_seq_read", "disk_rand_read", "disk_readahead", "disk_qd_read")
+DISK_WRITE_KERNELS = ("disk_seq_write", "disk_qd_write")
+# sequential streaming kernels: the memory-bandwidth peak (random and hashed access reach less)
+MEM_STREAM_KERNELS = ("stream_triad", "stream_read")
 
 
 @dataclass(frozen=True)
@@ -102,13 +124,13 @@ def summarize(catalog: Catalog, cplan: CalibrationPlan, windows: list, notes: di
         vals = []
         for name, e in stressors.items():
             s = catalog.stressors[catalog.index(name)]
-            if pred(s):
+            if pred(s) and s.pace is None:
                 best = e["all_threads"] or e["one_thread"]
                 vals.append(max(best["bytes_per_s"], e["one_thread"]["bytes_per_s"]))
         return max(vals) if vals else None
 
     peaks = {
-        "mem.bw_Bps": peak(lambda s: s.resource_class == "memory" and s.kernel == "stream_triad")
+        "mem.bw_Bps": peak(lambda s: s.resource_class == "memory" and s.kernel in MEM_STREAM_KERNELS)
         or peak(lambda s: s.resource_class == "memory"),
         "cache.bw_Bps": peak(lambda s: s.resource_class == "cache"),
         "disk.read_Bps": peak(lambda s: s.kernel in DISK_READ_KERNELS),
@@ -129,23 +151,18 @@ def summarize(catalog: Catalog, cplan: CalibrationPlan, windows: list, notes: di
     }
 
 
-async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = True,
-                  only: list[str] | None = None, catalog: Catalog | None = None, progress=None) -> dict:
-    """Run every stressor (or `only` these) on this host; return the calibration document.
-    `progress(done_windows, total_windows)` is called as windows complete."""
-    from .hostpaths import online_cpus
-    from .runner import RunnerExit, RunnerConfig, WindowDone, start_runner
+async def _run_pass(catalog: Catalog, config, names: list[str], window_s: float, all_threads: bool,
+                    progress, unavailable: dict[str, str]):
+    """One calibration plan over `names`; a variant the runner refuses is moved to
+    `unavailable` and the plan rebuilt without it. Returns (plan, windows, notes)."""
     from .errors import RunnerError
+    from .runner import RunnerExit, WindowDone, start_runner
 
-    catalog = catalog or load_catalog()
-    config = config or RunnerConfig()
-    cpus = list(config.cpus or online_cpus())
-    names = list(only or catalog.names)
-    unavailable: dict[str, str] = {}
+    names = list(names)
     while True:
         if not names:
-            raise RunnerError(f"no stressor can run on this host: {unavailable}")
-        cplan = build_plan(catalog, len(cpus), window_s, all_threads=all_threads, only=names)
+            return None, [], {}
+        cplan = build_plan(catalog, len(config.cpus), window_s, all_threads=all_threads, only=names)
         try:
             handle = await start_runner(cplan.plan, config, catalog=catalog)
             break
@@ -163,27 +180,255 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
             if isinstance(ev, WindowDone):
                 windows.append(ev)
                 if progress:
-                    progress(len(windows), cplan.plan.T)
+                    progress(ev)
             elif isinstance(ev, RunnerExit) and not ev.ok:
                 raise RunnerError(f"calibration run failed: {ev.status} {ev.detail}")
     finally:
         if handle.exit is None:
             await handle.stop()
-    doc = summarize(catalog, cplan, windows, handle.notes, cpus)
+    return cplan, windows, handle.notes
+
+
+def pace_rates(catalog: Catalog, doc: dict) -> dict[str, float]:
+    """Per-thread bytes/s of every paced variant whose base this calibration measured:
+    the variant's fraction of the base's one-thread rate (what the runner is told to hold)."""
+    out = {}
+    for m in catalog.paced():
+        s = catalog.stressors[m]
+        one = ((doc.get("stressors") or {}).get(s.pace["base"]) or {}).get("one_thread") or {}
+        rate = one.get("bytes_per_s")
+        if isinstance(rate, (int, float)) and rate > 0:
+            out[s.name] = float(s.pace["fraction"] * rate)
+    return out
+
+
+async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = True,
+                  only: list[str] | None = None, catalog: Catalog | None = None, progress=None,
+                  probe_seconds: float = 0.0, reach_repeats: int = 3) -> dict:
+    """Run every stressor (or `only` these) on this host; return the calibration document.
+    `progress(done_windows, total_windows)` is called as windows complete. probe_seconds > 0:
+    also measure the host's own peaks (probe_host_peaks, that long per probe shape, before the
+    stressors and after each reach run; the highest kept as the capacity) and the reach: the
+    catalog's two best variants for each reach metric run `reach_repeats` more times, each run
+    followed by the probes, and reach is the median over these pairs of (catalog best / probe
+    peak) (`reach_runs`, `reach_pairs` in the file).
+
+    Paced variants run in a second pass, one thread each, at the rate resolved from the
+    first pass (their base must be measured in it, or already in `config.pace_Bps`): what
+    they record is what they achieved, not the fraction assumed."""
+    from dataclasses import replace
+
+    from .errors import RunnerError
+    from .hostpaths import online_cpus
+    from .runner import RunnerConfig
+
+    catalog = catalog or load_catalog()
+    config = config or RunnerConfig()
+    cpus = list(config.cpus or online_cpus())
+    config = replace(config, cpus=tuple(cpus))
+    names = list(only or catalog.names)
+    paced = [n for n in names if catalog.stressors[catalog.index(n)].pace is not None]
+    plain = [n for n in names if n not in paced]
+    n_bw = sum(1 for n in plain if catalog.stressors[catalog.index(n)].resource_class in BANDWIDTH_CLASSES)
+    total = len(plain) + (n_bw if all_threads and len(cpus) > 1 else 0) + len(paced)
+    done = [0]
+
+    def tick(_ev):
+        done[0] += 1
+        if progress:
+            progress(done[0], total)
+
+    unavailable: dict[str, str] = {}
+    # the host's peaks are probed before and after the stressors and the higher figure kept:
+    # on a shared host one burst of someone else's work must not pass for the host's capacity
+    probes = [await probe_host_peaks(config, seconds=probe_seconds)] if probe_seconds else []
+    cplan, windows, notes = await _run_pass(catalog, config, plain, window_s, all_threads, tick, unavailable)
+    if cplan is None and not paced:
+        raise RunnerError(f"no stressor can run on this host: {unavailable}")
+    doc = summarize(catalog, cplan, windows, notes, cpus) if cplan else summarize_empty(catalog, cpus, window_s)
+    if paced:
+        rates = {**(config.pace_Bps or {}), **pace_rates(catalog, doc)}
+        for n in list(paced):
+            if n not in rates:
+                base = catalog.stressors[catalog.index(n)].pace["base"]
+                unavailable[n] = f"its base {base} was not calibrated on this host (calibrate it with --only {base})"
+                paced.remove(n)
+        pplan, pwins, pnotes = await _run_pass(catalog, replace(config, pace_Bps=rates), paced, window_s, False,
+                                               tick, unavailable)
+        if pplan is not None:
+            pdoc = summarize(catalog, pplan, pwins, pnotes, cpus)
+            for n, e in pdoc["stressors"].items():
+                doc["stressors"][n] = {**e, "pace_Bps": rates[n]}
+            doc["notes"].update(pdoc["notes"])
     for name, reason in unavailable.items():
         s = catalog.stressors[catalog.index(name)]
         doc["stressors"][name] = {"class": s.resource_class, "kernel": s.kernel, "unavailable": reason,
                                   "one_thread": None, "all_threads": None}
+    if probe_seconds:
+        best_names = reach_candidates(catalog, doc)
+        multi = all_threads and len(cpus) > 1
+        total += reach_repeats * sum(1 + (multi and catalog.stressors[catalog.index(n)].resource_class
+                                          in BANDWIDTH_CLASSES) for n in best_names)
+        doc["reach_runs"], paired = {}, []
+        for _ in range(reach_repeats if best_names else 0):
+            run = await _reach_run(catalog, config, best_names, window_s, all_threads, tick)
+            if run is None:
+                break
+            probes.append(await probe_host_peaks(config, seconds=probe_seconds))
+            for name, entry in run.items():
+                doc["reach_runs"].setdefault(name, []).append(entry)
+            paired.append((run, probes[-1][0]))
+        if not paired:
+            probes.append(await probe_host_peaks(config, seconds=probe_seconds))
+        peaks, method = {}, {}
+        for got, how in probes:
+            for metric, text in how.items():
+                if metric in got and got[metric] > peaks.get(metric, 0):
+                    peaks[metric], method[metric] = got[metric], text
+                method.setdefault(metric, text)
+        doc["host_peaks"], doc["host_peaks_method"] = peaks, method
+        doc["reach"], doc["catalog_best"] = reach(catalog, doc, peaks)
+        if paired:
+            doc["reach_pairs"] = reach_pairs(catalog, paired)
+            doc["reach"].update({m: round(float(np.median(r)), 3) for m, r in doc["reach_pairs"].items()})
     return doc
+
+
+def summarize_empty(catalog: Catalog, cpus: list[int], window_s: float) -> dict:
+    return {"format": FORMAT, "schema_version": SCHEMA_VERSION,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "catalog_hash": catalog.hash, "window_s": window_s, "cpus": list(cpus),
+            "host": {"kernel": platform.release(), "machine": platform.machine(), "cpu_count": os.cpu_count()},
+            "stressors": {}, "peaks": {}, "notes": {}}
+
+
+# What each host peak is compared with: the catalog's best figure of the same quantity,
+# from the kernels whose counted unit is that quantity (one op = one device IO for the IOPS).
+REACH_SOURCES = {
+    "disk.read_Bps": ("bytes_per_s", DISK_READ_KERNELS),
+    "disk.write_Bps": ("bytes_per_s", DISK_WRITE_KERNELS),
+    "disk.read_iops": ("ops_per_s", ("disk_seq_read", "disk_rand_read", "disk_qd_read")),
+    "disk.write_iops": ("ops_per_s", ("disk_qd_write",)),
+    "net.lo_Bps": ("bytes_per_s", ("tcp_loopback", "udp_sink")),
+    "mem.bw_Bps": ("bytes_per_s", MEM_STREAM_KERNELS),
+}
+# host_peaks keys → the metric names a trace carries, for capacity normalization
+PEAK_METRICS = {"disk.read_Bps": ("disk.read_Bps",), "disk.write_Bps": ("disk.write_Bps",),
+                "disk.read_iops": ("disk.read_iops",), "disk.write_iops": ("disk.write_iops",),
+                "net.lo_Bps": ("net.lo.rx_Bps", "net.lo.tx_Bps"), "mem.bw_Bps": ("mem.bw_Bps",)}
+
+
+async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, dict]:
+    """Each resource's peak by `mimesys-runner --probe all` (code that is not a catalog kernel):
+    ({metric: value}, {metric: how it was measured, or why not})."""
+    import asyncio
+
+    from .errors import RunnerError
+    from .runner import DEFAULT_SCRATCH_DIR, RunnerConfig, find_runner
+
+    config = config or RunnerConfig()
+    runner = Path(config.binary) if config.binary else find_runner()
+    args = [str(runner), "--probe", "all", "--probe-seconds", f"{seconds:g}",
+            "--scratch-dir", str(config.scratch_dir or DEFAULT_SCRATCH_DIR),
+            "--scratch-budget", str(int(config.scratch_budget_bytes))]
+    proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60 + 10 * seconds)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise RunnerError(f"{runner} --probe all did not finish within {60 + 10 * seconds:.0f} s") from None
+    if proc.returncode != 0:
+        raise RunnerError(f"{runner} --probe all failed (exit {proc.returncode}): {err.decode(errors='replace').strip()}")
+    peaks, detail = {}, {}
+    for line in out.decode().splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) < 3 or parts[0] != "peak":
+            continue
+        value = float(parts[2])
+        detail[parts[1]] = parts[3] if len(parts) > 3 else ""
+        if np.isfinite(value) and value > 0:
+            peaks[parts[1]] = value
+    return peaks, detail
+
+
+def reach_candidates(catalog: Catalog, doc: dict, per_metric: int = 2) -> list[str]:
+    """The catalog's `per_metric` best plain variants for each reach metric in `doc`'s main pass:
+    the ones run again (a close second may be the better one on a quieter second)."""
+    ranked = _ranked_per_metric(catalog, list(doc["stressors"].items()))
+    return sorted({r["stressor"] for runs in ranked.values() for r in runs[:per_metric]})
+
+
+async def _reach_run(catalog: Catalog, config, names: list[str], window_s: float, all_threads: bool,
+                     tick) -> dict[str, dict] | None:
+    """{stressor: calibration entry}: one more run of `names` (reach_candidates); None when
+    none of them can run."""
+    cplan, windows, notes = await _run_pass(catalog, config, names, window_s, all_threads, tick, {})
+    if cplan is None:
+        return None
+    return {name: {k: e[k] for k in ("one_thread", "all_threads")}
+            for name, e in summarize(catalog, cplan, windows, notes, list(config.cpus))["stressors"].items()}
+
+
+def reach(catalog: Catalog, doc: dict, host_peaks: dict) -> tuple[dict, dict]:
+    """({metric: best the catalog achieves / host peak}, {metric: {value, stressor, threads}}),
+    over the main pass and the repeated runs of the best variants (`reach_runs`). (measure()
+    then replaces the ratio by the median of the paired runs where it has them.)"""
+    entries = list(doc["stressors"].items())
+    entries += [(name, e) for name, runs in (doc.get("reach_runs") or {}).items() for e in runs]
+    best = {m: runs[0] for m, runs in _ranked_per_metric(catalog, entries).items()}
+    out = {m: round(best[m]["value"] / host_peaks[m], 3) for m in host_peaks if m in best}
+    return out, best
+
+
+def _ranked_per_metric(catalog: Catalog, entries: list[tuple[str, dict]]) -> dict[str, list[dict]]:
+    """{reach metric: [{value, stressor, threads}, ...] best first}: each plain (not paced)
+    variant's best figure (one thread or all threads) over `entries`, if it reached anything."""
+    best: dict[str, dict[str, dict]] = {}
+    for name, e in entries:
+        s = catalog.stressors[catalog.index(name)]
+        if s.pace is not None:
+            continue
+        for metric, (field_, kernels) in REACH_SOURCES.items():
+            if s.kernel not in kernels:
+                continue
+            for where in ("one_thread", "all_threads"):
+                r = e.get(where)
+                if r and r.get(field_, 0) > best.get(metric, {}).get(name, {}).get("value", 0):
+                    best.setdefault(metric, {})[name] = {"value": float(r[field_]), "stressor": name,
+                                                         "threads": r.get("threads", 1)}
+    return {m: sorted(per.values(), key=lambda b: -b["value"]) for m, per in best.items()}
+
+
+def reach_pairs(catalog: Catalog, paired: list[tuple[dict, dict]]) -> dict[str, list[float]]:
+    """{metric: [catalog best in run i / probe peak right after it, ...]} over the pairs
+    (stressor entries of one reach run, probe peaks measured right after it)."""
+    out: dict[str, list[float]] = {}
+    for entries, peaks in paired:
+        for metric, runs in _ranked_per_metric(catalog, list(entries.items())).items():
+            if peaks.get(metric):
+                out.setdefault(metric, []).append(round(runs[0]["value"] / peaks[metric], 4))
+    return out
+
+
+def capacity_peaks(doc: dict) -> dict:
+    """The host's capacity per metric name, for scaling foreign traces: the independent
+    host peaks where measured, else what the catalog reached (older calibrations). Where a
+    catalog stressor went past the probe (reach > 1) the probe understated the host, and the
+    higher figure is the capacity: the host did reach it."""
+    out = dict(doc.get("peaks") or {})
+    best = doc.get("catalog_best") or {}
+    for key, value in (doc.get("host_peaks") or {}).items():
+        value = max(value, float((best.get(key) or {}).get("value") or 0.0))
+        for metric in PEAK_METRICS.get(key, (key,)):
+            out[metric] = value
+    return out
 
 
 def write(doc: dict, path: Path | str) -> None:
     """Atomic write (temporary file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    # Unique temp + fsync (agentd.fsutil): calibrate runs as root in a directory mimesys may own.
+    atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def read(path: Path | str) -> dict:

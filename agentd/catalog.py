@@ -34,10 +34,16 @@ class Stressor:
     resource_class: str
     description: str
     params: dict = field(default_factory=dict)
+    # rate-limited variant: {"base": name, "fraction": f}; run at f × the base's calibrated
+    # one-thread bytes/s on each thread (the agent resolves the rate, the runner paces)
+    pace: dict | None = None
 
     def canonical(self) -> dict:
-        return {"name": self.name, "kernel": self.kernel, "class": self.resource_class,
-                "params": self.params}
+        out = {"name": self.name, "kernel": self.kernel, "class": self.resource_class,
+               "params": self.params}
+        if self.pace is not None:
+            out["pace"] = self.pace
+        return out
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,10 @@ class Catalog:
             if s.name == name:
                 return i
         raise CatalogError(f"unknown stressor {name!r}; known: {', '.join(self.names)}")
+
+    def paced(self) -> list[int]:
+        """Indices of the rate-limited variants."""
+        return [i for i, s in enumerate(self.stressors) if s.pace is not None]
 
     def by_class(self, resource_class: str) -> list[int]:
         return [i for i, s in enumerate(self.stressors) if s.resource_class == resource_class]
@@ -93,5 +103,30 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         if e["name"] in seen:
             raise CatalogError(f"{where}: duplicate name {e['name']!r}")
         seen.add(e["name"])
-        out.append(Stressor(e["name"], e["kernel"], e["class"], e["description"], dict(e.get("params", {}))))
+        pace = _pace(e, where, {s.name: s for s in out})
+        out.append(Stressor(e["name"], e["kernel"], e["class"], e["description"], dict(e.get("params", {})), pace))
     return Catalog(tuple(out), path)
+
+
+def _pace(e: dict, where: str, earlier: dict[str, Stressor]) -> dict | None:
+    """A paced variant's `pace` table: its base comes earlier, runs the same kernel with the
+    same params (only the rate differs), is not paced itself; 0 < fraction < 1."""
+    pace = e.get("pace")
+    if pace is None:
+        return None
+    where = f"{where} ({e['name']})"
+    if not isinstance(pace, dict) or set(pace) != {"base", "fraction"}:
+        raise CatalogError(f"{where}: pace must be {{ base = NAME, fraction = F }}, got {pace!r}")
+    base, frac = pace["base"], pace["fraction"]
+    if base not in earlier:
+        raise CatalogError(f"{where}: pace base {base!r} is not a stressor listed before it")
+    b = earlier[base]
+    if b.pace is not None:
+        raise CatalogError(f"{where}: pace base {base!r} is itself paced")
+    if b.kernel != e["kernel"] or b.params != dict(e.get("params", {})):
+        raise CatalogError(f"{where}: kernel and params must equal those of its pace base {base!r}")
+    if not isinstance(frac, (int, float)) or isinstance(frac, bool) or not 0 < frac < 1:
+        raise CatalogError(f"{where}: pace fraction {frac!r} must be a number in (0, 1)")
+    if "pace_Bps" in b.params:
+        raise CatalogError(f"{where}: pace_Bps is set by the agent, not the catalog")
+    return {"base": base, "fraction": float(frac)}

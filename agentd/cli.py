@@ -18,6 +18,8 @@ COMMANDS = {
     "check-config": "agentd.commands.check_config:check_config",
     "calibrate": "agentd.commands.calibrate:calibrate",
     "tls": "agentd.commands.tls:tls",
+    "trace": "agentd.commands.inspect:trace",
+    "plan": "agentd.commands.inspect:plan",
 }
 
 

@@ -40,10 +40,16 @@ class AgentSection:
     state_dir: Path = Path("/var/lib/mimesys")             # runs/<id>/trace.h5 live here
     scratch_dir: Path = Path("/var/lib/mimesys/scratch")   # IO stressors' files; emptied at start
     scratch_budget_mib: int = 1024                         # bytes IO stressors may hold on disk
+    # Memory stressors' buffers (the runner's private memory, enforced by the kernel at
+    # allocation); 0 = half of this host's MemTotal. The runner also refuses to start a run
+    # that would leave less than memory_margin_mib available to the rest of the host.
+    memory_budget_mib: int = 0
+    memory_margin_mib: int = 256
     model_dir: Path = Path("/var/lib/mimesys/model")       # exported model for /v1/generate
     catalog: Path | None = None                            # None = the catalog shipped with the agent
     runner: Path | None = None                             # mimesys-runner binary; None = the packaged one
     run_lock: Path = Path("/run/mimesys/run.lock")         # host-wide: one run at a time across agents
+    replay_dir: Path | None = None                         # offline replays' scratch; None = <scratch_dir>/../replay
 
     def validate(self, where: str) -> None:
         from .backends import BACKENDS
@@ -61,7 +67,9 @@ class AgentSection:
                 raise ConfigError(f"{where}: agent.cpus lists a CPU twice: {list(self.cpus)}")
         if self.scratch_budget_mib < 1:
             raise ConfigError(f"{where}: agent.scratch_budget_mib must be >= 1, got {self.scratch_budget_mib}")
-        for name in ("state_dir", "scratch_dir", "model_dir", "run_lock"):
+        if self.memory_budget_mib < 0 or self.memory_margin_mib < 0:
+            raise ConfigError(f"{where}: agent.memory_budget_mib and agent.memory_margin_mib must be >= 0")
+        for name in ("state_dir", "scratch_dir", "model_dir", "run_lock") + (("replay_dir",) if self.replay_dir else ()):
             if not getattr(self, name).is_absolute():
                 raise ConfigError(f"{where}: agent.{name} must be an absolute path, got {str(getattr(self, name))!r}")
         if self.scratch_dir.resolve() in (Path("/"), self.state_dir.resolve()):
@@ -109,9 +117,16 @@ class RunsSection:
     stream_buffer_mib: int = 64    # frames of the current run held for late WebSocket clients
     max_repetitions: int = 1000
     max_warmup_windows: int = 600
+    # What one run may ask of the agent: its length, and (plan + warm-up) windows x threads (what
+    # the compiled schedule and its compile time grow with; repetitions are the runner's).
+    max_duration_s: float = 7 * 24 * 3600.0
+    max_window_threads: int = 2_000_000
+    generate_max_windows: int = 86_400   # trace windows one /v1/generate request may ask for
 
     def validate(self, where: str) -> None:
-        for name in ("keep", "stream_buffer_mib", "max_repetitions"):
+        if not self.max_duration_s > 0:
+            raise ConfigError(f"{where}: runs.max_duration_s must be > 0, got {self.max_duration_s}")
+        for name in ("keep", "stream_buffer_mib", "max_repetitions", "max_window_threads", "generate_max_windows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{where}: runs.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_warmup_windows < 0:
@@ -182,20 +197,21 @@ class Config:
 
 
 def _read_secret(path: Path, key: str) -> bytes:
-    """A token file's contents. Missing, empty, short or world-readable is an error."""
+    """A token file's contents. Missing, empty, short, accessible to other users, not a regular
+    file, or owned by another user is an error (agentd.fsutil.read_secret_file)."""
+    from .errors import ValidationError
+    from .fsutil import read_secret_file
     try:
-        st = path.stat()
-        token = path.read_bytes().strip()
-    except OSError as e:
-        raise ConfigError(f"{key} {str(path)!r}: cannot read: {e.strerror or e}. Create one with: "
-                          f"umask 077; od -An -N32 -tx1 /dev/urandom | tr -d ' \\n' > {path}") from None
+        token = read_secret_file(path, key).strip()
+    except ValidationError as e:
+        hint = ""
+        if "cannot read" in str(e):
+            hint = f". Create one with: umask 077; od -An -N32 -tx1 /dev/urandom | tr -d ' \\n' > {path}"
+        raise ConfigError(f"{e}{hint}") from None
     if not token:
         raise ConfigError(f"{key} {str(path)!r} is empty")
     if len(token) < 16:
         raise ConfigError(f"{key} {str(path)!r}: token is {len(token)} bytes; use at least 16")
-    if st.st_mode & 0o004:
-        raise ConfigError(f"{key} {str(path)!r} is world-readable (mode {st.st_mode & 0o777:o}); "
-                          f"chmod 0600 it")
     return token
 
 

@@ -64,6 +64,12 @@ class HostBusy(Conflict):
     reason = "host_busy"
 
 
+class InsufficientStorage(MimesysError):
+    """Not enough free disk for what a request would write (HTTP 507)."""
+
+    http_status = 507
+
+
 class NotImplementedYet(MimesysError):
     """A feature that needs something not installed (e.g. no model for /v1/generate)."""
 

@@ -8,7 +8,9 @@ Sections: cpu (vendor, model, family/model/stepping, sockets, cores, threads, NU
 hypervisor flag), caches (per level, from cpu0's view, with how many CPUs share each),
 memory, disks (physical block devices), nics (physical NICs; virtual ones only where there is
 no physical one), kernel, pmu (PMUs in sysfs, perf_event_paranoid, whether hardware events
-open, memory-bandwidth sources). Every path goes through HostPaths; a value this host does
+open, memory-bandwidth sources), limits (the kernel controls the agent runs under: its
+cgroup's CPU quota and block-device throttles, v1 or v2 — a constrained profile of a machine
+is a different host, and its fingerprint says so). Every path goes through HostPaths; a value this host does
 not expose is None, never a guess. The hostname is deliberately not recorded: fingerprints
 travel inside released workloads.
 """
@@ -192,6 +194,70 @@ def pmu_section(hp: HostPaths, *, probe: bool = True) -> dict:
     }
 
 
+def _cgroup_paths(hp: HostPaths) -> dict[str, str]:
+    """controller (v1) or "" (v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    out = {}
+    for line in (_read(hp.p("self/cgroup")) or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for ctrl in parts[1].split(",") if parts[1] else [""]:
+                out[ctrl] = parts[2]
+    return out
+
+
+def _ancestors(root: Path, path: str) -> list[Path]:
+    """The cgroup directory of `path` and every parent up to the hierarchy's root (all limit it)."""
+    parts = [p for p in path.strip("/").split("/") if p]
+    return [root.joinpath(*parts[:i]) for i in range(len(parts), -1, -1)]
+
+
+def _throttles_v1(lines: str | None) -> dict[str, int]:
+    out = {}
+    for line in (lines or "").splitlines():
+        dev, _, val = line.partition(" ")
+        if val.strip().isdigit():
+            out[dev] = int(val)
+    return out
+
+
+def limits_section(hp: HostPaths) -> dict:
+    """The CPU quota (in CPUs: quota / period, the tightest over the cgroup's ancestors) and the
+    block-device throttles (device "major:minor" -> read_Bps / write_Bps / read_iops /
+    write_iops) this process runs under; None / {} where none is set or readable."""
+    paths = _cgroup_paths(hp)
+    quota, throttles, version = None, {}, None
+    if "cpu" in paths:   # cgroup v1
+        version = "v1"
+        for d in _ancestors(hp.s("fs/cgroup/cpu"), paths["cpu"]):
+            q, per = _int(d / "cpu.cfs_quota_us"), _int(d / "cpu.cfs_period_us")
+            if q is not None and per and q > 0:
+                quota = min(quota or float("inf"), q / per)
+    if "blkio" in paths:
+        for d in _ancestors(hp.s("fs/cgroup/blkio"), paths["blkio"]):
+            for key, fname in (("read_Bps", "read_bps_device"), ("write_Bps", "write_bps_device"),
+                               ("read_iops", "read_iops_device"), ("write_iops", "write_iops_device")):
+                for dev, v in _throttles_v1(_read(d / f"blkio.throttle.{fname}")).items():
+                    cur = throttles.setdefault(dev, {}).get(key)
+                    throttles[dev][key] = v if cur is None else min(cur, v)
+    if "" in paths and version is None:  # cgroup v2 only
+        root = hp.s("fs/cgroup")
+        if (root / "cgroup.controllers").exists():
+            version = "v2"
+            for d in _ancestors(root, paths[""]):
+                q, _, per = (_read(d / "cpu.max") or "max").partition(" ")
+                if q.isdigit() and per.strip().isdigit() and int(per) > 0:
+                    quota = min(quota or float("inf"), int(q) / int(per))
+                for line in (_read(d / "io.max") or "").splitlines():
+                    dev, *kvs = line.split()
+                    for kv in kvs:
+                        k, _, v = kv.partition("=")
+                        key = {"rbps": "read_Bps", "wbps": "write_Bps", "riops": "read_iops", "wiops": "write_iops"}.get(k)
+                        if key and v.isdigit():
+                            cur = throttles.setdefault(dev, {}).get(key)
+                            throttles[dev][key] = int(v) if cur is None else min(cur, int(v))
+    return {"cgroup": version, "cpu_quota_cpus": round(quota, 4) if quota else None, "block_throttles": throttles}
+
+
 def host_fingerprint(hp: HostPaths | None = None, *, probe_pmu: bool = True) -> dict:
     """The fingerprint of the host under hp (default: this one). probe_pmu opens one
     hardware event to learn whether the PMU works (off for fixture trees)."""
@@ -209,6 +275,7 @@ def host_fingerprint(hp: HostPaths | None = None, *, probe_pmu: bool = True) -> 
         "nics": nic_section(hp),
         "kernel": kernel_section(hp),
         "pmu": pmu_section(hp, probe=probe_pmu),
+        "limits": limits_section(hp),
     }
 
 
@@ -232,4 +299,50 @@ def summary(fp: dict) -> str:
         f"Linux {(fp.get('kernel') or {}).get('release')}",
         "hardware PMU: " + ("yes" if hw == "available" else "no" if hw else "not probed"),
     ]
+    lim = fp.get("limits") or {}
+    if lim.get("cpu_quota_cpus") or lim.get("block_throttles"):
+        parts.append("limited: " + ", ".join(
+            ([f"CPU quota {lim['cpu_quota_cpus']:g} CPUs"] if lim.get("cpu_quota_cpus") else [])
+            + [f"{dev} {k} {v:g}" for dev, t in (lim.get("block_throttles") or {}).items() for k, v in t.items()]))
     return ", ".join(parts)
+
+
+# What makes two hosts different hardware for a plan: CPU model and counts, memory size, PMU.
+# Kernel, disks' fill level, calibration and online CPUs change without the hardware changing.
+_HARDWARE_KEYS = (("cpu", "vendor"), ("cpu", "model"), ("cpu", "logical_cpus"), ("cpu", "physical_cores"),
+                  ("cpu", "sockets"), ("memory", "total_B"), ("pmu", "hardware_events"),
+                  ("cpu_model",), ("cores",), ("memory_B",), ("simulated",))
+
+
+def hardware_differences(planned: dict, here: dict) -> list[str]:
+    """'cpu.model: <plan's> (plan) vs <this host's> (here)' for each hardware key both name
+    and that differ; memory within 5% counts as equal (firmware reservations move it)."""
+    def get(fp, path):
+        for p in path:
+            if not isinstance(fp, dict) or p not in fp:
+                return None
+            fp = fp[p]
+        return fp
+    out = []
+    for path in _HARDWARE_KEYS:
+        a, b = get(planned or {}, path), get(here or {}, path)
+        if path == ("pmu", "hardware_events"):
+            # A refusal (EACCES/EPERM) says who probed, not what the hardware is: the same host
+            # reads "Permission denied" for a user and "available" or "not supported" for root
+            # or the agent (CAP_PERFMON); a plan released there must not be "other hardware".
+            a, b = _pmu_hardware(a), _pmu_hardware(b)
+        if a is None or b is None or a == b:
+            continue
+        if path[-1] in ("total_B", "memory_B") and isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+                and abs(a - b) <= 0.05 * max(a, b):
+            continue
+        out.append(f"{'.'.join(path)}: {a} (plan) vs {b} (here)")
+    return out
+
+
+def _pmu_hardware(value):
+    """pmu.hardware_events as a hardware fact: None where the probe was refused permission."""
+    import errno
+    if isinstance(value, str) and any(f": {os.strerror(e)}" in value for e in (errno.EACCES, errno.EPERM)):
+        return None
+    return value

@@ -46,7 +46,8 @@ class Generator(Protocol):
 
     name: str
 
-    def generate(self, trace: Trace, *, seed: int = 0) -> Plan: ...
+    def generate(self, trace: Trace, *, seed: int = 0,
+                 progress: Callable[[int, int], None] | None = None) -> Plan: ...
 
 
 def project_to_valid(a: np.ndarray) -> np.ndarray:

@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import h5py
 
+from .fsutil import atomic_path
+
 
 @contextlib.contextmanager
 def atomic_h5(path: Path | str):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:   # unique temp, fsync of file and directory (agentd.fsutil)
         with h5py.File(tmp, "w") as f:
             yield f
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def set_json(attrs, key: str, value) -> None:

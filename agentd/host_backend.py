@@ -36,7 +36,7 @@ from typing import AsyncIterator
 import numpy as np
 
 from .backend import Backend, BackendInfo, ExecutedWindow, MonitorSample, RunOptions
-from .calibration import read as read_calibration
+from .calibration import capacity_peaks, pace_rates, read as read_calibration
 from .catalog import Catalog, load_catalog
 from .errors import RunnerError, ValidationError
 from .fingerprint import host_fingerprint, with_calibration
@@ -44,6 +44,7 @@ from .hostlock import DEFAULT_LOCK, host_run_lock
 from .hostpaths import HostPaths
 from .metrics import MetricSpec
 from .plan import Plan
+from .schedule import paces_for
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,11 @@ class HostBackend(Backend):
     def __init__(self, *, cpus: tuple[int, ...], scratch_dir: Path, scratch_budget_bytes: int,
                  catalog: Catalog, samplers, runner_binary: Path | None = None, state_dir: Path | None = None,
                  hostpaths: HostPaths | None = None, run_lock: Path = DEFAULT_LOCK,
-                 sampler_thread: concurrent.futures.ThreadPoolExecutor | None = None):
+                 sampler_thread: concurrent.futures.ThreadPoolExecutor | None = None,
+                 memory_budget_bytes: int = 0, memory_margin_bytes: int = 256 << 20):
         self.cpus = tuple(cpus)
+        self.memory_budget_bytes = int(memory_budget_bytes)
+        self.memory_margin_bytes = int(memory_margin_bytes)
         self.max_threads = len(self.cpus)
         self.scratch_dir = Path(scratch_dir)
         self.scratch_budget_bytes = int(scratch_budget_bytes)
@@ -85,6 +89,7 @@ class HostBackend(Backend):
 
     @classmethod
     def from_config(cls, config) -> "HostBackend":
+        from .runner import default_memory_budget
         from .samplers import SamplerSet
         hp = HostPaths.from_env()
         thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samplers")
@@ -96,6 +101,8 @@ class HostBackend(Backend):
         try:
             return cls(cpus=config.agent.resolved_cpus(), scratch_dir=config.agent.scratch_dir,
                        scratch_budget_bytes=config.agent.scratch_budget_mib << 20,
+                       memory_budget_bytes=(config.agent.memory_budget_mib << 20) or default_memory_budget(),
+                       memory_margin_bytes=config.agent.memory_margin_mib << 20,
                        catalog=load_catalog(config.agent.catalog), samplers=samplers,
                        runner_binary=config.agent.runner, state_dir=config.agent.state_dir, hostpaths=hp,
                        run_lock=config.agent.run_lock, sampler_thread=thread)
@@ -110,7 +117,8 @@ class HostBackend(Backend):
         if self._fingerprint is None:
             # Probed once (it opens a hardware perf event to learn whether the PMU works).
             self._fingerprint = host_fingerprint(self.hp)
-        fp = with_calibration(self._fingerprint, calibration["peaks"]) if calibration else dict(self._fingerprint)
+        # capacity: the independent host peaks where calibration probed them
+        fp = with_calibration(self._fingerprint, capacity_peaks(calibration)) if calibration else dict(self._fingerprint)
         fp["agent_cpus"] = list(self.cpus)   # the CPUs plans may use on this agent (plan threads)
         return BackendInfo(name="host", simulated=False, fingerprint=fp, calibration=calibration)
 
@@ -128,6 +136,13 @@ class HostBackend(Backend):
         return {"boundary_samples": len(lags), "lag_median_ms": round(statistics.median(lags) / 1e6, 3),
                 "lag_p99_ms": round(lags[min(len(lags) - 1, int(0.99 * len(lags)))] / 1e6, 3),
                 "lag_max_ms": round(lags[-1] / 1e6, 3)}
+
+    def pace_rates(self) -> dict[str, float]:
+        """Per-thread bytes/s of the paced variants, from this host's calibration."""
+        return pace_rates(self.catalog, self._calibration())
+
+    def check_plan(self, plan: Plan) -> None:
+        paces_for(plan, self.catalog, self.pace_rates())
 
     def _calibration(self) -> dict:
         """state_dir/calibration.json as written by `mimesys-agent calibrate`; {} when absent."""
@@ -156,7 +171,9 @@ class HostBackend(Backend):
         cfg = RunnerConfig(binary=self.runner_binary,
                            cpus=self.cpus, scratch_dir=str(self.scratch_dir),
                            scratch_budget_bytes=self.scratch_budget_bytes,
-                           catalog_path=str(self.catalog.path) if self.catalog.path else None)
+                           memory_budget_bytes=self.memory_budget_bytes, memory_margin_bytes=self.memory_margin_bytes,
+                           catalog_path=str(self.catalog.path) if self.catalog.path else None,
+                           pace_Bps=self.pace_rates())
         self.boundary_lag_ns = []
         with host_run_lock(self.run_lock, owner=f"agent state {self.state_dir}"):
             # aclosing: the runner is stopped (the inner generator's finally) before the lock goes

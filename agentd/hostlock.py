@@ -9,13 +9,44 @@ lock when the holder dies, however it dies, so there is nothing to clean up afte
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
-from .errors import HostBusy
+from .errors import HostBusy, ValidationError
 
 DEFAULT_LOCK = Path("/run/mimesys/run.lock")
+
+
+def _open_lock(path: Path) -> int:
+    """Open the lock file without following a link, and check it before writing to it: root
+    (replay, calibrate) opens a file in a directory the `mimesys` user may write, so a planted
+    symlink or hard link to /etc/shadow must not be truncated. The file must be a regular file
+    with one link, owned by root, by us, or by the directory's owner."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+                     0o660)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValidationError(f"run lock {path} is a symbolic link; refusing to follow it") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        dir_owner = os.stat(path.parent).st_uid
+        if not stat.S_ISREG(st.st_mode):
+            raise ValidationError(f"run lock {path}: not a regular file; refusing to use it")
+        if st.st_nlink != 1:
+            raise ValidationError(f"run lock {path}: has {st.st_nlink} hard links; refusing to write to it "
+                                  f"(remove it: it is recreated)")
+        if st.st_uid not in (0, os.geteuid(), dir_owner):
+            raise ValidationError(f"run lock {path}: owned by uid {st.st_uid}, not root, this user or the "
+                                  f"directory's owner; refusing to write to it")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextlib.contextmanager
@@ -23,8 +54,14 @@ def host_run_lock(path: Path = DEFAULT_LOCK, *, owner: str = ""):
     """Hold the host's run lock, or raise Conflict naming who holds it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _open_lock(path)
     try:
+        # Group-writable whoever made it (the unit's UMask=0077 would leave 0600): members of the
+        # lock's group (mimesys on a packaged host, tmpfiles.d) take the same lock for offline
+        # replays. Others cannot open it at all, so cannot hold it either.
+        st = os.fstat(fd)
+        if st.st_uid == os.geteuid() and (st.st_mode & 0o777) != 0o660:
+            os.fchmod(fd, 0o660)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

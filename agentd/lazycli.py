@@ -8,8 +8,12 @@ import importlib
 
 import click
 
+from .exitstatus import ScriptedGroup
 
-class LazyGroup(click.Group):
+
+class LazyGroup(ScriptedGroup):
+    """Also the exit-status contract of agentd/exitstatus.py: both CLIs' top group is one."""
+
     def __init__(self, *args, lazy_commands: dict[str, str] | None = None, **kw):
         super().__init__(*args, **kw)
         # name -> "package.module:attribute"

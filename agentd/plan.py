@@ -18,14 +18,17 @@ import h5py
 import numpy as np
 
 from .catalog import Catalog
-from .errors import PlanError
+from .errors import PlanError, ValidationError
 from .h5io import atomic_h5, get_json, get_str, set_json
+from .untrusted import H5Limits, array_from_wire, array_to_wire, open_h5, read_array
 
 FORMAT = "mimesys.plan"
 SCHEMA_VERSION = 1
 # A thread's fractions may sum to 1 + this (float32 rounding of fractions that add to 1).
 SUM_TOLERANCE = 1e-5
 MAX_WINDOWS = 7 * 24 * 3600  # a week of 1 s windows: bounds what a request may ask the agent to hold
+# What a plan file from outside may declare: /compositions only, at most 1 GiB.
+PLAN_LIMITS = H5Limits(max_dataset_bytes=1 << 30, max_total_bytes=1 << 30)
 
 
 @dataclass
@@ -54,8 +57,27 @@ class Plan:
     def from_catalog(cls, compositions, catalog: Catalog, **kw) -> "Plan":
         return cls(np.asarray(compositions, dtype=np.float32), catalog.names, catalog.hash, **kw)
 
+    def freeze(self) -> "Plan":
+        """Make the compositions read-only, so a validation result can be kept: RunManager
+        validates once (off the event loop) and the backend and compiler ask again for free."""
+        self.compositions.flags.writeable = False
+        return self
+
     def validate(self, catalog: Catalog | None = None, *, max_threads: int | None = None) -> "Plan":
         """Raise PlanError naming the first offending window/thread/stressor."""
+        a = self.compositions
+        key = (id(a), catalog.hash if catalog is not None else None, tuple(self.catalog_names),
+               self.catalog_hash, float(self.window_s))
+        if isinstance(a, np.ndarray) and not a.flags.writeable and self.__dict__.get("_validated") == key:
+            if max_threads is not None and a.shape[2] > max_threads:   # cheap: not cached
+                raise PlanError(f"plan has {a.shape[2]} threads but this host has {max_threads} CPUs")
+            return self
+        self._validate(catalog, max_threads=max_threads)
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            self.__dict__["_validated"] = key
+        return self
+
+    def _validate(self, catalog: Catalog | None, *, max_threads: int | None) -> None:
         a = self.compositions
         if not isinstance(a, np.ndarray) or a.ndim != 3:
             raise PlanError(f"compositions must be a 3-D array [T, M, K], got shape {getattr(a, 'shape', None)}")
@@ -89,18 +111,63 @@ class Plan:
         bad = ~np.isfinite(a)
         if bad.any():
             t, m, k = map(int, np.argwhere(bad)[0])
-            raise PlanError(f"non-finite value {a[t, m, k]}", window=t, thread=k, stressor=self.catalog_names[m])
+            # Indices only, never the value: a value may be bytes the sender should not see.
+            raise PlanError("non-finite value", window=t, thread=k, stressor=self.catalog_names[m])
         bad = (a < 0) | (a > 1)
         if bad.any():
             t, m, k = map(int, np.argwhere(bad)[0])
-            raise PlanError(f"value {a[t, m, k]:.6g} outside [0, 1]", window=t, thread=k,
+            raise PlanError("value outside [0, 1]", window=t, thread=k,
                             stressor=self.catalog_names[m])
         sums = a.astype(np.float64).sum(axis=1)  # [T, K]
         bad = sums > 1 + SUM_TOLERANCE
         if bad.any():
             t, k = map(int, np.argwhere(bad)[0])
-            raise PlanError(f"thread's fractions sum to {sums[t, k]:.6g} > 1", window=t, thread=k)
+            raise PlanError("thread's fractions sum to more than 1", window=t, thread=k)
         return self
+
+    # -- the wire: raw arrays, nothing to interpret ----------------------------
+    WIRE_FIELDS = ("compositions", "catalog_names", "catalog_hash", "window_s", "seed", "provenance",
+                   "host_fingerprint")
+
+    def to_wire(self) -> dict:
+        return {"compositions": array_to_wire(self.compositions, "<f4"), "catalog_names": list(self.catalog_names),
+                "catalog_hash": self.catalog_hash, "window_s": float(self.window_s), "seed": int(self.seed),
+                "provenance": self.provenance, "host_fingerprint": self.host_fingerprint}
+
+    @classmethod
+    def from_wire(cls, obj, where: str = "plan", *, max_threads: int | None = None,
+                  max_elements: int = 1 << 28) -> "Plan":
+        """A plan sent as a map of plain fields, /compositions as {shape, dtype: "<f4", bytes}."""
+        if not isinstance(obj, dict):
+            raise PlanError(f"{where}: expected a map, got {type(obj).__name__}")
+        unknown = sorted(str(k) for k in obj if k not in cls.WIRE_FIELDS)
+        if unknown:
+            raise PlanError(f"{where}: unknown field(s) {unknown}; valid: {', '.join(cls.WIRE_FIELDS)}")
+        for name in ("compositions", "catalog_names", "catalog_hash"):
+            if name not in obj:
+                raise PlanError(f"{where}: missing field {name!r}")
+        limits = {0: MAX_WINDOWS} | ({2: max_threads} if max_threads else {})
+        try:
+            a = array_from_wire(obj["compositions"], f"{where}.compositions", ndim=3, dtype="<f4",
+                                max_elements=max_elements, axis_limits=limits)
+        except PlanError:
+            raise
+        except ValidationError as e:
+            raise PlanError(str(e)) from None
+        names, chash = obj["catalog_names"], obj["catalog_hash"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise PlanError(f"{where}.catalog_names: expected a list of names")
+        if not isinstance(chash, str):
+            raise PlanError(f"{where}.catalog_hash: expected a string")
+        window_s, seed = obj.get("window_s", 1.0), obj.get("seed", 0)
+        if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not np.isfinite(window_s):
+            raise PlanError(f"{where}.window_s: expected a finite number")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 64:
+            raise PlanError(f"{where}.seed: expected an integer in [0, 2^64)")
+        prov, fp = obj.get("provenance", {}), obj.get("host_fingerprint", {})
+        if not isinstance(prov, dict) or not isinstance(fp, dict):
+            raise PlanError(f"{where}: provenance and host_fingerprint must be maps")
+        return cls(a, names, chash, window_s=float(window_s), seed=seed, provenance=prov, host_fingerprint=fp)
 
     # -- HDF5 -----------------------------------------------------------------
     def write(self, path: Path | str) -> None:
@@ -126,20 +193,31 @@ class Plan:
         set_json(f.attrs, "host_fingerprint", self.host_fingerprint)
 
     @classmethod
-    def read(cls, path: Path | str) -> "Plan":
-        try:
-            with h5py.File(path, "r") as f:
-                return cls._read_from(f, str(path))
-        except OSError as e:
-            raise PlanError(f"{path}: not a readable HDF5 plan: {e}") from e
+    def read(cls, path: Path | str, *, limits: H5Limits = PLAN_LIMITS) -> "Plan":
+        return cls._open(path, str(path), limits)
 
     @classmethod
-    def from_bytes(cls, data: bytes, where: str = "request body") -> "Plan":
+    def from_bytes(cls, data: bytes, where: str = "request body", *, limits: H5Limits = PLAN_LIMITS,
+                   max_threads: int | None = None) -> "Plan":
+        return cls._open(data, where, limits, max_threads)
+
+    @classmethod
+    def _open(cls, source, where: str, limits: H5Limits, max_threads: int | None = None) -> "Plan":
+        """Every plan file is from outside (the wire, a released workload): checked before reading."""
         try:
-            with h5py.File(io.BytesIO(data), "r") as f:
+            with open_h5(source, where, limits, kind="HDF5 plan") as f:
+                ds = f.get("compositions")
+                # Before anything is decompressed: a few KiB of gzip may declare 100000 threads.
+                if max_threads and isinstance(ds, h5py.Dataset) and ds.ndim == 3 and ds.shape[2] > max_threads:
+                    raise PlanError(f"{where}: /compositions has {ds.shape[2]} threads (this host's CPU limit); at most {max_threads} "
+                                    f"allowed here")
                 return cls._read_from(f, where)
-        except OSError as e:
-            raise PlanError(f"{where}: not a readable HDF5 plan: {e}") from e
+        except PlanError:
+            raise
+        except ValidationError as e:
+            raise PlanError(str(e)) from None
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            raise PlanError(f"{where}: not a readable HDF5 plan: {type(e).__name__}") from None
 
     @classmethod
     def _read_from(cls, f: h5py.File, where: str) -> "Plan":
@@ -151,6 +229,8 @@ class Plan:
         if "compositions" not in f:
             raise PlanError(f"{where}: no /compositions dataset")
         ds = f["compositions"]
+        if not isinstance(ds, h5py.Dataset):
+            raise PlanError(f"{where}: /compositions is not a dataset")
         if ds.ndim != 3:
             raise PlanError(f"{where}: /compositions must be [T, M, K], got shape {ds.shape}")
         if ds.shape[0] > MAX_WINDOWS:
@@ -164,11 +244,22 @@ class Plan:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise PlanError(f"{where}: attribute catalog_names must be a JSON list of names")
         return cls(
-            compositions=np.asarray(ds[()], dtype=np.float32) if ds.dtype != np.float32 else ds[()],
+            compositions=np.asarray(read_array(ds, where), dtype=np.float32),
             catalog_names=names,
             catalog_hash=get_str(f.attrs, "catalog_hash", ""),
-            window_s=float(f.attrs.get("window_s", 1.0)),
-            seed=int(f.attrs.get("seed", 0)),
+            window_s=_scalar_attr(f, "window_s", 1.0, float, where),
+            seed=_scalar_attr(f, "seed", 0, int, where),
             provenance=provenance or {},
             host_fingerprint=fingerprint or {},
         )
+
+
+def _scalar_attr(f: h5py.File, key: str, default, kind, where: str):
+    raw = f.attrs.get(key, default)
+    try:
+        value = kind(np.asarray(raw).item())
+    except (TypeError, ValueError, OverflowError):
+        raise PlanError(f"{where}: attribute {key} must be a number") from None
+    if kind is float and not np.isfinite(value):
+        raise PlanError(f"{where}: attribute {key} must be finite")
+    return value

@@ -74,6 +74,12 @@ class RunnerConfig:
     nice: int = 0                          # worker threads' nice value (< 0 needs CAP_SYS_NICE): a
                                            # lower value lets the plan hold its timing on a busy host
     setup_timeout_s: float = 300.0         # filling scratch files and big buffers takes a while
+    memory_budget_bytes: int = 0           # the runner's private memory (RLIMIT_DATA); 0 = none
+    memory_margin_bytes: int = 256 << 20   # MemAvailable the runner leaves to the rest of the host
+    oom_score_adj: int = 1000              # under memory pressure the runner goes first
+    # bytes/s per thread of each paced variant (calibration.pace_rates); a plan that runs a
+    # paced variant not in it is refused (PlanError)
+    pace_Bps: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +272,18 @@ class RunnerHandle:
         return await self.wait()
 
 
+def default_memory_budget(meminfo: str = "/proc/meminfo") -> int:
+    """Half of MemTotal: what agent.memory_budget_mib = 0 means."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 // 2
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def plan_uses_disk(plan: Plan, catalog: Catalog) -> bool:
     disk = catalog.by_class("disk")
     return bool(disk) and bool((plan.compositions[:, disk, :] > 0).any())
@@ -276,7 +294,9 @@ async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, see
                        catalog: Catalog | None = None) -> RunnerHandle:
     """Compile `plan`, start the runner, wait until it has set up; raise RunnerError if refused."""
     catalog = catalog or load_catalog(config.catalog_path)
-    schedule = compile_plan(plan, catalog, seed=seed, repetitions=repetitions, warmup_windows=warmup_windows)
+    # Compiling is proportional to windows x threads: a worker thread, never the event loop.
+    schedule = await asyncio.to_thread(compile_plan, plan, catalog, seed=seed, repetitions=repetitions,
+                                       warmup_windows=warmup_windows, pace_Bps=config.pace_Bps)
     runner = Path(config.binary) if config.binary else find_runner()
     scratch = config.scratch_dir
     if scratch is None and plan_uses_disk(plan, catalog):
@@ -290,6 +310,9 @@ async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, see
         args += ["--scratch-dir", str(scratch)]
     if config.nice:
         args += ["--nice", str(int(config.nice))]
+    args += ["--memory-margin", str(int(config.memory_margin_bytes)), "--oom-score-adj", str(int(config.oom_score_adj))]
+    if config.memory_budget_bytes:
+        args += ["--memory-budget", str(int(config.memory_budget_bytes))]
     try:
         proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.PIPE,
                                                     stdout=asyncio.subprocess.PIPE,

@@ -7,8 +7,16 @@ still receives the header and every window from the first (the log is bounded by
 "gap" frame saying how many windows it missed and should fetch trace.h5 instead).
 
 On disk, under state_dir/runs/<run_id>/: `run.json` (the run's status, rewritten when it
-ends) and `trace.h5` when recorded (written atomically at the end, including a failed or
-cancelled run's measured windows). Only the `runs.keep` most recent runs are kept.
+ends), `windows.bin` (every measured window appended as it comes: a crash keeps what was
+measured) and `trace.h5` when recorded (written atomically at the end from windows.bin,
+including a failed or cancelled run's measured windows; an agent that starts after a crash
+writes it for the interrupted run and says so in run.json). Only the `runs.keep` most
+recent runs are kept.
+
+Ending a run is shielded: a second DELETE, or agent shutdown during a DELETE, waits for the
+first one's cleanup instead of interrupting it (a run interrupted there would read
+"running" forever and refuse every later POST). A finished run drops its plan; its frames
+are kept only until the next run starts.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import collections
 import contextlib
 import json
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -32,14 +41,17 @@ import numpy as np
 from . import __version__, wire
 from .backend import Backend, RunOptions
 from .catalog import Catalog
-from .errors import Conflict, MimesysError, NotFound
+from .errors import Conflict, InsufficientStorage, MimesysError, NotFound, PlanError
+from .fsutil import atomic_write_text
 from .plan import Plan
-from .trace import Trace
+from .trace import Trace, wall_clock_of_monotonic
 from .telemetry import LatestSample, SegmentErrors
 
 log = logging.getLogger(__name__)
 
 RUN_ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$")
+JOURNAL = "windows.bin"
+DISK_RESERVE_BYTES = 64 << 20      # left free on the state filesystem beyond what a run needs
 
 
 class RunState(str, Enum):
@@ -115,7 +127,7 @@ class FrameLog:
 @dataclass
 class Run:
     run_id: str
-    plan: Plan
+    plan: Plan | None                # None once the run has ended (nothing needs it then)
     options: RunOptions
     dir: Path
     frames: FrameLog
@@ -130,6 +142,11 @@ class Run:
     task: asyncio.Task | None = None
     cancel_requested: bool = False   # by DELETE (else: agent shutdown)
     stop_requested: bool = False
+    window_s: float = 1.0
+    plan_windows: int = 0
+    catalog_hash: str = ""
+    seed: int = 0
+    plan_provenance: dict = field(default_factory=dict)
 
     def status(self) -> dict:
         return {"run_id": self.run_id, "state": self.state.value, "windows_done": self.windows_done,
@@ -146,13 +163,17 @@ def new_run_id() -> str:
 
 class RunManager:
     def __init__(self, backend: Backend, catalog: Catalog, *, state_dir: Path, max_threads: int,
-                 keep: int = 20, stream_buffer_bytes: int = 64 << 20):
+                 keep: int = 20, stream_buffer_bytes: int = 64 << 20, max_duration_s: float = 7 * 24 * 3600.0,
+                 max_window_threads: int = 2_000_000):
         self.backend = backend
         self.catalog = catalog
         self.runs_dir = Path(state_dir) / "runs"
         self.max_threads = max_threads
         self.keep = keep
         self.stream_buffer_bytes = stream_buffer_bytes
+        self.max_duration_s = max_duration_s
+        self.max_window_threads = max_window_threads
+        self._starting = asyncio.Lock()          # one start (validating off the loop) at a time
         self.current: Run | None = None
         self._recent: dict[str, Run] = {}      # this process's runs, by id (bounded by `keep`)
         # Counters for /metrics.
@@ -161,16 +182,46 @@ class RunManager:
         self.segment_errors = SegmentErrors()   # runner scheduling error, per (stressor, thread, window)
         self.latest = LatestSample()            # the newest measured window, for the host gauges
         self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.recover()
         self.prune()
 
     # -- starting and stopping -------------------------------------------------
     def validate(self, plan: Plan) -> Plan:
-        return plan.validate(self.catalog, max_threads=self.max_threads)
+        plan.validate(self.catalog, max_threads=self.max_threads)
+        self.backend.check_plan(plan)
+        return plan
+
+    def check_size(self, plan: Plan, options: RunOptions) -> None:
+        """What a run asks of the agent, before any of it is done: its duration, and its stored
+        windows x threads (plan + warm-up windows: what the compiled schedule and its compile
+        time grow with; the runner repeats the plan windows itself)."""
+        executed = plan.T * options.repetitions + options.warmup_windows
+        duration = executed * float(plan.window_s)
+        if duration > self.max_duration_s:
+            raise PlanError(f"run would last {duration:.0f} s ({executed} windows of {plan.window_s} s); "
+                            f"runs.max_duration_s is {self.max_duration_s:.0f}")
+        stored = plan.T + options.warmup_windows
+        if stored * plan.K > self.max_window_threads:
+            raise PlanError(f"run has {stored} plan and warm-up windows x {plan.K} threads = {stored * plan.K}; "
+                            f"runs.max_window_threads is {self.max_window_threads}")
+
+    def _prepare(self, plan: Plan, options: RunOptions) -> None:
+        """Everything proportional to the plan's size, on a worker thread: the loop only waits."""
+        self.check_size(plan, options)
+        plan.freeze()
+        self.validate(plan)      # once: the backend and the compiler reuse the result
+        self._check_disk(plan, options)
 
     async def start(self, plan: Plan, options: RunOptions) -> Run:
         if self.current is not None and self.current.state is RunState.RUNNING:
             raise RunConflict(self.current.run_id)
-        self.validate(plan)
+        async with self._starting:
+            if self.current is not None and self.current.state is RunState.RUNNING:
+                raise RunConflict(self.current.run_id)
+            await asyncio.to_thread(self._prepare, plan, options)
+            return self._begin(plan, options)
+
+    def _begin(self, plan: Plan, options: RunOptions) -> Run:
         run_id = new_run_id()
         run_dir = self.runs_dir / run_id
         run_dir.mkdir(parents=True)
@@ -183,8 +234,13 @@ class RunManager:
                                     "warmup_windows": options.warmup_windows, "shape": [plan.M, plan.K],
                                     "catalog_hash": plan.catalog_hash}})
         run = Run(run_id, plan, options, run_dir, FrameLog(header, self.stream_buffer_bytes),
-                  windows_total=plan.T * options.repetitions)
+                  windows_total=plan.T * options.repetitions, window_s=float(plan.window_s), plan_windows=plan.T,
+                  catalog_hash=plan.catalog_hash, seed=options.seed if options.seed is not None else plan.seed,
+                  plan_provenance=plan.provenance)
         self._write_status(run)
+        previous = self.current
+        if previous is not None and previous.state is not RunState.RUNNING:
+            previous.frames = None   # readers already following keep their reference
         self.current = run
         self._recent[run_id] = run
         run.task = asyncio.create_task(self._execute(run), name=f"run-{run_id}")
@@ -193,39 +249,45 @@ class RunManager:
         return run
 
     async def cancel(self, run_id: str, *, by_request: bool = True) -> RunState:
+        """Idempotent: the first call cancels the run; every call (a second DELETE, shutdown)
+        waits until the run's cleanup is done, and none interrupts it."""
         run = self._live(run_id)
         if run is None:
             return RunState(self.status(run_id)["state"])
-        if run.state is RunState.RUNNING and run.task is not None:
-            run.cancel_requested = by_request
-            # The flag is checked at every window: a cancellation that lands just as an inner
-            # wait_for completes can be swallowed (Python < 3.12); the run then stops at its
-            # next window instead of running on. (Cancelling again would interrupt cleanup.)
-            run.stop_requested = True
-            run.task.cancel()
+        if run.task is not None and not run.task.done():
+            if not run.stop_requested:
+                run.cancel_requested = by_request
+                # The flag is checked at every window: a cancellation that lands just as an inner
+                # wait_for completes can be swallowed (Python < 3.12); the run then stops at its
+                # next window instead of running on.
+                run.stop_requested = True
+                run.task.cancel()
+            # asyncio.wait never cancels the task it waits on, even if this caller is cancelled.
             await asyncio.wait({run.task})
         return run.state
 
     async def close(self) -> None:
         """Cancel the current run (agent shutdown)."""
-        if self.current is not None and self.current.state is RunState.RUNNING:
+        if self.current is not None and self.current.task is not None and not self.current.task.done():
             await self.cancel(self.current.run_id, by_request=False)
 
     async def _execute(self, run: Run) -> None:
-        values: list[np.ndarray] = []
-        starts: list[int] = []
-        # The final state is published only after the trace is on disk, so a client that
-        # sees "done" can fetch trace.h5 at once.
         state, error = RunState.DONE, None
+        n_metrics = len(self.backend.metric_schema())
+        journal = None
         try:
+            if run.options.record:
+                journal = open(run.dir / JOURNAL, "ab", buffering=0)
             # aclosing: the backend's generator (and the runner it owns) is closed here, at
             # once, however this loop ends, not whenever the generator is collected.
             async with contextlib.aclosing(self.backend.execute(run.plan, run.options)) as windows:
                 async for w in windows:
                     if run.stop_requested:
                         raise asyncio.CancelledError
-                    values.append(np.asarray(w.values, np.float32))
-                    starts.append(int(w.start_ns))
+                    values = np.asarray(w.values, np.float32)
+                    if journal is not None:
+                        # One small append per window: what was measured survives a crash.
+                        journal.write(_journal_record(int(w.start_ns), values, n_metrics))
                     run.windows_done += 1
                     self.windows_executed += 1
                     self.latest.update(w.values)
@@ -244,44 +306,109 @@ class RunManager:
             state, error = RunState.FAILED, f"{type(e).__name__}: {e}"
             log.exception("run %s failed unexpectedly", run.run_id)
         finally:
+            if journal is not None:
+                journal.close()
+        # The final state is published only after the trace is on disk, so a client that sees
+        # "done" can fetch trace.h5 at once. Shielded: a cancel that lands now waits for it.
+        finish = asyncio.ensure_future(self._finish(run, state, error, n_metrics))
+        while not finish.done():
+            try:
+                await asyncio.shield(finish)
+            except asyncio.CancelledError:
+                continue
+
+    async def _finish(self, run: Run, state: RunState, error: str | None, n_metrics: int) -> None:
+        try:
             run.ended_at = time.time()
-            if run.options.record and values:
+            if run.options.record and run.windows_done:
                 try:
-                    await asyncio.to_thread(self._write_trace, run, state, values, starts)
+                    await asyncio.to_thread(self._write_trace, run, state, n_metrics)
                     run.recorded = True
                 except Exception as e:
                     log.error("run %s: could not write its trace: %s", run.run_id, e)
                     error = (error + "; " if error else "") + f"trace not written: {e}"
+            run.plan = None
+        finally:
             run.state, run.error = state, error
             end = {"type": "end", "state": state.value, "windows_done": run.windows_done}
             if error:
                 end["error"] = error
             if run.reason:
                 end["reason"] = run.reason
-            run.frames.close(wire.pack(end))
+            if run.frames is not None:
+                run.frames.close(wire.pack(end))
             self.runs_by_state[state.value] += 1
-            self._write_status(run)
+            with contextlib.suppress(OSError):
+                self._write_status(run)
             log.info("run %s %s after %d of %d windows%s", run.run_id, state.value, run.windows_done,
                      run.windows_total, f": {error}" if error else "")
             self.prune()
 
-    def _write_trace(self, run: Run, state: RunState, values: list[np.ndarray], starts: list[int]) -> None:
+    def _write_trace(self, run: Run, state: RunState, n_metrics: int, *, extra: dict | None = None) -> None:
+        starts, values = read_journal(run.dir / JOURNAL, n_metrics)
         info = self.backend.info()
-        Trace(values=np.stack(values).astype(np.float32), metrics=self.backend.metric_schema(),
-              window_s=float(run.plan.window_s), window_start_ns=np.asarray(starts, np.int64),
+        Trace(values=values, metrics=self.backend.metric_schema(),
+              window_s=run.window_s, window_start_ns=starts,
               host_fingerprint=info.fingerprint, simulated=bool(info.simulated),
               provenance={"kind": "run", "run_id": run.run_id, "state": state.value,
                           "backend": info.name, "agent_version": __version__,
-                          "plan_windows": run.plan.T, "repetitions": run.options.repetitions,
-                          "warmup_windows": run.options.warmup_windows,
-                          "seed": run.options.seed if run.options.seed is not None else run.plan.seed,
-                          "catalog_hash": run.plan.catalog_hash, "plan_provenance": run.plan.provenance},
+                          "plan_windows": run.plan_windows, "repetitions": run.options.repetitions,
+                          "warmup_windows": run.options.warmup_windows, "seed": run.seed,
+                          "catalog_hash": run.catalog_hash, "plan_provenance": run.plan_provenance,
+                          **({"window_start_clock": "CLOCK_MONOTONIC",
+                              "started_unix_s": wall_clock_of_monotonic(starts[0])} if len(starts) else {}),
+                          **(extra or {})},
               ).write(run.dir / "trace.h5")
+        (run.dir / JOURNAL).unlink(missing_ok=True)
+
+    def _check_disk(self, plan: Plan, options: RunOptions) -> None:
+        """Refuse a run whose trace would not fit (before a window is run, not after)."""
+        if not options.record:
+            return
+        n = len(self.backend.metric_schema())
+        need = plan.T * options.repetitions * (8 + 4 * n) * 2 + DISK_RESERVE_BYTES  # journal + trace.h5
+        st = os.statvfs(self.runs_dir)
+        free = st.f_bavail * st.f_frsize
+        if free < need:
+            raise InsufficientStorage(f"{self.runs_dir}: {free >> 20} MiB free, this run's trace needs about "
+                                      f"{need >> 20} MiB; free space or record=false")
+
+    def recover(self) -> None:
+        """A run a crashed agent left "running": write what its journal kept as trace.h5 and
+        mark it failed, saying how many windows were measured."""
+        for d in self.runs_dir.iterdir():
+            status_path = d / "run.json"
+            if not (d.is_dir() and RUN_ID_RE.match(d.name) and status_path.is_file()):
+                continue
+            try:
+                status = json.loads(status_path.read_text())
+            except (OSError, ValueError):
+                continue
+            if status.get("state") != RunState.RUNNING.value:
+                continue
+            n = len(self.backend.metric_schema())
+            kept = 0
+            journal = d / JOURNAL
+            if journal.is_file():
+                try:
+                    opts = RunOptions(repetitions=int(status.get("repetitions", 1)),
+                                      warmup_windows=int(status.get("warmup_windows", 0)))
+                    run = Run(d.name, None, opts, d, None, int(status.get("windows_total", 0)),
+                              window_s=float(status.get("window_s", 1.0)))
+                    kept = len(read_journal(journal, n)[0])
+                    if kept:
+                        self._write_trace(run, RunState.FAILED, n, extra={"interrupted": True})
+                except Exception as e:
+                    log.error("run %s: could not recover its measured windows: %s", d.name, e)
+            status.update(state=RunState.FAILED.value, windows_done=kept, recorded=(d / "trace.h5").is_file(),
+                          error=f"the agent stopped during this run; {kept} measured windows kept in trace.h5"
+                          if kept else "the agent stopped during this run")
+            atomic_write_text(status_path, json.dumps(status, sort_keys=True))
+            log.warning("run %s was interrupted by an agent stop; %d windows recovered", d.name, kept)
 
     def _write_status(self, run: Run) -> None:
-        tmp = run.dir / ".run.json.tmp"
-        tmp.write_text(json.dumps(run.status(), sort_keys=True))
-        tmp.replace(run.dir / "run.json")
+        atomic_write_text(run.dir / "run.json", json.dumps({**run.status(), "window_s": run.window_s},
+                                                            sort_keys=True))
 
     # -- queries -----------------------------------------------------------------
     def _live(self, run_id: str) -> Run | None:
@@ -312,6 +439,9 @@ class RunManager:
             self.status(run_id)  # 404 for an unknown run
             raise NotFound(f"run {run_id} was executed by an earlier agent process; its frames are gone, "
                            f"GET /v1/runs/{run_id}/trace.h5 instead")
+        if run.frames is None:
+            raise NotFound(f"run {run_id} has ended and a later run started; its frames are gone, "
+                           f"GET /v1/runs/{run_id}/trace.h5 instead")
         return run.frames
 
     def trace_path(self, run_id: str) -> Path:
@@ -326,11 +456,36 @@ class RunManager:
 
     def prune(self) -> None:
         """Keep the `keep` most recent run directories (never the running one)."""
+        def age(p: Path):
+            # Ids sort by start second; within one second the random suffix says nothing, so the
+            # start time this process recorded (else the directory's) orders them: the run that
+            # just ended is never the one pruned.
+            run = self._recent.get(p.name)
+            try:
+                return (p.name[:16], run.started_at if run is not None else p.stat().st_mtime)
+            except OSError:
+                return (p.name[:16], 0.0)
         dirs = sorted((p for p in self.runs_dir.iterdir() if p.is_dir() and RUN_ID_RE.match(p.name)),
-                      key=lambda p: p.name, reverse=True)
-        running = self.current.run_id if self.current and self.current.state is RunState.RUNNING else None
+                      key=age, reverse=True)
+        current = self.current.run_id if self.current is not None else None
         for p in dirs[self.keep:]:
-            if p.name == running:
+            if p.name == current:
                 continue
             shutil.rmtree(p, ignore_errors=True)
             self._recent.pop(p.name, None)
+
+
+def _journal_record(start_ns: int, values: np.ndarray, n: int) -> bytes:
+    v = np.full(n, np.nan, "<f4")
+    v[:min(n, values.shape[0])] = values[:n]
+    return np.int64(start_ns).astype("<i8").tobytes() + v.tobytes()
+
+
+def read_journal(path: Path, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start_ns int64 [T], values float32 [T, n]) of every whole record; a torn last record
+    (a crash mid-write) is ignored."""
+    rec = np.dtype([("start", "<i8"), ("values", "<f4", (n,))])
+    raw = path.read_bytes() if path.is_file() else b""
+    whole = len(raw) // rec.itemsize
+    arr = np.frombuffer(raw[:whole * rec.itemsize], dtype=rec)
+    return arr["start"].astype(np.int64), arr["values"].astype(np.float32).reshape(whole, n)

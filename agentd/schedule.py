@@ -9,16 +9,20 @@ Durations: d[m, k] = floor(a[m, k] * W_ns) in float64 (exact to the nanosecond);
 float32 fractions of a thread sum a hair above 1 (Plan.SUM_TOLERANCE) the largest segment
 is shortened by the excess, so a thread's segments never sum to more than W_ns.
 
-Repetitions and warm-up are compiled in (the runner only sees a flat list of executed
-windows): `warmup_windows` copies of plan window 0 (tagged repetition -1, window 0..w-1),
-then the T plan windows `repetitions` times (repetition r, window t). Each executed window
-draws its own order, so repetitions differ in order but not in durations.
+Repetitions are the runner's: the file stores `warmup_windows` copies of plan window 0
+(tagged repetition -1, window 0..w-1) and the T plan windows once (repetition 0, window t),
+and the runner executes the warm-up, then the T windows `repetitions` times (repetition r,
+window t). So a schedule's size and compile time do not grow with repetitions (a 1-hour plan
+on 8 threads repeated 100 times is 3600 stored windows, not 360 000). The stored order of
+each window and thread is drawn here from the seed; the runner keeps it for the warm-up and
+repetition 0 and draws every later repetition's order from (seed, executed window, thread),
+so repetitions differ in order but not in durations.
 
-Binary format, little-endian, version 1 (stressors/runner.c reads it)::
+Binary format, little-endian, version 2 (stressors/runner.c reads it)::
 
     header, 56 bytes
-      char[8] magic     "MIMSCHD1"
-      u32     version   1
+      char[8] magic     "MIMSCHD2"
+      u32     version   2
       u32     M         stressors (the catalog, in plan order)
       u32     K         threads
       u32     T         plan windows
@@ -26,16 +30,19 @@ Binary format, little-endian, version 1 (stressors/runner.c reads it)::
       u32     warmup_windows
       u64     window_ns
       u64     seed
-      u32     E         executed windows = warmup_windows + repetitions * T
+      u32     S         stored windows = warmup_windows + T (the runner executes
+                        E = warmup_windows + repetitions * T)
       u32     reserved  0
     stressor table, M entries
       u16 len + UTF-8   name       e.g. "mem_stream_triad_256M"
       u16 len + UTF-8   kernel     e.g. "stream_triad"
       u16 len + UTF-8   params     "key=value" lines joined by "\n" (booleans as 1/0;
                                    host-relative sizes such as "llc" or "l2/2" are resolved
-                                   by the runner from /sys/devices/system/cpu/cpu0/cache)
-    executed windows, E entries
-      i32 repetition (-1 = warm-up)   i32 plan window index
+                                   by the runner from /sys/devices/system/cpu/cpu0/cache;
+                                   a paced variant the plan uses gets "pace_Bps=N", the
+                                   rate the agent resolved from the host's calibration)
+    stored windows, S entries
+      i32 repetition (-1 = warm-up, 0 = plan window)   i32 window index (warm-up: 0..w-1)
       K times: u16 nseg, then nseg × (u16 stressor index, u64 duration_ns), in run order
 """
 
@@ -50,8 +57,8 @@ from .catalog import Catalog, load_catalog
 from .errors import PlanError
 from .plan import Plan
 
-MAGIC = b"MIMSCHD1"
-VERSION = 1
+MAGIC = b"MIMSCHD2"
+VERSION = 2
 _HEADER = struct.Struct("<8sIIIIIIQQII")
 _SEG = np.dtype([("stressor", "<u2"), ("dur", "<u8")])
 
@@ -66,11 +73,21 @@ class CompiledSchedule:
     warmup_windows: int
     window_ns: int
     seed: int
-    executed: tuple[tuple[int, int], ...]  # (repetition, plan window) per executed window
+
+    @property
+    def S(self) -> int:
+        """Windows stored in the file."""
+        return self.warmup_windows + self.T
 
     @property
     def E(self) -> int:
-        return len(self.executed)
+        """Windows the runner executes."""
+        return self.warmup_windows + self.repetitions * self.T
+
+    def executed(self, i: int) -> tuple[int, int]:
+        """(repetition, window) of executed window i, as the runner reports it."""
+        w = self.warmup_windows
+        return (-1, i) if i < w else ((i - w) // self.T, (i - w) % self.T)
 
     def write(self, path) -> None:
         with open(path, "wb") as f:
@@ -108,8 +125,11 @@ def _str(text: str) -> bytes:
 
 
 def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None = None,
-                 repetitions: int = 1, warmup_windows: int = 0) -> CompiledSchedule:
-    """Validate `plan` against `catalog` and compile it. `seed` overrides plan.seed."""
+                 repetitions: int = 1, warmup_windows: int = 0,
+                 pace_Bps: dict[str, float] | None = None) -> CompiledSchedule:
+    """Validate `plan` against `catalog` and compile it. `seed` overrides plan.seed.
+    `pace_Bps`: per-thread bytes/s of each paced variant on this host (from
+    calibration.pace_rates); a plan that runs a paced variant missing from it is refused."""
     catalog = catalog or load_catalog()
     plan.validate(catalog)
     if repetitions < 1:
@@ -119,24 +139,26 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
     seed = int(plan.seed if seed is None else seed)
     if seed < 0:
         raise PlanError(f"seed={seed}: must be ≥ 0")
+    paces = paces_for(plan, catalog, pace_Bps or {})
     T, M, K = plan.compositions.shape
     window_ns = int(round(float(plan.window_s) * 1e9))
-    executed = [(-1, w) for w in range(warmup_windows)] + [(r, t) for r in range(repetitions) for t in range(T)]
-    composition_of = [0] * warmup_windows + [t for _ in range(repetitions) for t in range(T)]
+    stored = [(-1, w) for w in range(warmup_windows)] + [(0, t) for t in range(T)]
+    composition_of = [0] * warmup_windows + list(range(T))
 
-    out = [_HEADER.pack(MAGIC, VERSION, M, K, T, repetitions, warmup_windows, window_ns, seed, len(executed), 0)]
+    out = [_HEADER.pack(MAGIC, VERSION, M, K, T, repetitions, warmup_windows, window_ns, seed, len(stored), 0)]
     for s in catalog.stressors:
-        out += [_str(s.name), _str(s.kernel), _str(_params_text(s.params))]
+        params = {**s.params, "pace_Bps": paces[s.name]} if s.name in paces else s.params
+        out += [_str(s.name), _str(s.kernel), _str(_params_text(params))]
 
     durations = np.stack([durations_ns(plan.compositions[t], window_ns) for t in range(T)])  # [T, M, K]
     rng = np.random.default_rng(seed)
     block = 4096
-    for b0 in range(0, len(executed), block):
-        keys = rng.random((min(block, len(executed) - b0), K, M))  # one random order per window, thread
+    for b0 in range(0, len(stored), block):
+        keys = rng.random((min(block, len(stored) - b0), K, M))  # one random order per window, thread
         orders = np.argsort(keys, axis=2, kind="stable")
         for j, order in enumerate(orders):
             e = b0 + j
-            rep, win = executed[e]
+            rep, win = stored[e]
             out.append(struct.pack("<ii", rep, win))
             d = durations[composition_of[e]]  # [M, K]
             for k in range(K):
@@ -145,7 +167,26 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
                 segs["stressor"] = idx
                 segs["dur"] = d[idx, k]
                 out.append(struct.pack("<H", len(idx)) + segs.tobytes())
-    return CompiledSchedule(b"".join(out), M, K, T, repetitions, warmup_windows, window_ns, seed, tuple(executed))
+    return CompiledSchedule(b"".join(out), M, K, T, repetitions, warmup_windows, window_ns, seed)
+
+
+def paces_for(plan: Plan, catalog: Catalog, pace_Bps: dict[str, float]) -> dict[str, int]:
+    """The pace (integer bytes/s, ≥ 1) of every paced variant the plan runs; PlanError
+    naming the variant and its base when the host has no rate for one."""
+    used = (plan.compositions > 0).any(axis=(0, 2))
+    out = {}
+    for m in catalog.paced():
+        if not used[m]:
+            continue
+        s = catalog.stressors[m]
+        rate = pace_Bps.get(s.name)
+        if rate is None or not np.isfinite(rate) or rate <= 0:
+            raise PlanError(f"plan uses {s.name}, paced to {s.pace['fraction']:g} of {s.pace['base']}'s calibrated "
+                            f"rate, but this host has no calibration of {s.pace['base']}: run "
+                            f"`mimesys-agent calibrate` on the agent (or `--only {s.pace['base']}`), or "
+                            f"regenerate the plan without paced variants")
+        out[s.name] = max(1, int(round(rate)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -156,12 +197,13 @@ class DecodedWindow:
 
 
 def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
-    """Parse a compiled schedule (for tests and `run-plan --dry-run`): header, names, windows."""
+    """Parse a compiled schedule (for tests and `run-plan --dry-run`): header, names and the
+    stored windows (the runner repeats the plan windows; see the module's docstring)."""
     if len(data) < _HEADER.size or data[:8] != MAGIC:
         raise PlanError("not a mimesys compiled schedule (bad magic)")
-    (_, version, M, K, T, reps, warmup, window_ns, seed, E, _) = _HEADER.unpack_from(data)
+    (_, version, M, K, T, reps, warmup, window_ns, seed, S, _) = _HEADER.unpack_from(data)
     header = dict(version=version, M=M, K=K, T=T, repetitions=reps, warmup_windows=warmup,
-                  window_ns=window_ns, seed=seed, E=E)
+                  window_ns=window_ns, seed=seed, S=S, E=warmup + reps * T)
     pos = _HEADER.size
     names = []
 
@@ -177,7 +219,7 @@ def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
         rd_str()
         rd_str()
     windows = []
-    for _ in range(E):
+    for _ in range(S):
         rep, win = struct.unpack_from("<ii", data, pos)
         pos += 8
         threads = []

@@ -1,5 +1,7 @@
 """What the agent measures about itself while it runs plans, for /metrics and textfiles.
 
+- Histogram: counts per le-bucket and their sum, as Prometheus histograms are exposed (the
+  event-loop lag, agentd/api/looplag.py, is one).
 - SegmentErrors: how far the runner's executed time per (stressor, thread) and window is
   from the plan's (|ran_ns - composition * W|), as a cumulative histogram in seconds. Only
   backends that report ran_ns (the real runner) feed it; the simulated host does not.
@@ -23,32 +25,24 @@ SEGMENT_ERROR_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
 
 
 @dataclass
-class SegmentErrors:
-    """Cumulative histogram of per-(stressor, thread, window) scheduling error, in seconds."""
+class Histogram:
+    """A Prometheus-style histogram of seconds: counts per le-bucket (not cumulative) and sum."""
 
-    bounds: tuple[float, ...] = SEGMENT_ERROR_BUCKETS_S
-    counts: np.ndarray = field(default=None)   # int64 [len(bounds) + 1], per bucket (not cumulative)
+    bounds: tuple[float, ...]
+    counts: np.ndarray = field(default=None)   # int64 [len(bounds) + 1], the last one +Inf
     sum_s: float = 0.0
 
     def __post_init__(self):
         if self.counts is None:
             self.counts = np.zeros(len(self.bounds) + 1, np.int64)
 
-    def observe_window(self, composition: np.ndarray, window_s: float, ran_ns: np.ndarray | None) -> None:
-        """composition float32 [M, K]; ran_ns int64 [M, K]. Cells planned or run count once."""
-        if ran_ns is None:
+    def observe(self, values_s) -> None:
+        v = np.asarray(values_s, np.float64).ravel()
+        if v.size == 0:
             return
-        ran = np.asarray(ran_ns, np.float64)
-        planned = np.asarray(composition, np.float64) * window_s * 1e9
-        if ran.shape != planned.shape:
-            return
-        active = (planned > 0) | (ran > 0)
-        err_s = np.abs(ran[active] - planned[active]) / 1e9
-        if err_s.size == 0:
-            return
-        idx = np.searchsorted(np.asarray(self.bounds), err_s, side="left")   # le-bucket, as Prometheus
+        idx = np.searchsorted(np.asarray(self.bounds), v, side="left")   # le-bucket, as Prometheus
         self.counts += np.bincount(idx, minlength=len(self.counts)).astype(np.int64)
-        self.sum_s += float(err_s.sum())
+        self.sum_s += float(v.sum())
 
     @property
     def count(self) -> int:
@@ -59,6 +53,24 @@ class SegmentErrors:
         cum = np.cumsum(self.counts)
         les = [_le(b) for b in self.bounds] + ["+Inf"]
         return [(le, int(c)) for le, c in zip(les, cum)]
+
+
+@dataclass
+class SegmentErrors(Histogram):
+    """Cumulative histogram of per-(stressor, thread, window) scheduling error, in seconds."""
+
+    bounds: tuple[float, ...] = SEGMENT_ERROR_BUCKETS_S
+
+    def observe_window(self, composition: np.ndarray, window_s: float, ran_ns: np.ndarray | None) -> None:
+        """composition float32 [M, K]; ran_ns int64 [M, K]. Cells planned or run count once."""
+        if ran_ns is None:
+            return
+        ran = np.asarray(ran_ns, np.float64)
+        planned = np.asarray(composition, np.float64) * window_s * 1e9
+        if ran.shape != planned.shape:
+            return
+        active = (planned > 0) | (ran > 0)
+        self.observe(np.abs(ran[active] - planned[active]) / 1e9)
 
 
 def _le(b: float) -> str:

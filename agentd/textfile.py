@@ -21,6 +21,7 @@ from prometheus_client.exposition import generate_latest
 from . import __version__
 from .errors import ConfigError
 from .telemetry import SegmentErrors
+from .fsutil import atomic_write_bytes
 
 STATES = ("running", "done", "failed", "interrupted")
 FILENAME = "mimesys_replay.prom"
@@ -83,8 +84,4 @@ class ReplayTextfile:
         reg = CollectorRegistry(auto_describe=False)
         reg.register(self)
         data = generate_latest(reg)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")   # not *.prom: never collected
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, self.path)
+        atomic_write_bytes(self.path, data, mode=0o644)   # temp name ends .tmp, not .prom: never collected

@@ -12,12 +12,12 @@ from __future__ import annotations
 import datetime
 import hashlib
 import ipaddress
-import os
 import socket
 import ssl
 from pathlib import Path
 
 from .errors import ConfigError
+from .fsutil import atomic_write_bytes
 
 DEFAULT_DIR = Path("/etc/mimesys/tls")
 
@@ -103,14 +103,4 @@ def init_pair(cert_path: Path, key_path: Path, *, names: list[str], days: int = 
 
 
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)   # the mode from birth, not chmod after
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data, mode=mode)   # the mode from birth, not chmod after

@@ -4,6 +4,12 @@ Every body and WebSocket frame is a msgpack map with "v" (WIRE_VERSION) and, for
 "type". New fields are optional; readers ignore keys they do not know. Metric vectors
 travel as little-endian float32 bytes ("values"), NaN meaning not measured.
 
+Plans and traces in request bodies travel as raw arrays: {"compositions": {"shape", "dtype":
+"<f4", "bytes"}, "catalog_names", "catalog_hash", "window_s", "seed", ...} (Plan.to_wire) and
+{"values": {...}, "metrics", "window_start_ns"?: {...}, ...} (Trace.to_wire); HDF5 file bytes
+are still accepted and checked before reading (agentd.untrusted). Bodies are decoded with
+limits on every container and on their entries in total (untrusted.unpack_limited).
+
 Frames on /v1/runs/{id}/trace and /v1/monitor:
   {"v", "type": "header", "metrics": [MetricSpec dicts], "window_s", "simulated", "fingerprint", "run"?}
   {"v", "type": "window", "repetition", "window", "start_ns", "values", "ran_ns"?, "ops"?, "shape"?}
@@ -17,6 +23,7 @@ import msgpack
 import numpy as np
 
 from .errors import ValidationError
+from .untrusted import unpack_limited
 
 WIRE_VERSION = 1
 CONTENT_TYPE = "application/msgpack"
@@ -29,11 +36,7 @@ def pack(obj: dict) -> bytes:
 def unpack(data: bytes, *, where: str = "body", max_bytes: int | None = None) -> dict:
     if max_bytes is not None and len(data) > max_bytes:
         raise ValidationError(f"{where}: {len(data)} bytes exceeds the limit of {max_bytes}")
-    try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=len(data),
-                              max_str_len=len(data), max_array_len=len(data), max_map_len=len(data))
-    except Exception as e:  # msgpack raises several unrelated types for bad input
-        raise ValidationError(f"{where}: not valid msgpack: {e}") from None
+    obj = unpack_limited(data, where)
     if not isinstance(obj, dict):
         raise ValidationError(f"{where}: expected a msgpack map, got {type(obj).__name__}")
     v = obj.get("v", WIRE_VERSION)

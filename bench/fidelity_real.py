@@ -8,7 +8,10 @@ Steps (each reused from --out when already there, so an interrupted run resumes)
   2. targets: every real mix of bench/workloads/mixes.py recorded by the agent
      (`mimesys-agent record`) for --mix-seconds, then run and recorded once more: the noise
      floor is the DTW between the two recordings of the same mix
-  3. the host's solo profile (`mimesys forward profile`)
+  3. the host's solo profile (`mimesys forward profile`); with --collect-rounds R, the campaign
+     is first collected on this agent up to R novelty rounds (`mimesys collect --rounds R`,
+     resumed where it stopped; a new one gets the demo's settings): --max-round then picks
+     its demo-sized part
   4. the campaign's samples (`mimesys dataset build`; rounds ≤ --max-round only, to stand for
      a shorter campaign), a small diffusion model trained and exported as the demo does, the
      forward model fitted (`mimesys forward fit`) and scored on held-out samples
@@ -33,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench" / "workloads"))
 
-from controller.commands.demo import DemoSettings, LocalAgent  # noqa: E402
+from controller.commands.demo import DemoSettings, LocalAgent, write_campaign_config  # noqa: E402
 
 AGENT, CTL = [sys.executable, "-m", "agentd.cli"], [sys.executable, "-m", "controller.cli"]
 
@@ -157,9 +160,14 @@ def plot(summary: dict, path: Path, title: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("bench-out/fidelity"))
-    ap.add_argument("--campaign", type=Path, required=True, help="A collected campaign directory on this host.")
+    ap.add_argument("--campaign", type=Path, required=True,
+                    help="A campaign directory on this host (created with the demo's settings by --collect-rounds).")
     ap.add_argument("--max-round", type=int, default=None, help="Use only rounds ≤ R (a shorter campaign).")
+    ap.add_argument("--collect-rounds", type=int, default=None,
+                    help="First continue the campaign on this bench's agent up to R novelty rounds.")
     ap.add_argument("--label", default="campaign")
+    ap.add_argument("--train-steps", type=int, default=DemoSettings.train_steps,
+                    help="Optimizer steps of the diffusion model (the demo's by default; more for a longer campaign).")
     ap.add_argument("--mix-seconds", type=int, default=60)
     ap.add_argument("--replays", type=int, default=2)
     ap.add_argument("--methods", default="single,nearest,knn,model,inverse,select")
@@ -187,6 +195,13 @@ def main() -> None:
         if not profile.exists():
             sh([*CTL, "forward", "profile", "--agent", agent.url, "--token-file", agent.token_file, "-o", profile])
 
+        if args.collect_rounds is not None:
+            t0 = time.monotonic()
+            write_campaign_config(args.campaign, DemoSettings())   # a new campaign: the demo's settings
+            sh([*CTL, "collect", args.campaign, "--rounds", args.collect_rounds,
+                "--fleet", agent.write_fleet(out / "fleet.toml")])
+            print(f"collect to round {args.collect_rounds}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
+
         work = out / args.label
         work.mkdir(exist_ok=True)
         full, ds = work / "dataset-full.h5", work / "dataset.h5"
@@ -196,7 +211,7 @@ def main() -> None:
         onnx, fm = work / "model-onnx", work / "forward"
         wanted = args.methods.split(",")
         if not (onnx / "manifest.json").exists() and {"model", "select"} & set(wanted):
-            sh([*CTL, "train", ds, "--out", work / "model", "--steps", s.train_steps, "--batch-size", s.train_batch,
+            sh([*CTL, "train", ds, "--out", work / "model", "--steps", args.train_steps, "--batch-size", s.train_batch,
                 "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
                 "--overwrite"])
             sh([*CTL, "export", work / "model", "--onnx", onnx, "--overwrite"])
@@ -228,7 +243,7 @@ def main() -> None:
         summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
         summary.update({"bench": "fidelity_real", "label": args.label, "samples": samples,
                         "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
-                        "replays": args.replays, "simulated": False,
+                        "replays": args.replays, "train_steps": args.train_steps, "simulated": False,
                         "forward_score": {k: v for k, v in json.loads(score).items() if k != "metrics"},
                         "elapsed_s": round(time.monotonic() - t_start, 1)})
         (work / "fidelity.json").write_text(json.dumps(summary, indent=1))

@@ -2,7 +2,7 @@
 
 Prints ONE JSON line:
   p99_segment_error_ms  99th percentile of |achieved − planned| over every segment of a
-                        plan of random compositions (all 18 stressors, Dirichlet with an
+                        plan of random compositions (every catalog stressor, Dirichlet with an
                         idle share, ~30 % of entries zeroed) on all cores; W = 1 s,
                         300 windows by default (5 minutes)
   drift_ms              the last window's start (latest worker wake-up) minus its planned
@@ -62,8 +62,18 @@ def process_cpu_ns(pid: int) -> int:
     return total
 
 
-async def timing_run(plan: Plan, cpus, scratch: str, progress: bool, nice: int):
-    handle = await start_runner(plan, RunnerConfig(cpus=cpus, scratch_dir=scratch, nice=nice))
+async def pace_rates_now(catalog, cpus, scratch: str) -> dict:
+    """The paced variants' rates from a quick one-thread calibration of their bases, as an
+    agent resolves them from its calibration file."""
+    from agentd.calibration import measure, pace_rates
+    bases = sorted({catalog.stressors[m].pace["base"] for m in catalog.paced()})
+    doc = await measure(RunnerConfig(cpus=cpus[:1], scratch_dir=scratch), window_s=0.3, all_threads=False,
+                        only=bases, catalog=catalog)
+    return pace_rates(catalog, doc)
+
+
+async def timing_run(plan: Plan, cpus, scratch: str, progress: bool, nice: int, paces: dict):
+    handle = await start_runner(plan, RunnerConfig(cpus=cpus, scratch_dir=scratch, nice=nice, pace_Bps=paces))
     errors, lateness, classes, names = [], [], [], []
     cls = np.array([s.resource_class for s in handle.catalog.stressors])
     stressor = np.array([s.name for s in handle.catalog.stressors])
@@ -141,9 +151,14 @@ def main() -> None:
     K = len(cpus)
     load_before = os.getloadavg()
     plan = random_plan(catalog, args.windows, K, args.window_s, args.seed)
-    signed, cls, names, late, notes = asyncio.run(timing_run(plan, cpus, args.scratch_dir, args.progress, args.nice))
+    paces = asyncio.run(pace_rates_now(catalog, cpus, args.scratch_dir))
+    signed, cls, names, late, notes = asyncio.run(timing_run(plan, cpus, args.scratch_dir, args.progress, args.nice,
+                                                             paces))
     load_after = os.getloadavg()
     err = np.abs(signed)
+    reach_kernels = {"disk_qd_read", "disk_qd_write", "pagecache_rw", "page_fault_churn", "cpu_contend", "futex_pingpong"}
+    reach_names = {s.name for s in catalog.stressors if s.kernel in reach_kernels or s.pace is not None}
+    reach = np.isin(names, sorted(reach_names))
     idle = asyncio.run(idle_run(catalog, args.idle_windows, K, args.window_s, cpus))
     plot(err, cls, late, args, args.png)
     print(json.dumps({
@@ -161,11 +176,16 @@ def main() -> None:
                             "short_1ms": int((signed[names == n] < -1_000_000).sum()),
                             "segments": int((names == n).sum())}
                         for n in sorted(set(names))},
+        # the kernels and paced variants added for catalog reach (issue 13), per class
+        "p99_segment_error_ms_by_class_reach_variants": {
+            c: round(float(np.percentile(err[(cls == c) & reach], 99)) / 1e6, 4)
+            for c in sorted(set(cls[reach]))},
         "drift_ms": round(float(late[-1]) / 1e6, 4),
         "max_window_start_lateness_ms": round(float(late.max()) / 1e6, 4),
         "idle_cpu_percent": round(idle, 4), "idle_windows": args.idle_windows,
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
-        "cpus": os.cpu_count(), "notes": notes, "png": str(args.png),
+        "cpus": os.cpu_count(), "notes": notes, "png": str(args.png), "catalog_hash": catalog.hash,
+        "stressors": len(catalog), "pace_Bps": {k: round(v) for k, v in paces.items()},
     }))
 
 

@@ -18,6 +18,9 @@ import signal
 import sys
 from pathlib import Path
 
+# the agent code of the repository this script lives in, not whichever mimesys is installed
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 
 def build_config(state_dir: Path, token_file: Path, n_cpus: int):
     from agentd.config import AgentSection, ApiSection, Config

@@ -1,4 +1,4 @@
 """mimesys controller: fleet client, data collection, model training, alignment, export,
 evaluation and trace importers. Imports agentd's formats; agentd never imports this."""
 
-__version__ = "0.1.0"
+from agentd import __version__  # noqa: F401  (one version source: agentd/__init__.py)

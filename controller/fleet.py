@@ -49,7 +49,7 @@ from agentd import wire
 from agentd.backend import ExecutedWindow, RunOptions
 from agentd.config import read_toml
 from agentd.tls import normalize_sha256
-from agentd.errors import ConfigError, MimesysError
+from agentd.errors import ConfigError, MimesysError, ValidationError
 from agentd.metrics import MetricSpec
 from agentd.plan import Plan
 from agentd.trace import Trace
@@ -195,11 +195,13 @@ class AgentClient:
         try:
             async with self.session().request(method, self.url + path, data=data, headers=self.headers,
                                               timeout=aiohttp.ClientTimeout(total=timeout_s), ssl=self.ssl) as resp:
-                raw = await resp.read()
+                raw = await _read_bounded(resp, MAX_REPLY_BYTES, f"{self.name} {method} {path} reply")
                 status = resp.status
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             self._raise_tls(e, f"{method} {path}")
             raise AgentError(self.name, f"{method} {path}: no answer: {type(e).__name__}: {e}") from None
+        except ValidationError as e:
+            raise AgentError(self.name, f"{method} {path}: {e}") from None
         try:
             obj = wire.unpack(raw, where=f"{self.name} {method} {path} reply") if raw else {}
         except MimesysError:
@@ -234,14 +236,15 @@ class AgentClient:
         try:
             async with self.session().get(f"{self.url}/v1/runs/{run_id}/trace.h5", headers=self.headers,
                                           timeout=aiohttp.ClientTimeout(total=120), ssl=self.ssl) as resp:
-                raw = await resp.read()
                 if resp.status != 200:
                     raise AgentError(self.name, f"GET trace.h5 of run {run_id}: HTTP {resp.status}", resp.status)
+                raw = await _read_bounded(resp, MAX_TRACE_BYTES, f"{self.name} trace.h5 of run {run_id}")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             self._raise_tls(e, f"GET trace.h5 of run {run_id}")
             raise AgentError(self.name, f"GET trace.h5 of run {run_id}: {e}") from None
-        import io
-        return Trace.read(io.BytesIO(raw))
+        except ValidationError as e:
+            raise AgentError(self.name, f"GET trace.h5 of run {run_id}: {e}") from None
+        return Trace.read(raw, where=f"trace.h5 of run {run_id} from {self.name}")
 
     # -- runs -----------------------------------------------------------------------------
     async def start(self, plan: Plan, options: RunOptions) -> str:
@@ -249,9 +252,9 @@ class AgentClient:
                 "record": options.record}
         if options.seed is not None:
             opts["seed"] = int(options.seed)
-        plan_bytes = await asyncio.to_thread(plan.to_bytes)
+        # Raw arrays, not an HDF5 file: the agent has nothing to interpret (agentd.untrusted).
         try:
-            reply = await self._request("POST", "/v1/runs", {"plan": plan_bytes, "options": opts}, timeout_s=60.0)
+            reply = await self._request("POST", "/v1/runs", {"plan": plan.to_wire(), "options": opts}, timeout_s=60.0)
         except AgentError as e:
             if e.status == 409 and e.details.get("running"):
                 raise AgentBusy(self.name, str(e), str(e.details["running"])) from None
@@ -318,7 +321,8 @@ class AgentClient:
         while end is None:
             try:
                 async with self.session().ws_connect(f"{self.url}/v1/runs/{run_id}/trace", headers=self.headers,
-                                                     heartbeat=30.0, max_msg_size=0, ssl=self.ssl) as ws:
+                                                     heartbeat=30.0, max_msg_size=MAX_FRAME_BYTES,
+                                                     ssl=self.ssl) as ws:
                     while True:
                         msg = await ws.receive(timeout=stall)
                         if msg.type != aiohttp.WSMsgType.BINARY:
@@ -328,10 +332,17 @@ class AgentClient:
                         if kind == "header":
                             header = frame
                         elif kind == "window":
-                            key = (int(frame["repetition"]), int(frame["window"]))
+                            n = len(header["metrics"]) if header and isinstance(header.get("metrics"), list) else None
+                            try:
+                                w = _window_from_frame(frame, n, plan, options)
+                            except ValidationError as e:
+                                # One bad frame costs that window (fetched from trace.h5 at the
+                                # end), not the run or the campaign.
+                                log.warning("agent %s run %s: %s", self.name, run_id, e)
+                                gap = True
+                                continue
+                            key = (w.repetition, w.window)
                             if key not in got:
-                                n = len(header["metrics"]) if header else None
-                                w = _window_from_frame(frame, n)
                                 got[key] = w
                                 failures = 0
                                 if on_window is not None:
@@ -391,15 +402,57 @@ def _colon_hex(b: bytes) -> str:
     return ":".join(f"{x:02X}" for x in b)
 
 
-def _window_from_frame(frame: dict, n: int | None) -> ExecutedWindow:
+MAX_REPLY_BYTES = 16 << 20     # a JSON-like reply (info, status) from an agent
+MAX_TRACE_BYTES = 2 << 30      # trace.h5 of one run
+MAX_FRAME_BYTES = 8 << 20      # one WebSocket frame (a window is a few KiB; the header carries the fingerprint)
+
+
+async def _read_bounded(resp, limit: int, where: str) -> bytes:
+    """A response body, refusing one larger than `limit` as it arrives (not after buffering it)."""
+    if resp.content_length is not None and resp.content_length > limit:
+        raise ValidationError(f"{where}: {resp.content_length} bytes announced; at most {limit} accepted")
+    chunks, total = [], 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        total += len(chunk)
+        if total > limit:
+            raise ValidationError(f"{where}: more than {limit} bytes; refused")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _int_field(frame: dict, key: str, lo: int, hi: int) -> int:
+    v = frame.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < hi:
+        raise ValidationError(f"window frame: {key} must be an integer in [{lo}, {hi})")
+    return v
+
+
+def _window_from_frame(frame: dict, n: int | None, plan: Plan | None = None,
+                       options: RunOptions | None = None) -> ExecutedWindow:
+    """A window frame checked field by field (types, ranges, sizes); ValidationError if not."""
+    reps = options.repetitions if options is not None else 1 << 31
+    T = plan.T if plan is not None else 1 << 31
+    rep = _int_field(frame, "repetition", 0, reps)
+    win = _int_field(frame, "window", 0, T)
+    start = frame.get("start_ns", 0)
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < 1 << 63:
+        raise ValidationError("window frame: start_ns must be a non-negative integer")
     ran = ops = None
     if "ran_ns" in frame and "shape" in frame:
-        shape = tuple(int(x) for x in frame["shape"])
+        shape = frame["shape"]
+        if not (isinstance(shape, list) and len(shape) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 1 << 16 for x in shape)):
+            raise ValidationError("window frame: shape must be two small non-negative integers")
+        if plan is not None and tuple(shape) != (plan.M, plan.K):
+            raise ValidationError(f"window frame: shape {shape} is not the plan's [{plan.M}, {plan.K}]")
+        size = shape[0] * shape[1] * 8
+        for key in ("ran_ns", "ops"):
+            if key in frame and (not isinstance(frame[key], (bytes, bytearray)) or len(frame[key]) != size):
+                raise ValidationError(f"window frame: {key} must be {size} bytes for shape {shape}")
         ran = np.frombuffer(frame["ran_ns"], "<i8").reshape(shape).astype(np.int64)
         ops = np.frombuffer(frame["ops"], "<i8").reshape(shape).astype(np.int64) if "ops" in frame else None
-    return ExecutedWindow(repetition=int(frame["repetition"]), window=int(frame["window"]),
-                          start_ns=int(frame.get("start_ns", 0)),
-                          values=wire.vec_from_bytes(frame["values"], n, where="window frame values"),
+    return ExecutedWindow(repetition=rep, window=win, start_ns=start,
+                          values=wire.vec_from_bytes(frame.get("values"), n, where="window frame values"),
                           ran_ns=ran, ops=ops)
 
 

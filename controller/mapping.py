@@ -9,7 +9,8 @@ answer, a bare fingerprint, or the agent's calibration file, read with agentd.ca
 its `peaks` and the length of its `cpus` list). Fields used:
 - CPUs: the number of `cpu.util.core<i>` metrics in `schema`; else `max_threads`; else the
   fingerprint's `cpu.logical_cpus` (real hosts) or `threads` (the simulated host).
-- Peaks (metric name -> value, e.g. {"mem.bw_Bps": 1.4e10}): `calibration.peaks` (what the
+- Peaks (metric name -> value, e.g. {"mem.bw_Bps": 1.4e10}): `calibration.host_peaks` (the
+  host's capacity measured by probes that are not catalog stressors), else `calibration.peaks` (what the
   agent's calibration reports, by metric name), then the fingerprint's `calibrated_peaks`
   (agentd/fingerprint.with_calibration); `--target-peak METRIC=VALUE` overrides.
 - Schema: `schema` (MetricSpec dicts with availability), when present.
@@ -55,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agentd.calibration import capacity_peaks
 from agentd.errors import ConfigError, TraceError
 from agentd.metrics import MetricSpec
 from agentd.trace import Trace
@@ -97,7 +99,9 @@ class HostProfile:
                               f"no max_threads, no fingerprint cpu.logical_cpus)")
         peaks = {}
         peaks.update(fp.get("calibrated_peaks") or {})
-        peaks.update(((info.get("calibration") or {}).get("peaks")) or {})
+        # the host's capacity: independent host peaks where calibration probed them, else
+        # what the catalog reached (agentd.calibration.capacity_peaks)
+        peaks.update(capacity_peaks(info.get("calibration") or {}))
         # Memory held and page cache: their full scale is the installed memory.
         total = (fp.get("memory") or {}).get("total_B")
         if isinstance(total, (int, float)) and total > 0:

@@ -7,7 +7,10 @@
     5. /etc/mimesys/token, the local agent's own token, when this user can read it
 
 The first source that is set is used; one that is set but unreadable or empty is an error
-naming it (a later source is not tried: a typo must not silently send another token).
+naming it (a later source is not tried: a typo must not silently send another token). A token
+file is read as the agent reads its own (agentd.fsutil.read_secret_file): a regular file owned
+by this user or root, with no access for other users — a world-readable token is already
+disclosed, and one another user may write is not this user's to send.
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ def agent_token(agent: str, *, explicit: Path | str | None = None, fleet_entry: 
 
 
 def _read(path: Path, agent: str, source: str) -> str:
+    from agentd.errors import ValidationError
+    from agentd.fsutil import read_secret_file
     try:
-        tok = path.read_text().strip()
-    except OSError as e:
-        raise ConfigError(f"agent {agent}: cannot read {source} {path}: {e.strerror or e}") from None
+        tok = read_secret_file(path, source).decode("utf-8", "replace").strip()
+    except ValidationError as e:
+        raise ConfigError(f"agent {agent}: {e}") from None
     if not tok:
         raise ConfigError(f"agent {agent}: {source} {path} is empty")
     return tok

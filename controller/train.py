@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from agentd.errors import ConfigError, ValidationError
+from agentd.exitstatus import Diverged
 
 from .model.checkpoint import MODEL_FILE, git_revision, read_checkpoint, save_checkpoint
 from .model.config import ModelConfig, _known
@@ -214,6 +215,12 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     if progress and dctx.main:
         from tqdm import tqdm
         bar = tqdm(total=train_cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
+    # Metrics as training goes (one JSON line per step, the PNG refreshed at each validation),
+    # so a long run can be watched and a killed one still shows its curve.
+    live = None
+    if dctx.main:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        live = LiveMetrics(path.parent, append=bool(start))
     gen = torch.Generator(device=device)
     policy.train()
     loss_val = float("nan")
@@ -231,10 +238,18 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
         _ema_update(ema, policy, step, train_cfg.ema_decay)
         loss_val = float(loss.detach())
         if not math.isfinite(loss_val):
-            raise RuntimeError(f"training diverged at step {step}: loss {loss_val}")
+            if bar is not None:
+                bar.close()
+            if live is not None:
+                live.close()
+            raise Diverged(f"training diverged at step {step}: loss {loss_val}; try a lower --lr or a larger "
+                           f"--batch-size (the last checkpoint in {path.parent} is kept, history in "
+                           f"{path.parent / 'metrics.jsonl'})")
         done = step + 1
         if dctx.main:
             history["train"].append([done, loss_val])
+            live.write({"step": done, "train_loss": loss_val, "lr": sched.get_last_lr()[0],
+                        "time": round(time.time(), 3)})
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_val:.4f}")
@@ -242,6 +257,9 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
             if len(val_part) and (done % train_cfg.eval_every == 0 or done == train_cfg.steps):
                 ema.eval()
                 history["val"].append([done, validation_loss(ema, val_part, device, train_cfg.seed)])
+                live.write({"step": done, "val_loss": history["val"][-1][1], "time": round(time.time(), 3)})
+                live.flush()
+                _refresh_curve(history, path.parent, data)
                 if bar is not None:
                     bar.set_postfix(loss=f"{loss_val:.4f}", val=f"{history['val'][-1][1]:.4f}")
         if done % train_cfg.checkpoint_every == 0 and done < train_cfg.steps:
@@ -250,6 +268,8 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     # ---- FINISH -----------------------------------------------------------------
     if bar is not None:
         bar.close()
+    if live is not None:
+        live.close()
     checkpoint(end)
     if dctx.main:
         (path.parent / "history.json").write_text(json.dumps(history))
@@ -259,6 +279,53 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
         dist.barrier()
     val = history["val"][-1][1] if history["val"] else None
     return TrainResult(path, end, loss_val, val, policy.parameter_count(), time.monotonic() - t_start)
+
+
+class LiveMetrics:
+    """The training metrics as they come: one JSON line per record in metrics.jsonl, and the
+    same scalars for TensorBoard (outdir/tensorboard/) when torch.utils.tensorboard imports
+    (the optional `tensorboard` package; without it the JSON lines are the record)."""
+
+    def __init__(self, outdir: Path, append: bool):
+        self.file = (outdir / "metrics.jsonl").open("a" if append else "w")
+        self.board = tensorboard_writer(outdir / "tensorboard")
+
+    def write(self, record: dict) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        if self.board is not None:
+            for key, value in record.items():
+                if key not in ("step", "time"):
+                    self.board.add_scalar(key, value, record["step"], walltime=record.get("time"))
+
+    def flush(self) -> None:
+        self.file.flush()
+        if self.board is not None:
+            self.board.flush()
+
+    def close(self) -> None:
+        self.file.close()
+        if self.board is not None:
+            self.board.close()
+
+
+def tensorboard_writer(logdir: Path):
+    """A TensorBoard SummaryWriter on logdir, or None where the tensorboard package is absent."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(log_dir=str(logdir))
+
+
+def _refresh_curve(history: dict, outdir: Path, data) -> None:
+    """loss_curve.png and history.json as of now (written whole then renamed: a reader never
+    sees half a file)."""
+    tmp = outdir / ".history.json.tmp"
+    tmp.write_text(json.dumps(history))
+    tmp.replace(outdir / "history.json")
+    png = outdir / ".loss_curve.tmp.png"
+    plot_loss_curve(history, png, title=f"{Path(data.path).name}{' (simulated host)' if data.simulated else ''}")
+    png.replace(outdir / "loss_curve.png")
 
 
 def _check_resumable(state: dict, data: TrainingData, train_cfg: TrainConfig, model_cfg: ModelConfig, path) -> None:
@@ -303,6 +370,6 @@ def plot_loss_curve(history: dict, png: Path, title: str = "") -> None:
     plt.close(fig)
 
 
-if __name__ == "__main__":   # torchrun --nproc_per_node=2 -m controller.train DATASET --out MODEL
+if __name__ == "__main__":   # torchrun --nproc_per_node=2 -m controller.train DATASET -o MODEL
     from controller.commands.train import train as train_command
     train_command()

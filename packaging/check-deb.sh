@@ -30,6 +30,7 @@ has lib/systemd/system/mimesys-agent.service '-rw-r--r--' "systemd unit"
 has etc/mimesys/agent.toml '-rw-r--r--' "default config"
 has usr/share/mimesys/catalog.toml '' "stressor catalog"
 has usr/share/man/man1/mimesys-agent.1.gz "" "manual page"
+has usr/lib/tmpfiles.d/mimesys-agent.conf "" "tmpfiles.d: run lock and replay area for group mimesys"
 has usr/lib/mimesys/vendor/onnxruntime/__init__.py '' "vendored ONNX Runtime"
 has usr/lib/mimesys/vendor/aiohttp/__init__.py '' "vendored aiohttp"
 if printf '%s\n' "$CONTENTS" | grep -Eq '/dist-packages/(controller|torch)/'; then
@@ -52,8 +53,8 @@ for dep in adduser python3-numpy python3-h5py python3-msgpack python3-click pyth
 done
 grep -qx '/etc/mimesys/agent.toml' "$TMP/c/conffiles" && ok "agent.toml is a conffile" || bad "agent.toml not a conffile"
 grep -q 'adduser .*--system' "$TMP/c/postinst" && ok "postinst creates the system user" || bad "postinst lacks adduser --system"
-grep -q '/etc/mimesys/token' "$TMP/c/postinst" && grep -q 'chmod 0600' "$TMP/c/postinst" \
-    && ok "postinst generates the token with mode 0600" || bad "postinst lacks the 0600 token"
+grep -q '/etc/mimesys/token' "$TMP/c/postinst" && grep -q 'chmod 0640' "$TMP/c/postinst" \
+    && ok "postinst generates the token with mode 0640 (group mimesys)" || bad "postinst lacks the 0640 token"
 grep -q 'deb-systemd-helper' "$TMP/c/postinst" && ok "postinst enables the unit (dh_installsystemd)" || bad "postinst does not enable the unit"
 grep -q 'rm -rf /var/lib/mimesys' "$TMP/c/postrm" && ok "postrm purge removes the state" || bad "postrm does not remove the state"
 

@@ -13,48 +13,22 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DEB="${1:-$(ls -t "$ROOT"/debian-build/mimesys-agent_*.deb 2>/dev/null | grep -v dbgsym | head -n1 || true)}"
 [ -f "$DEB" ] || { echo "test-install: no .deb (run 'make deb')" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "test-install: needs root (chroot, mounts)" >&2; exit 1; }
-CACHE="${MIMESYS_TEST_CACHE:-/var/tmp/mimesys-test}"
-BASE="$CACHE/bookworm-minbase.tar"
-MIRROR="${MIMESYS_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+. "$ROOT/packaging/debian-root.sh"
 say() { printf '[test-install] %s\n' "$*"; }
 fails=0; ok() { printf '  ok    %s\n' "$*"; }; bad() { printf '  FAIL  %s\n' "$*"; fails=$((fails + 1)); }
 
-mkdir -p "$CACHE"
-if [ ! -f "$BASE" ]; then
-    command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
-    say "debootstrap bookworm (minbase) into a cache, one time"
-    tmp="$(mktemp -d "$CACHE/base.XXXX")"
-    debootstrap --variant=minbase bookworm "$tmp" "$MIRROR" > "$CACHE/debootstrap.log" 2>&1
-    tar -C "$tmp" -cf "$BASE.tmp" . && mv "$BASE.tmp" "$BASE" && rm -rf "$tmp"
-fi
-R="$(mktemp -d "$CACHE/root.XXXX")"
-cleanup() {
-    umount -R "$R/sys" 2>/dev/null || true
-    umount -R "$R/proc" 2>/dev/null || true
-    # Never delete through a mount point: refuse while anything is still mounted below $R,
-    # and stay on the root's own file system regardless.
-    if grep -q " $R/" /proc/mounts; then
-        echo "test-install: mounts remain under $R; not deleting it (umount -R them first)" >&2
-    else
-        rm -rf --one-file-system "$R"
-    fi
-}
-trap cleanup EXIT
-tar -C "$R" -xf "$BASE"
-mount -t proc proc "$R/proc"
-# A fresh sysfs instance (not a recursive bind of the host's /sys and its cgroup mounts).
-mount -t sysfs sysfs "$R/sys"
+debian_root_new root
 cp "$DEB" "$R/tmp/"
-cp /etc/resolv.conf "$R/etc/resolv.conf"
 say "apt install ./$(basename "$DEB") into a fresh bookworm root ($R)"
-in_root() { chroot "$R" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root "$@"; }
 if in_root sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q /tmp/$(basename "$DEB")" > "$CACHE/apt.log" 2>&1
 then ok "apt install succeeded"; else tail -20 "$CACHE/apt.log"; bad "apt install failed (log $CACHE/apt.log)"; exit 1; fi
 
 in_root getent passwd mimesys >/dev/null && ok "system user mimesys" || bad "no user mimesys"
 tok_stat="$(in_root stat -c '%a %U' /etc/mimesys/token 2>/dev/null || true)"
-[ "$tok_stat" = "600 mimesys" ] && ok "token /etc/mimesys/token mode 0600, owner mimesys" || bad "token: '$tok_stat'"
+[ "$tok_stat" = "640 mimesys" ] && ok "token /etc/mimesys/token mode 0640, owner mimesys (group mimesys reads it)" || bad "token: '$tok_stat'"
 in_root grep -Eqx '[0-9a-f]{64}' /etc/mimesys/token && ok "token is 256 random bits (hex)" || bad "token malformed"
+rep_stat="$(in_root stat -c '%a %G' /var/lib/mimesys/replay /run/mimesys/run.lock 2>/dev/null | tr '\n' ' ' || true)"
+[ "$rep_stat" = "2770 mimesys 660 mimesys " ] && ok "replay area 2770 and run lock 0660, group mimesys" || bad "replay area / lock: '$rep_stat'"
 for d in /var/lib/mimesys /var/lib/mimesys/runs /var/lib/mimesys/scratch /var/lib/mimesys/model; do
     in_root test -d "$d" && ok "directory $d" || bad "no directory $d"
 done

@@ -23,6 +23,11 @@ static inline void op_cost_add(struct op_cost *c, uint64_t ns) {
     c->mean_ns = 0.875 * c->mean_ns + 0.125 * x;
 }
 static inline uint64_t op_cost_bound(const struct op_cost *c) { return (uint64_t)(c->mean_ns + 4 * c->dev_ns); }
+/* whether an operation started at t is expected to end by deadline_ns (always, before the
+ * first one is measured) */
+static inline int op_cost_fits(const struct op_cost *c, uint64_t t, uint64_t deadline_ns) {
+    return c->mean_ns <= 0 || t + op_cost_bound(c) <= deadline_ns;
+}
 
 struct disk_state {
     uint8_t *buf;
@@ -32,6 +37,7 @@ struct disk_state {
                               readahead: end of the range already read ahead */
     int wrapped;           /* seq write: pos wrapped to lo since the last punch */
     struct op_cost slow;   /* cost of the operation that cannot be cut (a sync, an fallocate cycle) */
+    struct op_cost io;     /* synchronous read kernels: one read's cost, so none starts past the deadline */
 };
 
 /* fill = 1: read kernels, use (and grow if needed) the shared data file; fill = 0: a sparse

@@ -3,11 +3,24 @@
  *
  *   mimesys-runner --schedule FILE|- [--cpus LIST] [--scratch-dir DIR] [--scratch-budget BYTES]
  *                  [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]
+ *                  [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]
  *   mimesys-runner --list-kernels
+ *   mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--scratch-dir DIR] [--scratch-budget B]
+ *                  (host peaks by code that is not a catalog kernel: probe.c)
+ *
+ * Privileges and memory. Right after parsing its arguments the runner drops every
+ * capability (bounding, ambient, effective, permitted, inheritable; the agent's CAP_PERFMON
+ * is not for it) and sets no_new_privs; it raises its own oom_score_adj (1000 by default) so
+ * that under memory pressure the kernel kills the runner, not the application under test.
+ * --memory-budget caps its private writable memory (RLIMIT_DATA: stressor buffers are
+ * refused at allocation, before they are touched); after setup, before t0, it refuses to
+ * start if MemAvailable is below --memory-margin.
  *
  * Timing. Executed window i starts at exactly t0 + i*W on CLOCK_MONOTONIC (absolute, so
- * lateness in one window never shifts the next). Within a window each worker thread runs
- * its segments in the compiled order; a segment ends at min(its start + duration, window
+ * lateness in one window never shifts the next). The schedule stores the warm-up and the plan
+ * windows once; the runner repeats the plan windows `repetitions` times itself. Within a
+ * window each worker thread runs its segments in the compiled order (the warm-up and the first
+ * repetition) or in one drawn from (seed, window, thread) (later repetitions); a segment ends at min(its start + duration, window
  * end); work is done in steps sized to ~50 us (adapted per thread and stressor from the
  * measured step time, and shrunk to the time left), each followed by a clock read; the
  * rest of the window sleeps (pthread_cond_timedwait on CLOCK_MONOTONIC, absolute).
@@ -43,15 +56,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC "MIMSCHD1"
-#define SCHEDULE_VERSION 1
+#define MAGIC "MIMSCHD2"
+#define SCHEDULE_VERSION 2
 #define RING 64                     /* windows a worker may run ahead of the printer */
 #define STEP_TARGET_NS 50000ull     /* aim for 50 us of work between clock reads */
 
@@ -61,13 +76,16 @@ struct seg { uint16_t stressor; uint64_t dur_ns; };
 struct seg_result { uint16_t stressor; uint64_t planned, ran, ops, bytes; };
 struct win_result { uint64_t start, end, cpu; int nseg; struct seg_result *segs; };
 
+/* The file holds S = warmup + T stored windows (the warm-up copies, then the T plan windows
+ * once); the runner executes E = warmup + repetitions * T windows, repeating the plan windows
+ * itself, so a long repetition costs neither compile time nor schedule bytes. */
 struct schedule {
-    uint32_t M, K, T, reps, warmup, E;
+    uint32_t M, K, T, reps, warmup, S, E;
     uint64_t window_ns, seed;
     struct stressor *stressors;      /* [M] */
-    int32_t *rep, *win;              /* [E] */
-    uint32_t *seg_off;               /* [E*K] index into segs */
-    uint16_t *seg_n;                 /* [E*K] */
+    int32_t *rep, *win;              /* [S] as stored: -1 / 0 and the plan window */
+    uint32_t *seg_off;               /* [S*K] index into segs */
+    uint16_t *seg_n;                 /* [S*K] */
     struct seg *segs;
     uint8_t *used;                   /* [K*M] thread k uses stressor m */
 };
@@ -81,6 +99,7 @@ struct worker {
     pthread_cond_t cv;               /* with mu: window sleeps */
     pthread_cond_t gcv;              /* with g.mu: start signal, printer progress */
     void **ts;                       /* [M] per-thread kernel state */
+    uint16_t *order;                 /* [max segments]: this window's run order */
     struct adapt *adapt;             /* [M] */
     struct win_result ring[RING];
     uint64_t done;                   /* windows finished (guarded by g.mu) */
@@ -146,6 +165,20 @@ static void sleep_until(pthread_mutex_t *mu, pthread_cond_t *cv, uint64_t deadli
 
 /* ---------------------------------------------------------------- schedule */
 
+/* params without their pace_Bps line (the agent appends it to paced variants) */
+static void strip_pace(const char *params, char *out, size_t cap) {
+    size_t n = 0;
+    const char *p = params;
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) + 1 : strlen(p);
+        if (strncmp(p, "pace_Bps=", 9) && n + len < cap) { memcpy(out + n, p, len); n += len; }
+        p += len;
+    }
+    while (n && out[n - 1] == '\n') n--;
+    out[n] = 0;
+}
+
 struct reader { const uint8_t *p, *end; const char *path; };
 
 static void need(struct reader *r, size_t n, const char *what) {
@@ -188,10 +221,15 @@ static void load_schedule(const char *path) {
     s->M = rd32(&r, "M"); s->K = rd32(&r, "K"); s->T = rd32(&r, "T");
     s->reps = rd32(&r, "repetitions"); s->warmup = rd32(&r, "warmup_windows");
     s->window_ns = rd64(&r, "window_ns"); s->seed = rd64(&r, "seed");
-    s->E = rd32(&r, "executed windows");
+    s->S = rd32(&r, "stored windows");
     rd32(&r, "reserved");
-    if (!s->M || !s->K || !s->E || s->K > 4096 || s->M > 4096)
-        die(EXIT_USAGE, "%s: bad sizes M=%u K=%u E=%u", path, s->M, s->K, s->E);
+    if (!s->M || !s->K || !s->T || !s->reps || s->K > 4096 || s->M > 4096)
+        die(EXIT_USAGE, "%s: bad sizes M=%u K=%u T=%u repetitions=%u", path, s->M, s->K, s->T, s->reps);
+    if ((uint64_t)s->warmup + s->T != s->S)
+        die(EXIT_USAGE, "%s: %u stored windows, expected warmup %u + T %u", path, s->S, s->warmup, s->T);
+    if ((uint64_t)s->warmup + (uint64_t)s->reps * s->T > UINT32_MAX)
+        die(EXIT_USAGE, "%s: %u repetitions of %u windows is too many", path, s->reps, s->T);
+    s->E = s->warmup + s->reps * s->T;
     if (s->window_ns < 1000000ull) die(EXIT_USAGE, "%s: window %llu ns is below 1 ms", path, (unsigned long long)s->window_ns);
 
     s->stressors = calloc(s->M, sizeof *s->stressors);
@@ -205,17 +243,23 @@ static void load_schedule(const char *path) {
         if (!st->ops) die(EXIT_USAGE, "%s: stressor %s names kernel %s, which this runner does not have "
                           "(mimesys-runner --list-kernels)", path, st->name, st->kernel);
         st->env = &g.env;
+        char err[ERRLEN];
+        if (param_u64(st, "pace_Bps", 0, &st->pace_Bps, err)) die(EXIT_USAGE, "%s: %s", path, err);
     }
-    s->rep = calloc(s->E, sizeof *s->rep);
-    s->win = calloc(s->E, sizeof *s->win);
-    s->seg_off = calloc((size_t)s->E * s->K, sizeof *s->seg_off);
-    s->seg_n = calloc((size_t)s->E * s->K, sizeof *s->seg_n);
+    s->rep = calloc(s->S, sizeof *s->rep);
+    s->win = calloc(s->S, sizeof *s->win);
+    s->seg_off = calloc((size_t)s->S * s->K, sizeof *s->seg_off);
+    s->seg_n = calloc((size_t)s->S * s->K, sizeof *s->seg_n);
     s->used = calloc((size_t)s->K * s->M, 1);
     size_t segcap = 1024, n = 0;
     s->segs = malloc(segcap * sizeof *s->segs);
-    for (uint32_t i = 0; i < s->E; i++) {
+    for (uint32_t i = 0; i < s->S; i++) {
         s->rep[i] = (int32_t)rd32(&r, "window repetition");
         s->win[i] = (int32_t)rd32(&r, "window index");
+        int32_t want_rep = i < s->warmup ? -1 : 0, want_win = i < s->warmup ? (int32_t)i : (int32_t)(i - s->warmup);
+        if (s->rep[i] != want_rep || s->win[i] != want_win)
+            die(EXIT_USAGE, "%s: stored window %u is (repetition %d, window %d), expected (%d, %d)", path, i,
+                s->rep[i], s->win[i], want_rep, want_win);
         for (uint32_t k = 0; k < s->K; k++) {
             uint16_t ns = rd16(&r, "segment count");
             uint64_t sum = 0;
@@ -225,18 +269,61 @@ static void load_schedule(const char *path) {
                 if (n == segcap) { segcap *= 2; s->segs = realloc(s->segs, segcap * sizeof *s->segs); }
                 uint16_t m = rd16(&r, "segment stressor");
                 uint64_t d = rd64(&r, "segment duration");
-                if (m >= s->M) die(EXIT_USAGE, "%s: executed window %u thread %u: stressor index %u >= M=%u", path, i, k, m, s->M);
+                if (m >= s->M) die(EXIT_USAGE, "%s: stored window %u thread %u: stressor index %u >= M=%u", path, i, k, m, s->M);
                 sum += d;
                 s->segs[n++] = (struct seg){m, d};
                 if (d) s->used[(size_t)k * s->M + m] = 1;
             }
             if (sum > s->window_ns)
-                die(EXIT_USAGE, "%s: executed window %u (plan window %d) thread %u: segments sum to %llu ns > window %llu ns",
+                die(EXIT_USAGE, "%s: stored window %u (plan window %d) thread %u: segments sum to %llu ns > window %llu ns",
                     path, i, s->win[i], k, (unsigned long long)sum, (unsigned long long)s->window_ns);
         }
     }
     if (r.p != r.end) die(EXIT_USAGE, "%s: %ld trailing bytes after the last window", path, (long)(r.end - r.p));
     free(buf);
+}
+
+/* A paced variant has its base's kernel and params plus pace_Bps: the kernels share such
+ * variants' scratch files (disk_aio.c), so the budget counts the file once. */
+static int same_file_as_earlier(const struct schedule *s, const uint8_t *used, uint32_t m) {
+    char a[sizeof s->stressors[0].params], b[sizeof a];
+    for (uint32_t j = 0; j < m; j++) {
+        if (!used[j] || strcmp(s->stressors[j].kernel, s->stressors[m].kernel)) continue;
+        strip_pace(s->stressors[j].params, a, sizeof a);
+        strip_pace(s->stressors[m].params, b, sizeof b);
+        if (!strcmp(a, b)) return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- repetitions */
+
+/* Executed window i -> its stored window, repetition and plan window. */
+static uint32_t stored_of(const struct schedule *s, uint32_t i) {
+    return i < s->warmup ? i : s->warmup + (i - s->warmup) % s->T;
+}
+static int32_t rep_of(const struct schedule *s, uint32_t i) {
+    return i < s->warmup ? -1 : (int32_t)((i - s->warmup) / s->T);
+}
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* The order thread k runs window i's segments in: as stored for the warm-up and the first
+ * repetition (the compiler drew it from the seed); every later repetition draws its own from
+ * (seed, i, k), so repetitions differ in order but not in durations, as they always have. */
+static void window_order(const struct schedule *s, uint32_t i, uint32_t k, int nseg, uint16_t *order) {
+    for (int j = 0; j < nseg; j++) order[j] = (uint16_t)j;
+    if (rep_of(s, i) < 1) return;
+    uint64_t x = splitmix64(s->seed ^ splitmix64(((uint64_t)i << 16) ^ k)) | 1;
+    for (int j = nseg - 1; j > 0; j--) {
+        int r = (int)(xorshift64(&x) % (uint64_t)(j + 1));
+        uint16_t tmp = order[j]; order[j] = order[r]; order[r] = tmp;
+    }
 }
 
 /* ---------------------------------------------------------------- workers */
@@ -246,10 +333,10 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
                             uint64_t *ops, uint64_t *bytes) {
     struct adapt *a = &w->adapt[st->index];
     void *ts = w->ts[st->index];
-    uint64_t start = now_ns(), t = start;
+    uint64_t start = now_ns(), t = start, bytes0 = *bytes;
     while (t < deadline && !stopping()) {
         uint64_t left = deadline - t, n = a->units;
-        if (a->ns_per_unit > 0) {
+        if (a->ns_per_unit > 0 && !st->ops->watches_deadline) {
             uint64_t fit = (uint64_t)((double)left / a->ns_per_unit);
             if (fit < n) n = fit;
             if (n == 0) {
@@ -268,7 +355,8 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
         }
         uint64_t t2 = now_ns();
         *ops += done;
-        double per = (double)(t2 - t) / (double)n;
+        /* a kernel that stops itself at the deadline may do fewer than n: cost per op done */
+        double per = (double)(t2 - t) / (double)(st->ops->watches_deadline && done ? done : n);
         /* a step that took far longer than usual was most likely preempted: let it move
          * the estimate only a little, or the end-of-segment rounding would cut short */
         double wgt = a->ns_per_unit > 0 && per > 4 * a->ns_per_unit ? 0.02 : 0.25;
@@ -276,6 +364,16 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
         double want = (double)STEP_TARGET_NS / (a->ns_per_unit > 1 ? a->ns_per_unit : 1);
         a->units = want < 1 ? 1 : want > (1 << 24) ? (1 << 24) : (uint64_t)want;
         t = t2;
+        if (st->pace_Bps) {
+            /* paced variant: once ahead of pace_Bps since the segment began, wait until the
+             * bytes done are due (each step is ~50 us of work, so the rate is steady far
+             * below the 100 ms a sampler sees) */
+            uint64_t due = start + (uint64_t)((double)(*bytes - bytes0) * 1e9 / (double)st->pace_Bps);
+            if (due > t) {
+                sleep_until(&w->mu, &w->cv, due < deadline ? due : deadline);
+                t = now_ns();
+            }
+        }
     }
     return t - start;
 }
@@ -328,11 +426,13 @@ static void *worker_main(void *arg) {
         struct win_result *res = &w->ring[i % RING];
         uint64_t cpu0 = thread_cpu_ns(), t = now_ns();
         res->start = t;
-        size_t base = s->seg_off[(size_t)i * s->K + w->k];
-        int nseg = s->seg_n[(size_t)i * s->K + w->k];
+        uint32_t stored = stored_of(s, i);
+        size_t base = s->seg_off[(size_t)stored * s->K + w->k];
+        int nseg = s->seg_n[(size_t)stored * s->K + w->k];
+        window_order(s, i, (uint32_t)w->k, nseg, w->order);
         res->nseg = 0;
         for (int j = 0; j < nseg; j++) {
-            struct seg *sg = &s->segs[base + j];
+            struct seg *sg = &s->segs[base + w->order[j]];
             struct seg_result *sr = &res->segs[res->nseg++];
             *sr = (struct seg_result){.stressor = sg->stressor, .planned = sg->dur_ns};
             if (!sg->dur_ns || stopping()) continue;
@@ -378,6 +478,7 @@ static void *signal_main(void *arg) {
 /* ---------------------------------------------------------------- main */
 
 static void print_kernel(const char *name) { printf("%s\n", name); }
+int run_probes(const struct runner_env *env, const char *which, double seconds);  /* probe.c */
 
 static void parse_cpus(const char *text) {
     g.cpus = calloc(4096, sizeof *g.cpus);
@@ -399,8 +500,43 @@ static void parse_cpus(const char *text) {
 static void usage(void) {
     fprintf(stderr, "usage: mimesys-runner --schedule FILE [--cpus LIST] [--scratch-dir DIR] "
                     "[--scratch-budget BYTES] [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]\n"
-                    "       mimesys-runner --list-kernels\n");
+                    "                      [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]\n"
+                    "       mimesys-runner --list-kernels\n"
+                    "       mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--scratch-dir DIR] [--scratch-budget B]\n");
     exit(EXIT_USAGE);
+}
+
+/* Drop every capability and gain none later. A negative --nice needs CAP_SYS_NICE, so the
+ * process nice value is set first; worker threads inherit it. */
+static void drop_privileges(int oom_score_adj) {
+    if (g.nice < 0) setpriority(PRIO_PROCESS, 0, g.nice);   /* a failure is reported per thread later */
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[16];
+        int n = snprintf(buf, sizeof buf, "%d", oom_score_adj);
+        if (write(fd, buf, (size_t)n) != n) { /* lowering needs CAP_SYS_RESOURCE: keep what we have */ }
+        close(fd);
+    }
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    for (int c = 0; c < 64; c++) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);   /* EPERM unprivileged, EINVAL past the last */
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capset, &h, d)) die(EXIT_REFUSED, "cannot drop capabilities: %s", strerror(errno));
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) die(EXIT_REFUSED, "cannot set no_new_privs: %s", strerror(errno));
+}
+
+/* A "Key:   N kB" line of a /proc file, in bytes; 0 if absent. */
+static uint64_t proc_kb(const char *path, const char *key) {
+    FILE *f = fopen(path, "re");
+    if (!f) return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t n = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') { v = strtoull(line + n + 1, NULL, 10) << 10; break; }
+    fclose(f);
+    return v;
 }
 
 int main(int argc, char **argv) {
@@ -412,11 +548,18 @@ int main(int argc, char **argv) {
     const char *sched_path = NULL, *cpus = NULL, *sink = "127.0.0.1:9";
     long start_delay_ms = 30;
     g.env.scratch_budget = 2ull << 30;
+    uint64_t memory_budget = 0, memory_margin = 256ull << 20;   /* 0 = no budget */
+    int oom_score_adj = 1000;
     static struct option opts[] = {
         {"schedule", required_argument, 0, 's'}, {"cpus", required_argument, 0, 'c'},
         {"scratch-dir", required_argument, 0, 'd'}, {"scratch-budget", required_argument, 0, 'b'},
         {"udp-sink", required_argument, 0, 'u'}, {"start-delay-ms", required_argument, 0, 'w'},
-        {"nice", required_argument, 0, 'n'}, {"list-kernels", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"nice", required_argument, 0, 'n'}, {"list-kernels", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
+        {"memory-budget", required_argument, 0, 'm'}, {"memory-margin", required_argument, 0, 'M'},
+        {"oom-score-adj", required_argument, 0, 'o'},
+        {"probe", required_argument, 0, 'p'}, {"probe-seconds", required_argument, 0, 'S'}, {0, 0, 0, 0}};
+    const char *probe = NULL;
+    double probe_s = 1.0;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -428,10 +571,24 @@ int main(int argc, char **argv) {
         case 'w': start_delay_ms = strtol(optarg, NULL, 10); break;
         case 'n': g.nice = atoi(optarg); break;
         case 'l': list_kernels(print_kernel); return 0;
+        case 'm': memory_budget = strtoull(optarg, NULL, 10); break;
+        case 'M': memory_margin = strtoull(optarg, NULL, 10); break;
+        case 'o': oom_score_adj = atoi(optarg); break;
+        case 'p': probe = optarg; break;
+        case 'S': probe_s = strtod(optarg, NULL); break;
         default: usage();
         }
     }
-    if (!sched_path) usage();
+    if (!sched_path && !probe) usage();
+    if (oom_score_adj < -1000 || oom_score_adj > 1000) die(EXIT_USAGE, "--oom-score-adj %d outside [-1000, 1000]", oom_score_adj);
+    drop_privileges(oom_score_adj);
+    if (probe) {
+        if (strcmp(probe, "all") && strcmp(probe, "disk") && strcmp(probe, "mem") && strcmp(probe, "net"))
+            die(EXIT_USAGE, "--probe %s: expected all, disk, mem or net", probe);
+        if (!(probe_s > 0 && probe_s <= 30)) die(EXIT_USAGE, "--probe-seconds must be in (0, 30]");
+        signal(SIGPIPE, SIG_IGN);
+        return run_probes(&g.env, probe, probe_s);
+    }
     setvbuf(stdout, NULL, _IOFBF, 1 << 16);
     signal(SIGPIPE, SIG_IGN);
 
@@ -456,6 +613,19 @@ int main(int argc, char **argv) {
         for (int i = 0; i < CPU_SETSIZE; i++) if (CPU_ISSET(i, &set)) g.cpus[g.ncpus++] = i;
     }
 
+    /* the memory budget: private writable memory from here on (stressor buffers, thread
+     * stacks) is capped by the kernel at allocation time, before anything is touched */
+    uint64_t avail0 = proc_kb("/proc/meminfo", "MemAvailable");
+    if (avail0 && avail0 < memory_margin)
+        die(EXIT_REFUSED, "the host has %llu MiB available, under the memory margin of %llu MiB",
+            (unsigned long long)(avail0 >> 20), (unsigned long long)(memory_margin >> 20));
+    if (memory_budget) {
+        /* what is mapped now (the schedule, libc) + per thread its stack and a malloc arena's first heap */
+        uint64_t base = proc_kb("/proc/self/status", "VmData") + (uint64_t)(s->K + 2) * (9ull << 20) + (32ull << 20);
+        struct rlimit rl = {base + memory_budget, base + memory_budget};
+        if (setrlimit(RLIMIT_DATA, &rl)) die(EXIT_REFUSED, "cannot set the memory budget: %s", strerror(errno));
+    }
+
     /* which stressors does the schedule use at all? only those are set up */
     uint8_t *used = calloc(s->M, 1);
     for (uint32_t k = 0; k < s->K; k++)
@@ -464,7 +634,8 @@ int main(int argc, char **argv) {
     /* the scratch budget and the disk's free room, before anything is written */
     uint64_t scratch = 0;
     for (uint32_t m = 0; m < s->M; m++)
-        if (used[m] && s->stressors[m].ops->scratch_bytes) scratch += s->stressors[m].ops->scratch_bytes(&s->stressors[m]);
+        if (used[m] && s->stressors[m].ops->scratch_bytes && !same_file_as_earlier(s, used, m))
+            scratch += s->stressors[m].ops->scratch_bytes(&s->stressors[m]);
     if (scratch) {
         if (!g.env.scratch_dir) die(EXIT_REFUSED, "the schedule uses disk stressors; give --scratch-dir");
         struct stat sb;
@@ -512,6 +683,8 @@ int main(int argc, char **argv) {
         if (used[m] && st->ops->setup && st->ops->setup(st, err)) {
             for (uint32_t j = 0; j < m; j++)
                 if (used[j] && s->stressors[j].ops->teardown) s->stressors[j].ops->teardown(&s->stressors[j]);
+            if (memory_budget && strstr(err, strerror(ENOMEM)))
+                die(EXIT_REFUSED, "%s (over --memory-budget %llu MiB)", err, (unsigned long long)(memory_budget >> 20));
             die(EXIT_REFUSED, "%s", err);
         }
         if (st->note[0]) { out("note %s %s\n", st->name, st->note); fflush(stdout); }
@@ -519,7 +692,7 @@ int main(int argc, char **argv) {
 
     g.w = calloc(s->K, sizeof *g.w);
     uint32_t max_seg = 0;
-    for (size_t i = 0; i < (size_t)s->E * s->K; i++) if (s->seg_n[i] > max_seg) max_seg = s->seg_n[i];
+    for (size_t i = 0; i < (size_t)s->S * s->K; i++) if (s->seg_n[i] > max_seg) max_seg = s->seg_n[i];
     for (uint32_t k = 0; k < s->K; k++) {
         struct worker *w = &g.w[k];
         w->k = (int)k;
@@ -529,6 +702,7 @@ int main(int argc, char **argv) {
         pthread_cond_init(&w->gcv, &g.cattr);
         w->ts = calloc(s->M, sizeof *w->ts);
         w->adapt = calloc(s->M, sizeof *w->adapt);
+        w->order = calloc(max_seg ? max_seg : 1, sizeof *w->order);
         for (int r = 0; r < RING; r++) w->ring[r].segs = calloc(max_seg ? max_seg : 1, sizeof(struct seg_result));
         if (pthread_create(&w->tid, NULL, worker_main, w)) die(EXIT_FAILED, "cannot create thread %u", k);
     }
@@ -537,6 +711,17 @@ int main(int argc, char **argv) {
     pthread_mutex_lock(&g.mu);
     while (g.ready + g.failed < (int)s->K && !g.failed && !g.stop) pthread_cond_wait(&g.cv, &g.mu);
     int failed = g.failed;
+    char mem_err[ERRLEN] = "";
+    if (!failed && !g.stop) {
+        /* every buffer is touched now: leave the margin to the rest of the host */
+        uint64_t avail = proc_kb("/proc/meminfo", "MemAvailable");
+        if (avail && avail < memory_margin) {
+            snprintf(mem_err, sizeof mem_err, "after setting up its stressors the host has %llu MiB available, "
+                     "under the memory margin of %llu MiB", (unsigned long long)(avail >> 20),
+                     (unsigned long long)(memory_margin >> 20));
+            failed = g.failed = 1;
+        }
+    }
     if (!failed && !g.stop) {
         g.t0 = now_ns() + (uint64_t)start_delay_ms * 1000000ull;
         g.go = 1;
@@ -548,7 +733,8 @@ int main(int argc, char **argv) {
     const char *why = "done";
     char detail[ERRLEN] = "";
     if (failed) {
-        for (uint32_t k = 0; k < s->K; k++) if (g.w[k].err[0]) { snprintf(detail, sizeof detail, "%s", g.w[k].err); break; }
+        snprintf(detail, sizeof detail, "%s", mem_err);
+        for (uint32_t k = 0; k < s->K && !detail[0]; k++) if (g.w[k].err[0]) { snprintf(detail, sizeof detail, "%s", g.w[k].err); break; }
         request_stop();
         out("error %s\n", detail);
         fprintf(stderr, "mimesys-runner: %s\n", detail);
@@ -561,7 +747,7 @@ int main(int argc, char **argv) {
             uint64_t planned = g.t0 + (uint64_t)i * s->window_ns;
             sleep_until(&g.mu, &g.cv, planned);
             if (stopping()) break;
-            out("start %u %d %d %llu %llu\n", i, s->rep[i], s->win[i], (unsigned long long)planned,
+            out("start %u %d %d %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
                 (unsigned long long)now_ns());
             if (fflush(stdout)) { code = EXIT_FAILED; why = "error"; snprintf(detail, sizeof detail, "stdout closed"); request_stop(); break; }
             pthread_mutex_lock(&g.mu);
@@ -588,7 +774,8 @@ int main(int argc, char **argv) {
                     (unsigned long long)res->end, (unsigned long long)res->cpu);
                 if (res->end > end) end = res->end;
             }
-            out("done %u %d %d %llu %llu\n", i, s->rep[i], s->win[i], (unsigned long long)planned, (unsigned long long)end);
+            out("done %u %d %d %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
+                (unsigned long long)end);
             pthread_mutex_lock(&g.mu);
             g.printed = i + 1;
             for (uint32_t k = 0; k < s->K; k++) pthread_cond_broadcast(&g.w[k].gcv);

@@ -47,6 +47,8 @@ struct stressor {
     const struct runner_env *env;
     void *shared;                /* kernel's shared state, from setup() */
     char note[ERRLEN];           /* a fact worth reporting, e.g. "O_DIRECT refused, buffered" */
+    uint64_t pace_Bps;           /* params "pace_Bps": the runner holds each segment of this
+                                    variant to this many bytes/s per thread (0 = flat out) */
 };
 
 /* step(): nothing more fits before deadline_ns; the runner waits for it (see above) */
@@ -61,6 +63,11 @@ struct kernel_ops {
     void (*teardown)(struct stressor *s);
     /* scratch bytes this variant will place under scratch_dir (0 for non-IO kernels) */
     uint64_t (*scratch_bytes)(const struct stressor *s);
+    /* 1: step() itself starts no operation that cannot end by deadline_ns (it returns
+     * STEP_WAIT), so the runner calls it right up to the deadline instead of rounding the
+     * segment to whole units of its average cost: an IO kernel's "unit" includes waits for
+     * IOs in flight, and rounding to it would cut segments short by milliseconds */
+    int watches_deadline;
 };
 
 /* kernels.c: the one place that lists every kernel by name */

@@ -26,3 +26,21 @@ def perf_usable() -> bool:
 
 
 needs_perf = pytest.mark.skipif(not perf_usable(), reason="system-wide software perf events not permitted here")
+
+
+@pytest.fixture(scope="session")
+def paced_calibration(catalog, tmp_path_factory):
+    """A real calibration of the paced variants' bases (one thread, 0.2 s each, on this
+    machine), so that a test agent given it accepts plans that use paced variants (an agent
+    without one refuses them). runner_helpers.write_calibration(state_dir, doc) installs it."""
+    import asyncio
+
+    from agentd.calibration import measure
+    from agentd.runner import RunnerConfig
+    from runner_helpers import runner_or_skip
+    runner_or_skip()
+    bases = sorted({catalog.stressors[m].pace["base"] for m in catalog.paced()})
+    scratch = tmp_path_factory.mktemp("calibration-scratch")
+    return asyncio.run(measure(RunnerConfig(cpus=(0,), scratch_dir=scratch), window_s=0.2, all_threads=False,
+                               only=bases, catalog=catalog))
+

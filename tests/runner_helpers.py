@@ -77,3 +77,9 @@ def worker_schedstat(pid: int) -> dict[int, tuple[int, int]]:
 
 
 ROOT_CATALOG = Path(__file__).resolve().parent.parent / "stressors" / "catalog.toml"
+
+
+def write_calibration(state_dir, doc) -> None:
+    """Install a calibration document (e.g. the paced_calibration fixture) in an agent's state_dir."""
+    from agentd.calibration import write
+    write(doc, Path(state_dir) / "calibration.json")

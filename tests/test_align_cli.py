@@ -11,6 +11,7 @@ from agentd.catalog import load_catalog
 from controller.cli import main
 from controller.model.checkpoint import load_policy, read_checkpoint, save_checkpoint
 from test_align_loop import target_trace, tiny_model
+from test_exit_status import separate_streams
 
 
 def _model_dir(tmp_path):
@@ -54,9 +55,12 @@ def test_align_command_writes_a_loadable_aligned_model_and_resumes(tmp_path):
     assert manifest["model"]["alignment"]["simulated"] is True
     assert manifest["model"]["alignment"]["base_model"]["sha256"] == rec["base_model"]["sha256"]
 
-    # same command with more epochs continues from the checkpoint (2 -> 3)
-    r = CliRunner().invoke(main, args(3))
+    # same command with more epochs continues from the checkpoint (2 -> 3); --json: only the summary on stdout
+    r = separate_streams().invoke(main, args(3, "--json"))
     assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["epochs"] == 3 and doc["simulated"] is True and doc["out"] == str(out / "model.pt")
+    assert doc["work_dir"] == str(work) and "aligned model:" in r.stderr
     assert [h["epoch"] for h in json.loads((work / "history.json").read_text())["history"]] == [1, 2, 3]
     # a changed config does not silently continue the old run
     r = CliRunner().invoke(main, args(3, "--set", "kl_coef=0.5"))

@@ -26,15 +26,17 @@ from controller.fleet import Fleet
 from controller.model.config import ModelConfig
 from controller.model.layout import MetricLayout, Normalizer
 from controller.model.policy import DiffusionPolicy, ModelSpec
-from runner_helpers import runner_or_skip
+from runner_helpers import runner_or_skip, write_calibration
 
 K = 2
 
 
 @pytest.fixture(scope="module")
-def host_agent(tmp_path_factory):
+def host_agent(tmp_path_factory, paced_calibration):
     runner_or_skip()
     d = tmp_path_factory.mktemp("agent")
+    # the policy samples paced variants too; an agent without calibration refuses them
+    write_calibration(d / "state", paced_calibration)
     (d / "token").write_text("align-test-token-0123456789\n")
     (d / "token").chmod(0o600)
     (d / "agent.toml").write_text(f"""

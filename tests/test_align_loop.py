@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from agentd.catalog import load_catalog
+from agentd.catalog import Catalog, load_catalog
 from agentd.sim import SimModel, SimParams
 from agentd.trace import Trace
 from controller.align.config import AlignConfig
@@ -51,8 +51,14 @@ def target_trace(catalog, path):
     return path
 
 
+def fixed_catalog() -> Catalog:
+    """The catalog's first 18 variants: the toy model's size and random draws must not change
+    each time the shipped catalog grows (the reward curve of an untrained model is seed luck)."""
+    return Catalog(load_catalog().stressors[:18])
+
+
 def _run(tmp_path, epochs, seed=0):
-    catalog = load_catalog()
+    catalog = fixed_catalog()
     model = tiny_model(catalog, seed)
     tmp_path.mkdir(parents=True, exist_ok=True)
     targets = load_targets([target_trace(catalog, tmp_path / "target.h5")], model.spec.metric_names)

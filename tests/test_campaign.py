@@ -3,6 +3,7 @@ agent apps (simulated host) on 127.0.0.1, including SIGKILL of the controller mi
 
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
@@ -143,11 +144,14 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     from click.testing import CliRunner
 
     from controller.cli import main as mimesys
+    from test_exit_status import separate_streams
     ds_path = tmp_path / "d.h5"
-    out = CliRunner().invoke(mimesys, ["dataset", "build", str(camp), "-o", str(ds_path)])
+    out = separate_streams().invoke(mimesys, ["dataset", "build", str(camp), "-o", str(ds_path), "--json"])
     assert out.exit_code == 0, out.output
+    built = json.loads(out.stdout)   # --json: only the summary on stdout
     from controller.dataset import Dataset
     ds = Dataset.read(ds_path)
+    assert built["dataset"] == str(ds_path) and built["samples"] == ds.S and built["simulated"] is True
     assert ds.simulated and ds.S == summary["samples"] - ds.provenance["dropped_unstable"]
     assert set(np.unique(ds.round)) <= {0, 1}
     # the solo profile was recorded before round 0, and `forward fit` finds it through the dataset
@@ -202,6 +206,7 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
     keys = [r["key"] for r in log if r["type"] == "chain"]
     assert log.duplicates == 0 and len(keys) == len(set(keys))          # nothing written twice
     assert acked1 | acked2 <= set(keys)                                  # nothing acknowledged lost
+    log.close()                                                          # one opener at a time
     from controller.campaign.campaign import Campaign
     c = Campaign.open(camp, create=False)
     for r in range(3):
@@ -214,7 +219,7 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
                 comps = np.frombuffer(rec["comps"], "<f4").reshape(rec["shape"][1], -1)
                 assert np.array_equal(comps, expected[rec["chain"]].reshape(len(comps), -1))
     assert c.next_round() == 3
-    started = [r for r in log if r["type"] == "run_started"]
+    started = [r for r in c.store if r["type"] == "run_started"]
     assert len(started) >= len(keys) and c.orphan_runs() == set()       # every run noted; none left over
     total = sum(r["shape"][1] - 1 for r in c.chain_records())
     s = c.samples(filtered=False)
@@ -251,3 +256,22 @@ def test_campaign_refuses_a_fleet_of_other_hardware(tmp_path):
             for r in runners:
                 await r.cleanup()
     asyncio.run(main())
+
+
+def test_a_campaign_log_is_opened_by_one_process_at_a_time(tmp_path):
+    """Two `collect` on one campaign: the second opener is refused with a clear error naming the
+    holder, not allowed to drop the first one's append in flight as a torn tail (issue 16); the
+    lock goes with close(), or with the holder's death."""
+    import subprocess
+    import sys
+
+    from controller.campaign.store import RecordLog, StoreError
+    path = tmp_path / "camp" / "samples.log"
+    first = RecordLog(path)
+    with pytest.raises(StoreError, match=rf"in use by pid {os.getpid()}; one process at a time"):
+        RecordLog(path)
+    child = subprocess.run([sys.executable, "-c", "import sys; from controller.campaign.store import RecordLog; "
+                            f"RecordLog({str(path)!r})"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert child.returncode != 0 and "in use by pid" in child.stderr
+    first.close()
+    RecordLog(path).close()

@@ -202,6 +202,7 @@ def test_cli_evaluates_product_baselines_on_simulated_agent(tmp_path):
         runner, url, token = await _start_sim_agent(tmp_path, cpus=2)
         tok = tmp_path / "tok"
         tok.write_text(token)
+        tok.chmod(0o600)
         try:
             return await asyncio.to_thread(
                 CliRunner().invoke, cli, ["evaluate", "--agent", url, "--token-file", str(tok), "--trace", str(target),
@@ -242,3 +243,50 @@ def test_default_scores_every_metric_the_target_carries_once():
     assert scored_metrics(tr, EvalOptions(outdir=Path("."))) == ["cpu.util.core0", "disk.read_Bps", "net.lo.rx_Bps",
                                                                  "net.eth0.rx_Bps"]
     assert scored_metrics(tr, EvalOptions(outdir=Path("."), metrics=("paper",))) == ["disk.read_Bps"]
+
+
+class FlatTestGenerator(DutyCycleTestGenerator):
+    """Test generator: every window runs the target's mean utilization (right level, no rhythm)."""
+
+    def generate(self, trace: Trace, *, seed: int = 0) -> Plan:
+        plan = super().generate(trace, seed=seed)
+        plan.compositions[:] = plan.compositions.mean(axis=0, keepdims=True)
+        return plan
+
+
+def test_burst_structure_is_scored_for_every_method(tmp_path, catalog):
+    """A square-wave target: the duty-cycle method keeps its bursts and gaps, the flat one (same
+    mean, no rhythm) does not; both are scored by the same code and the flat one scores worse."""
+    from controller.evaluate.driver import EvalOptions, evaluate
+    from controller.fleet import AgentClient
+
+    wave = np.array(([0.9] * 3 + [0.05] * 5) * 4, np.float32)
+    target = Trace(np.stack([wave, wave], axis=1),
+                   [MetricSpec("cpu.util.core0", "fraction"), MetricSpec("cpu.util.core1", "fraction")])
+
+    async def main():
+        runner, url, token = await _start_sim_agent(tmp_path, cpus=2)
+        client = AgentClient(url, token)
+        try:
+            methods = {"duty": DutyCycleTestGenerator(catalog, 2), "flat": FlatTestGenerator(catalog, 2)}
+            return await evaluate({"wave": target}, methods, client, EvalOptions(outdir=tmp_path / "eval", band=3))
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    res = asyncio.run(main())
+    assert not [r for r in res.runs if "error" in r], res.runs
+    b = res.burst_summary()
+    assert b["duty"]["all"] < 0.25 < b["flat"]["all"]
+    doc = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert set(doc["burst_summary"]) == {"duty", "flat"}
+    rows = [r for r in doc["bursts"] if r["method"] == "duty" and r["resource"] == "cpu.util.core0"]
+    assert {r["statistic"] for r in rows} == {"burst_s_median", "burst_s_p90", "idle_s_median", "idle_s_p90",
+                                             "burst_consumption"}
+    med = next(r for r in rows if r["statistic"] == "burst_s_median")
+    assert med["target"] == pytest.approx(3.0)
+    assert next(r for r in rows if r["statistic"] == "idle_s_median")["target"] == pytest.approx(5.0)
+    assert all(r["burst_error"] is not None for r in doc["runs"])
+    assert (tmp_path / "eval" / "bursts.csv").read_text().startswith("trace,method,load_level,resource,statistic")
+    assert (tmp_path / "eval" / "wave.png").exists()
+    assert "burst error" in res.render()

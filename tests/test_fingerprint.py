@@ -57,3 +57,62 @@ def test_live_fingerprint_probes_the_pmu_and_merges_calibration():
     hw = fp["pmu"]["hardware_events"]
     assert hw == "available" or hw.startswith("perf_event_open(cpu-cycles, cpu ")
     assert fp["cpu"]["logical_cpus"] >= 1 and fp["memory"]["total_B"] > 0
+
+
+def test_limits_read_the_cgroup_quota_and_block_throttles(tmp_path):
+    """A constrained profile of a machine says what constrains it (cgroup v1 and v2 trees)."""
+    from agentd.fingerprint import limits_section
+
+    proc, sys_ = tmp_path / "proc", tmp_path / "sys"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text("7:blkio:/mimesys-b\n1:cpu,cpuacct:/mimesys-b\n0::/\n")
+    cpu = sys_ / "fs/cgroup/cpu"
+    (cpu / "mimesys-b").mkdir(parents=True)
+    (cpu / "cpu.cfs_quota_us").write_text("-1\n")
+    (cpu / "cpu.cfs_period_us").write_text("100000\n")
+    (cpu / "mimesys-b" / "cpu.cfs_quota_us").write_text("120000\n")
+    (cpu / "mimesys-b" / "cpu.cfs_period_us").write_text("100000\n")
+    blk = sys_ / "fs/cgroup/blkio/mimesys-b"
+    blk.mkdir(parents=True)
+    (blk / "blkio.throttle.read_bps_device").write_text("254:0 52428800\n")
+    (blk / "blkio.throttle.read_iops_device").write_text("254:0 800\n")
+    lim = limits_section(HostPaths(proc, sys_))
+    assert lim == {"cgroup": "v1", "cpu_quota_cpus": 1.2,
+                   "block_throttles": {"254:0": {"read_Bps": 52428800, "read_iops": 800}}}
+
+    (proc / "self" / "cgroup").write_text("0::/b\n")
+    root = sys_ / "fs/cgroup"
+    (root / "cgroup.controllers").write_text("cpu io\n")
+    (root / "b").mkdir()
+    (root / "b" / "cpu.max").write_text("50000 100000\n")
+    (root / "b" / "io.max").write_text("254:0 rbps=1000 wbps=max riops=max wiops=20\n")
+    lim = limits_section(HostPaths(proc, sys_))
+    assert lim == {"cgroup": "v2", "cpu_quota_cpus": 0.5,
+                   "block_throttles": {"254:0": {"read_Bps": 1000, "write_iops": 20}}}
+    (proc / "self" / "cgroup").write_text("")
+    assert limits_section(HostPaths(proc, sys_)) == {"cgroup": None, "cpu_quota_cpus": None, "block_throttles": {}}
+
+
+def test_a_perf_refusal_is_not_other_hardware():
+    """The same host probed by root (or the agent with CAP_PERFMON) and by a user: the user's
+    "Permission denied" says nothing about the PMU, so a plan released there is not for other
+    hardware; "available" vs "not supported" still is."""
+    import errno
+
+    from agentd.fingerprint import hardware_differences
+    from agentd.perf.events import perf_error
+    unsupported = str(perf_error(errno.ENOENT, "cpu-cycles", 0))
+    denied = str(perf_error(errno.EACCES, "cpu-cycles", 0))
+    seccomp = str(perf_error(errno.EPERM, "cpu-cycles", 0))
+    base = {"cpu": {"model": "Intel(R) Xeon(R) Processor", "logical_cpus": 2}, "memory": {"total_B": 25 << 30}}
+
+    def fp(hw):
+        return {**base, "pmu": {"hardware_events": hw}}
+    assert "Permission denied" in denied and "No such file" in unsupported
+    for refused in (denied, seccomp):
+        assert hardware_differences(fp(unsupported), fp(refused)) == []
+        assert hardware_differences(fp(refused), fp("available")) == []
+    assert hardware_differences(fp("available"), fp(unsupported)) == [
+        f"pmu.hardware_events: available (plan) vs {unsupported} (here)"]
+    assert hardware_differences({**fp(denied), "cpu": {"model": "other", "logical_cpus": 2}}, fp(unsupported)) == [
+        "cpu.model: other (plan) vs Intel(R) Xeon(R) Processor (here)"]

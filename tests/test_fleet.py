@@ -49,8 +49,16 @@ def test_fleet_file_errors_name_the_place(tmp_path):
     with pytest.raises(Exception, match=r"agent #1: unknown key\(s\) \['tokn'\]"):
         FleetConfig.load(p)
     p.write_text('[[agent]]\nurl = "http://a:1"\ntoken_file = "missing"\n')
-    with pytest.raises(Exception, match=r"cannot read token_file .*missing"):
+    with pytest.raises(Exception, match=r"token_file \(fleet file\) .*missing.*cannot read"):
         Fleet.from_file(p)
+    # a token other users may read is already disclosed: refused, as the agent refuses its own
+    (tmp_path / "shared-token").write_text("t" * 32)
+    (tmp_path / "shared-token").chmod(0o644)
+    p.write_text('[[agent]]\nurl = "http://a:1"\ntoken_file = "shared-token"\n')
+    with pytest.raises(Exception, match=r"shared-token.*accessible to other users \(mode 0644.*chmod 0600"):
+        Fleet.from_file(p)
+    (tmp_path / "shared-token").chmod(0o640)    # the packaged agent's group-readable token is fine
+    assert Fleet.from_file(p).clients[0]._token == "t" * 32
     p.write_text("agent = [\n")
     with pytest.raises(Exception, match="not valid TOML"):
         FleetConfig.load(p)

@@ -250,6 +250,7 @@ def test_inverse_beats_the_single_stressor_on_a_simulated_agent(sim_forward, tmp
         runner, url, token = await _start_sim_agent(tmp_path, cpus=2)
         tok = tmp_path / "tok"
         tok.write_text(token)
+        tok.chmod(0o600)
         client = AgentClient(url, token)
         try:
             target = (await client.run(Plan.from_catalog(a, catalog), RunOptions(record=False))).trace
@@ -305,3 +306,208 @@ def test_a_big_buffer_nobody_can_observe_is_used_only_where_the_target_held_that
     assert planner.allowed(heavy).tolist() == [True, True, True]
     a, _ = planner.solve(quiet)
     assert a[:, 2].max() == 0.0
+
+
+def _wave_plan(T=32, on=3, off=5, level=0.9):
+    from agentd.plan import Plan
+    a = np.zeros((T, len(STRESSORS), 2), np.float32)
+    a[:, 0, 0] = np.where(np.arange(T) % (on + off) < on, level, 0.0)
+    return Plan(a, list(STRESSORS), "sha256:toy")
+
+
+def test_burst_score_of_predicted_vs_measured_runs(tmp_path):
+    """A measured run equal to the prediction scores 0 % MAPE; one whose bursts last twice as
+    long scores 100 % on burst duration and is counted, not hidden."""
+    from agentd.forward.bursts import predict_bursts, predicted_trace
+    from controller.forward.burst_score import eval_runs, render, score_runs
+
+    fm = toy_model()
+    plan = _wave_plan()
+    st = predict_bursts(fm, plan)
+    assert st["cpu.util.core0"].burst_s_median == pytest.approx(3.0)
+    assert st["cpu.util.core0"].idle_s_median == pytest.approx(5.0)
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "executed").mkdir()
+    plan.write(tmp_path / "plans" / "same.h5")
+    predicted_trace(fm, plan).write(tmp_path / "executed" / "same.h5")
+    long = _wave_plan(on=6, off=2)
+    plan.write(tmp_path / "plans" / "long.h5")
+    predicted_trace(fm, long).write(tmp_path / "executed" / "long.h5")
+    runs = eval_runs(tmp_path)
+    assert [r[0] for r in runs] == ["long", "same"]
+    same = score_runs(fm, [r for r in runs if r[0] == "same"])
+    assert same["mape"]["cpu.util.core0"]["burst_s_median"] == 0.0 and same["structure_error_mean"] == 0.0
+    both = score_runs(fm, runs)
+    # measured 6 s, predicted 3 s -> 50 %; measured 3 s, predicted 3 s -> 0 %: mean 25 %
+    assert both["mape"]["cpu.util.core0"]["burst_s_median"] == pytest.approx(25.0)
+    assert both["runs"] == 2 and "cpu.util.core0" in render(both)
+    with pytest.raises(ValidationError, match="not an evaluation directory"):
+        eval_runs(tmp_path / "plans")
+
+
+def test_forward_cli_predict_bursts_and_score_runs(sim_forward, tmp_path, catalog):
+    from click.testing import CliRunner
+
+    from agentd.backend import RunOptions
+    from agentd.plan import Plan
+    from controller.cli import main as cli
+    from controller.fleet import AgentClient
+
+    fm_dir, _, ds = sim_forward
+    T = 32
+    a = np.zeros((T, len(catalog), 2), np.float32)
+    a[:, catalog.index("cpu_int_crc32"), 0] = np.where(np.arange(T) % 8 < 3, 0.9, 0.0)
+    plan = Plan.from_catalog(a, catalog)
+    plan.write(tmp_path / "p.h5")
+    r = CliRunner().invoke(cli, ["forward", "predict", str(fm_dir), str(tmp_path / "p.h5"), "-o", str(tmp_path / "o.h5"),
+                                 "--bursts"])
+    assert r.exit_code == 0, r.output
+    pred = Trace.read(tmp_path / "o.h5")
+    assert pred.provenance["bursts"]["cpu.util.core0"]["burst_s_median"] == pytest.approx(3.0)
+    assert "burst_s_median" in r.output
+
+    async def main():
+        runner, url, token = await _start_sim_agent(tmp_path, cpus=2)
+        client = AgentClient(url, token)
+        try:
+            return (await client.run(plan, RunOptions(record=False))).trace
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    ev = tmp_path / "ev"
+    (ev / "plans").mkdir(parents=True)
+    (ev / "executed").mkdir()
+    plan.write(ev / "plans" / "wave__m.h5")
+    asyncio.run(main()).write(ev / "executed" / "wave__m.h5")
+    r = CliRunner().invoke(cli, ["forward", "score", str(fm_dir), str(ds), "--runs", str(ev), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    b = doc["bursts"]
+    assert b["runs"] == 1 and b["simulated"]
+    assert b["mape"]["cpu.util.core0"]["burst_s_median"] < 20.0
+    r = CliRunner().invoke(cli, ["forward", "score", str(fm_dir), str(ds), "--runs", str(tmp_path)])
+    assert r.exit_code != 0 and "not an evaluation directory" in r.output
+
+
+def _random_compositions(rng, S, M=len(STRESSORS), K=2):
+    a = np.zeros((S, M, K))
+    for s in range(S):
+        for k in range(K):
+            m = rng.integers(M)
+            a[s, m, k] = rng.uniform(0.2, 1.0)
+    return a
+
+
+def test_adaptation_learns_a_host_that_does_half_and_keeps_the_base_where_nothing_differs():
+    """Host B runs every CPU metric at half of what A's model predicts (a CPU quota): with 50
+    samples the adaptation finds it and beats the base on held-out samples; a host equal to A
+    keeps the base (θ = 0) where the folds cannot see a gain. From scratch on the same 10
+    samples does worse than the adapted model."""
+    from controller.forward.adapt import fit_adaptation, fit_scratch, heldout_error
+
+    rng = np.random.default_rng(0)
+    fm = toy_model()
+    a, prev = _random_compositions(rng, 250), _random_compositions(rng, 250)
+    base = fm.predict(a, prev)[0]
+    cpu = np.array([n.startswith("cpu.") for n in fm.metric_names])
+    obs_b = base.copy()
+    obs_b[:, cpu] *= 0.5
+    obs_b *= rng.normal(1.0, 0.02, obs_b.shape)
+    tr, te = slice(0, 50), slice(50, 250)
+    fm.adaptation = fit_adaptation(fm, a[tr], prev[tr], obs_b[tr])
+    chosen = fm.adaptation.info["chosen"]
+    assert chosen["cpu.util.core0"]["family"] != "base" and chosen["cpu.util"]["family"] != "base"
+    idx = np.flatnonzero(cpu)
+
+    def err(model):
+        per = heldout_error(model, a[te], prev[te], obs_b[te], fm.scales)["per_metric"]
+        return np.mean([per[j] for j in idx if j in per])
+
+    adapted = err(fm)
+    fm.adaptation = None
+    unadapted = err(fm)
+    assert adapted < 0.5 * unadapted
+    fm.adaptation = fit_adaptation(fm, a[:10], prev[:10], obs_b[:10])
+    scratch = fit_scratch(fm.metric_names, fm.first.units, fm.scales, a[:10], prev[:10], obs_b[:10])
+    assert err(fm) < err(scratch)
+
+    fm.adaptation = None
+    same = base * rng.normal(1.0, 0.02, base.shape)
+    plain = heldout_error(fm, a[te], prev[te], same[te], fm.scales)["median"]
+    fm.adaptation = fit_adaptation(fm, a[:10], prev[:10], same[:10])
+    kept = [n for n, c in fm.adaptation.info["chosen"].items() if c["family"] == "base"]
+    assert len(kept) >= len(fm.metric_names) - 2, fm.adaptation.info["chosen"]
+    assert heldout_error(fm, a[te], prev[te], same[te], fm.scales)["median"] <= 1.05 * plain
+
+
+def test_forward_adapt_cli_writes_a_model_agents_load(sim_forward, tmp_path):
+    """`mimesys forward adapt BASE DATASET_B -o DIR` on a second simulated host (another seed):
+    the adapted model loads without torch, records both hosts, is scored on B's held-out samples,
+    and refuses a dataset of another catalog."""
+    from click.testing import CliRunner
+
+    from agentd.forward.model import load_forward_model
+    from controller.cli import main as cli
+    from controller.dataset import Dataset, simulated_dataset
+
+    fm_dir, _, _ = sim_forward
+    simulated_dataset(30, 12, repetitions=2, n_cpus=2, seed=9).write(tmp_path / "b.h5")
+    r = CliRunner().invoke(cli, ["forward", "adapt", str(fm_dir), str(tmp_path / "b.h5"), "-o", str(tmp_path / "ad"),
+                                 "--samples", "25"])
+    assert r.exit_code == 0, r.output
+    ad = load_forward_model(tmp_path / "ad")
+    assert ad.adaptation is not None and ad.provenance["fit_samples"] == 25
+    assert ad.provenance["adapted_from"]["dir"] == str(fm_dir)
+    a = np.zeros((3, len(ad.catalog_names), 2))
+    a[:, 0, 0] = 0.5
+    assert np.all(np.isfinite(ad.predict(a)[0]))
+    r = CliRunner().invoke(cli, ["forward", "score", str(tmp_path / "ad"), str(tmp_path / "b.h5")])
+    assert r.exit_code == 0 and "held-out" in r.output, r.output
+    ds = Dataset.read(tmp_path / "b.h5")
+    ds.catalog_hash = "sha256:other"
+    ds.write(tmp_path / "c.h5")
+    r = CliRunner().invoke(cli, ["forward", "adapt", str(fm_dir), str(tmp_path / "c.h5"), "-o", str(tmp_path / "x")])
+    assert r.exit_code != 0 and "catalog" in r.output
+    r = CliRunner().invoke(cli, ["forward", "adapt", str(tmp_path / "ad"), str(tmp_path / "b.h5"), "-o", str(tmp_path / "y")])
+    assert r.exit_code != 0 and "itself adapted" in r.output
+
+
+def test_adaptation_ceiling_round_trips_and_a_capped_device_is_learned():
+    """A host whose disk stops at a third of what the base predicts (a throttle): the fitted
+    adaptation brings the held-out error down, and its ceiling survives the manifest."""
+    from agentd.forward.adaptation import Adaptation
+    from controller.forward.adapt import fit_adaptation, heldout_error
+
+    rng = np.random.default_rng(1)
+    fm = toy_model()
+    a, prev = _random_compositions(rng, 200), _random_compositions(rng, 200)
+    a[:, 1, 0] = rng.uniform(0.1, 1.0, len(a))      # the disk reader runs in every window, at any share
+    a[:, :, 0] *= (a[:, :, 0].sum(axis=1, keepdims=True) <= 1.0)
+    a[:, 1, 0] = np.where(a[:, :, 0].sum(axis=1) == 0, rng.uniform(0.1, 1.0, len(a)), a[:, 1, 0])
+    base = fm.predict(a, prev)[0]
+    j = fm.metric_names.index("disk.read_Bps")
+    obs = base.copy()
+    obs[:, j] = np.minimum(base[:, j], 2e8) * rng.normal(1.0, 0.02, len(obs))
+    fm.adaptation = fit_adaptation(fm, a[:50], prev[:50], obs[:50])
+    adapted = heldout_error(fm, a[50:], prev[50:], obs[50:], fm.scales)["per_metric"][j]
+    assert fm.adaptation.info["chosen"]["disk.read_Bps"]["family"] != "base"
+    d = fm.adaptation.to_dict()
+    back = Adaptation.from_dict(json.loads(json.dumps(d)), fm.first.N, fm.first.M + fm.first.K, "x")
+    assert np.allclose(back.delta(base[:5] / fm.scales, a[:5]), fm.adaptation.delta(base[:5] / fm.scales, a[:5]))
+    fm.adaptation = None
+    assert adapted < 0.5 * heldout_error(fm, a[50:], prev[50:], obs[50:], fm.scales)["per_metric"][j]
+    with pytest.raises(ValidationError, match="cap"):
+        Adaptation.from_dict({**d, "cap": ["x"] * fm.first.N}, fm.first.N, fm.first.M + fm.first.K, "x")
+
+
+def test_a_profile_recorded_on_a_busy_host_is_called_out():
+    """Idle windows with busy cores (other work during the profile) make every CPU response
+    look like nothing: the fit says so, naming the cores, instead of passing it on silently."""
+    from controller.forward.profile import busy_host_warnings
+    quiet = toy_first_order()
+    assert busy_host_warnings(quiet) == []
+    busy = toy_first_order()
+    busy.idle[0], busy.idle[2] = 0.96, 0.9       # core0 busy; cpu.util is not a per-core metric
+    (warning,) = busy_host_warnings(busy)
+    assert "cpu.util.core0 0.96" in warning and "cpu.util.core1" not in warning and "quiet host" in warning

@@ -19,6 +19,7 @@ from controller.commands.client import generate_from_file, profile_from_file
 from controller.export import export_onnx
 from controller.model.config import ModelConfig
 from controller.train import TrainConfig, train
+from test_exit_status import separate_streams
 from test_model_toydata import TOY_METRICS, write_toy_dataset
 
 TOKEN = "server-token-123"
@@ -120,16 +121,24 @@ def test_bad_requests_are_4xx_with_a_reason(servers):
 
 def test_client_commands_write_plans_pngs_and_profile_on_the_agent(servers, tmp_path, monkeypatch):
     monkeypatch.setenv("MIMESYS_TOKEN", TOKEN)
-    out = CliRunner().invoke(generate_from_file, ["--server", servers.url, "--file", str(servers.dir / "trace.h5"),
-                                                  "-o", str(tmp_path / "plan.h5")])
+    out = separate_streams().invoke(generate_from_file, ["--server", servers.url, "--file",
+                                                         str(servers.dir / "trace.h5"), "-o", str(tmp_path / "plan.h5"),
+                                                         "--json"])
     assert out.exit_code == 0, out.output
     assert Plan.read(tmp_path / "plan.h5").T == 12
+    assert json.loads(out.stdout) == {"plan": str(tmp_path / "plan.h5"), "png": str(tmp_path / "plan.png"),
+                                      "windows": 12, "method": "diffusion"}
     assert (tmp_path / "plan.png").read_bytes()[:4] == b"\x89PNG"
     out = CliRunner().invoke(profile_from_file, ["--server", servers.url, "--file", str(servers.dir / "trace.h5"),
                                                  "-o", str(tmp_path / "cmp.png"), "--trace", str(tmp_path / "exec.h5")])
     assert out.exit_code == 0, out.output
     rep = json.loads(out.output.strip().splitlines()[-1])
     assert rep["simulated"] is True and rep["windows"] == 12
+    out = separate_streams().invoke(profile_from_file, ["--server", servers.url, "--file",
+                                                        str(servers.dir / "trace.h5"), "-o", str(tmp_path / "cmp2.png"),
+                                                        "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["windows"] == 12   # stdout is the JSON alone (the bar is on stderr)
     assert 0 <= rep["dtw"]["cpu.util.core0"] <= 1
     executed = Trace.read(tmp_path / "exec.h5")
     assert executed.simulated and executed.T == 12 and np.isfinite(executed.column("cpu.util.core0")).all()

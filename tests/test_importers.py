@@ -267,3 +267,16 @@ def test_malformed_input_names_file_and_line(tmp_path, fmt, text, match):
     p.write_text(text)
     with pytest.raises(TraceImportError, match=match):
         get(fmt).load(p)
+
+
+def test_wall_clock_start_where_the_source_stamps_unix_time():
+    """A source stamped with Unix time gives the trace its wall-clock start (as a recorded
+    trace has); seconds from the trace's own start do not pass for a date."""
+    tacc, _ = get("tacc_stats").load(NUM_VMS) if NUM_VMS.is_file() else (None, None)
+    prom, _ = get("prometheus").load(FIX / "prometheus_node_exporter.json", window_s=15)
+    ali, _ = get("alibaba").load(FIX / "alibaba_machine_usage.csv", machine="m_1932", window_s=10)
+    assert prom.started_unix_s == pytest.approx(prom.window_start_ns[0] / 1e9) and prom.started_unix_s > 1.5e9
+    assert prom.provenance["window_start_clock"].startswith("CLOCK_REALTIME")
+    assert ali.started_unix_s is None and "not a date" in ali.provenance["window_start_clock"]
+    if tacc is not None:
+        assert tacc.started_unix_s == pytest.approx(tacc.window_start_ns[0] / 1e9)

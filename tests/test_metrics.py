@@ -3,12 +3,14 @@ users expect. Through the real app factory on 127.0.0.1; the scrape is parsed wi
 prometheus_client's own text parser, as a Prometheus server would read it."""
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentd import wire
 from agentd.api import create_app
 from agentd.api.state import BACKEND, RUNS
 from agentd.backend import RunOptions
@@ -197,3 +199,36 @@ def test_a_scrape_keeps_the_host_sampled_and_the_loop_stops_when_scrapes_stop(tm
             await asyncio.sleep(0.3)
             assert hub.frames_sampled == n
     asyncio.run(main())
+
+
+def test_event_loop_lag_shows_a_stall_on_metrics_and_info(tmp_path):
+    """A blocking call on the loop (here a 150 ms sleep) is what delays every request: the
+    watcher must see it, in the histogram's slow buckets and in the maximum."""
+    async def main():
+        app = await _app(tmp_path, public_metrics=True)
+        async with TestServer(app, host="127.0.0.1") as server, TestClient(server, headers=AUTH) as c:
+            await asyncio.sleep(0.2)                 # the watcher's quiet wake-ups
+            time.sleep(0.15)                         # a stall of the whole loop
+            await asyncio.sleep(0.1)
+            async with c.get("/metrics") as r:
+                s = samples(await r.text())
+            async with c.get("/v1/info") as r:
+                info = wire.unpack(await r.read())
+        return s, info
+    s, info = asyncio.run(main())
+    count = s[("mimesys_event_loop_lag_seconds_count", frozenset())]
+    fast = s[("mimesys_event_loop_lag_seconds_bucket", frozenset({("le", "0.05")}))]
+    assert count >= 4 and count - fast >= 1        # the stall is past 50 ms, the quiet ones are not all
+    assert 0.09 <= s[("mimesys_event_loop_lag_max_seconds", frozenset())] < 1.0
+    assert 0.09 <= info["event_loop_lag_max_s"] < 1.0
+
+
+def test_loop_lag_buckets_are_cumulative():
+    from agentd.api.looplag import BUCKETS, LoopLag
+    lag = LoopLag()
+    for x in (0.0002, 0.003, 0.3, 9.0):
+        lag.add(x)
+    cum = dict(lag.cumulative())
+    assert cum["0.001"] == 1 and cum["0.005"] == 2 and cum["0.25"] == 2 and cum["0.5"] == 3
+    assert cum["+Inf"] == 4 == lag.samples and len(cum) == len(BUCKETS) + 1
+    assert lag.max_s == 9.0 and lag.sum_s == pytest.approx(9.3032)

@@ -25,6 +25,11 @@ DEBIAN_PROVIDES = {
     "tqdm": "python3-tqdm", "prometheus_client": "python3-prometheus-client",
     "cryptography": "python3-cryptography",
 }
+# Imported only inside a command that says what to install when it is missing (trace plot).
+OPTIONAL = {"matplotlib": "python3-matplotlib"}
+# Optional bindings Debian 12 main does not package: installed with pip where they matter (GPU
+# hosts); the sampler reports the metric unsupported, naming the pip package, when it is missing.
+OPTIONAL_PIP = {"pynvml": "nvidia-ml-py"}
 VENDORED = {"onnxruntime": "onnxruntime", "aiohttp": "aiohttp"}
 
 
@@ -102,8 +107,17 @@ def test_every_agent_import_is_provided_by_the_package():
     lock = (ROOT / "packaging" / "vendor-amd64.txt").read_text()
     vendored = {line.split("==")[0] for line in lock.splitlines() if line and not line.startswith("#")}
     depends = relations(deb822(DEBIAN / "control")[1]["Depends"])
+    suggests = relations(deb822(DEBIAN / "control")[1].get("Suggests", ""))
     for module, where in _third_party_imports(ROOT / "agentd").items():
-        if module in VENDORED:
+        if module in OPTIONAL:
+            assert OPTIONAL[module] in suggests, f"{module} ({where}): {OPTIONAL[module]} not in Suggests"
+            text = (ROOT / where).read_text()
+            assert "except ImportError" in text, f"{where} must say what to install when {module} is missing"
+        elif module in OPTIONAL_PIP:
+            text = (ROOT / where).read_text()
+            assert "except ImportError" in text and f"pip install {OPTIONAL_PIP[module]}" in text, \
+                f"{where} must name `pip install {OPTIONAL_PIP[module]}` when {module} is missing"
+        elif module in VENDORED:
             assert VENDORED[module] in vendored, f"{module} ({where}) is not in packaging/vendor-amd64.txt"
         else:
             assert module in DEBIAN_PROVIDES, f"{where} imports {module}: add it to debian/control and this map"
@@ -125,7 +139,8 @@ def test_maintainer_scripts_are_valid_shell_with_the_debhelper_token():
         out = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
         assert out.returncode == 0, f"{name}: {out.stderr}"
     postinst = (DEBIAN / "mimesys-agent.postinst").read_text()
-    assert "adduser --quiet --system" in postinst and "chmod 0600" in postinst
+    assert "adduser --quiet --system" in postinst and "chmod 0640" in postinst   # token: group mimesys reads it
+    assert 'install -d -m 2770 -o mimesys -g mimesys "$STATE/replay"' in postinst
     assert "rm -rf /var/lib/mimesys" in (DEBIAN / "mimesys-agent.postrm").read_text()
     for script in ("build-deb.sh", "check-deb.sh", "test-install.sh", "with-agent-bin.sh", "find-runner.sh"):
         out = subprocess.run(["bash", "-n", str(ROOT / "packaging" / script)], capture_output=True, text=True)
@@ -162,7 +177,12 @@ def test_ci_runs_the_readme_test_command_then_the_package_and_the_unit():
              if l.strip() and not l.lstrip().startswith(("#", "echo"))]
     steps = [l for l in lines if not l.startswith(("set ", "cd ", "export "))]
     assert steps == ["make test", "make deb", "packaging/check-deb.sh",
-                     "packaging/with-agent-bin.sh systemd-analyze verify systemd/mimesys-agent.service"]
+                     "packaging/with-agent-bin.sh systemd-analyze verify systemd/mimesys-agent.service",
+                     "packaging/test-debian-python.sh",
+                     "MIMESYS_BOOT_TEST=1 .venv/bin/python -m pytest -q tests/test_unit_boot.py"]
+    out = subprocess.run(["bash", "-n", str(ROOT / "packaging" / "test-debian-python.sh")], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
 
 
 def test_demo_is_registered_and_refuses_to_run_with_a_part_missing():
@@ -213,3 +233,59 @@ def test_demo_summary_reads_the_evaluation_csv(tmp_path, capsys):
     assert "nan" in nearest_line and nearest_line.split()[-1] == "0.500"
     with pytest.raises(demo.DemoFailed, match="results.csv"):
         demo._print_results(tmp_path / "missing")
+
+
+@pytest.mark.skipif(not shutil.which("systemd-tmpfiles"), reason="systemd-tmpfiles not installed (make setup installs systemd)")
+def test_tmpfiles_gives_group_mimesys_the_lock_and_the_replay_area(tmp_path):
+    """systemd-tmpfiles applies the package's file under a throwaway root: the lock 0660 and the
+    replay area 2770, both group mimesys (the group must exist: root's group stands in if not)."""
+    import grp
+    text = (DEBIAN / "mimesys-agent.tmpfiles").read_text()
+    try:
+        grp.getgrnam("mimesys")
+    except KeyError:
+        text = text.replace("mimesys mimesys", "root root")
+    conf = tmp_path / "mimesys-agent.conf"
+    conf.write_text(text)
+    root = tmp_path / "root"
+    (root / "var/lib/mimesys").mkdir(parents=True)
+    (root / "run").mkdir()
+    out = subprocess.run(["systemd-tmpfiles", "--create", f"--root={root}", str(conf)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert oct((root / "run/mimesys/run.lock").stat().st_mode & 0o7777) == "0o660"
+    assert oct((root / "run/mimesys").stat().st_mode & 0o7777) == "0o2775"
+    assert oct((root / "var/lib/mimesys/replay").stat().st_mode & 0o7777) == "0o2770"
+
+
+
+def test_one_version_source():
+    """agentd/__init__.py holds the version; pyproject reads it, the controller re-exports it,
+    and the Debian changelog's newest entry must name the same one."""
+    import tomllib
+
+    import agentd
+    import controller
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "agentd.__version__"}
+    assert controller.__version__ is agentd.__version__
+    top = (DEBIAN / "changelog").read_text().splitlines()[0]
+    assert re.match(r"mimesys \(([^)]+)\)", top)[1].split("-")[0] == agentd.__version__, top
+
+
+def test_lower_bounds_are_debian_12s():
+    """The .deb runs on Debian 12's python3-* packages: pyproject may not ask for more."""
+    import tomllib
+    debian12 = {"numpy": "1.24", "h5py": "3.7", "msgpack": "1.0", "click": "8.1", "pyroute2": "0.7",
+                "tqdm": "4.64", "prometheus-client": "0.16", "cryptography": "38"}
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    reqs = meta["project"]["dependencies"] + meta["project"]["optional-dependencies"]["controller"]
+    for req in reqs:
+        m = re.fullmatch(r"([A-Za-z0-9_-]+)>=([\d.]+)", req.strip())
+        assert m, req
+        if m[1] in debian12:
+            have = tuple(int(x) for x in debian12[m[1]].split("."))
+            want = tuple(int(x) for x in m[2].split("."))
+            assert want <= have, f"{req}: Debian 12 has {m[1]} {debian12[m[1]]}"
+    assert (ROOT / "constraints" / "controller.txt").read_text().count("==") > 20

@@ -31,6 +31,20 @@ PROMETHEUS = shutil.which("prometheus")
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 RUNNER = (ROOT / "stressors" / "build" / "mimesys-runner").exists() or shutil.which("mimesys-runner")
 
+# `mimesys-agent serve` with its run manager's counters starting at 10^7 windows and 2^40 done runs.
+COUNTERS_PAST_TEN_MILLION = """
+import sys
+from agentd import cli, runs
+_init = runs.RunManager.__init__
+def _init_past_ten_million(self, *a, **kw):
+    _init(self, *a, **kw)
+    self.windows_executed = 10**7
+    self.runs_by_state["done"] = 2**40
+runs.RunManager.__init__ = _init_past_ten_million
+sys.argv[0] = "mimesys-agent"
+cli.main()
+"""
+
 needs_servers = pytest.mark.skipif(
     not (PROMETHEUS and NODE_EXPORTER),
     reason="Debian's prometheus and prometheus-node-exporter packages are not installed "
@@ -105,7 +119,9 @@ def test_prometheus_scrapes_the_agent_during_a_run_and_the_importer_reads_it_bac
                        f'run_lock = "{tmp_path}/run.lock"\nscratch_budget_mib = 64\n'
                        f'[api]\ntoken_file = "{secret(tmp_path / "token", TOKEN)}"\nbind = "127.0.0.1"\nport = 0\n'
                        f'metrics_token_file = "{secret(tmp_path / "metrics-token", METRICS_TOKEN)}"\n')
-        agent = procs.start([sys.executable, "-m", "agentd.cli", "serve", "--config", str(cfg)],
+        # The agent's counters start past 10^7 (and 2^40) so that the run below carries them over
+        # 10_000_000 through the real server: exposition, scrape, TSDB and query API, all exact.
+        agent = procs.start([sys.executable, "-c", COUNTERS_PAST_TEN_MILLION, "serve", "--config", str(cfg)],
                             tmp_path / "agent.log", stdout=subprocess.PIPE, text=True, cwd=ROOT)
         line = agent.stdout.readline()
         m = re.search(r"listening on http://(127\.0\.0\.1:\d+)", line)
@@ -152,6 +168,12 @@ def test_prometheus_scrapes_the_agent_during_a_run_and_the_importer_reads_it_bac
         assert 0 < float(during[0]["value"][1]) < 16
         wait_for(lambda: _safe_query(prom, "mimesys_run_windows_done == 16 and mimesys_run_active == 0"), 60,
                  f"run {run_id} to end in a scrape")
+        # Counters past 10^7 come back exactly: 10^7 + the run's 16 windows, 2^40 + its 1 done run
+        # (a %g exposition would have read 1e+07; a float32 anywhere would have lost the units).
+        executed = query(prom, "mimesys_windows_executed_total")
+        assert [r["value"][1] for r in executed] == [str(10**7 + 16)], executed
+        done = query(prom, "mimesys_runs_total{state='done'}")
+        assert [r["value"][1] for r in done] == [str(2**40 + 1)], done
         seg = query(prom, "mimesys_runner_segment_error_seconds_count")
         assert float(seg[0]["value"][1]) > 0    # the real runner reported its segments
         busy = query(prom, "mimesys_host_cpu_busy_ratio")

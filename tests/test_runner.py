@@ -209,10 +209,13 @@ def test_refuses_when_the_disk_lacks_room(catalog, tmp_path):
 
 def test_bad_schedule_bytes_are_rejected_by_the_runner():
     runner = runner_or_skip()
-    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD1" + b"\x01\x00\x00\x00" + b"\x00" * 10,
+    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD2" + b"\x02\x00\x00\x00" + b"\x00" * 10,
                        capture_output=True)
     assert p.returncode == 2
     assert b"truncated schedule" in p.stdout
+    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD1" + b"\x01\x00\x00\x00" + b"\x00" * 60,
+                       capture_output=True)
+    assert p.returncode == 2 and b"bad magic" in p.stdout          # a version-1 schedule is not read as 2
 
 
 def test_unused_big_buffers_are_never_allocated(catalog):
@@ -256,3 +259,33 @@ def test_warmup_and_repetitions_are_executed_in_order(catalog):
     assert shown[-1].planned_start_ns == handle.t0_ns + 4 * 100_000_000
     _, hidden = asyncio.run(go(False))
     assert [(d.repetition, d.window) for d in hidden] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_the_runner_repeats_the_plan_and_draws_each_repetitions_order(catalog):
+    """The schedule stores the plan windows once; the runner runs them `repetitions` times, in
+    the stored order for repetition 0 and in an order of its own (from the seed) for every later
+    one: durations repeat, orders differ, and the same seed gives the same orders."""
+    from agentd.schedule import compile_plan, decode_schedule
+    runner = runner_or_skip()
+    names = ["cpu_int_crc32", "cpu_fp_poly", "cpu_simd_dist_128", "cache_memcpy_l1"]
+    plan = make_plan(catalog, {n: 0.2 for n in names}, T=1, K=1, window_s=0.01)
+    sched = compile_plan(plan, catalog, repetitions=30, seed=5)
+    _, _, stored = decode_schedule(sched.data)
+
+    def orders():
+        p = subprocess.run([str(runner), "--schedule", "-", "--cpus", "0"], input=sched.data, capture_output=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        runs, durations = {}, {}
+        for line in p.stdout.decode().splitlines():
+            f = line.split()
+            if f[0] == "seg":
+                runs.setdefault(int(f[1]), []).append(int(f[3]))
+                durations.setdefault(int(f[1]), {})[int(f[3])] = int(f[4])
+        return runs, durations
+    runs, durations = orders()
+    assert len(runs) == 30
+    assert runs[0] == [m for m, _ in stored[0].segments[0]]              # repetition 0: as stored
+    assert len({tuple(o) for o in runs.values()}) >= 8                   # 24 orders of 4, 30 repetitions
+    assert all(d == durations[0] for d in durations.values())            # durations repeat exactly
+    assert orders()[0] == runs                                           # deterministic from the seed

@@ -223,3 +223,53 @@ def test_network_stressors_move_interface_counters(catalog):
         slack = in_flight if n == "net_tcp_loopback" else 0
         assert tx1 - tx0 >= reported - slack, f"{n}: lo tx moved {tx1 - tx0} B, runner sent {reported} B"
         assert rx1 - rx0 >= reported - slack, f"{n}: lo rx moved {rx1 - rx0} B, runner sent {reported} B"
+
+
+def _lo_packets() -> int:
+    return int(Path("/sys/class/net/lo/statistics/tx_packets").read_text())
+
+
+def test_request_sized_loopback_sends_many_packets_few_bytes(catalog):
+    """net_tcp_rpc_128 (TCP_NODELAY, 128-byte sends) is the catalog's way to make loopback
+    packets without loopback bytes, as a key-value server does: every send leaves as its own
+    packet (TCP_NODELAY sees to it; on loopback the same thread's drain also acks each at once,
+    so Nagle has nothing to hold back). lo's counter is host-wide: other traffic can only add
+    packets, so the lower bound holds on a busy host too."""
+    n = "net_tcp_rpc_128"
+    plan, snaps = _interleaved_with_idle(catalog, [n], 0.7, 0.4, _lo_packets, RunnerConfig(cpus=(CPU,)))
+    sends = int(snaps["ev"][1].bytes[catalog.index(n), 0]) // 128
+    packets = snaps["counter"][2] - snaps["counter"][0]
+    assert sends > 10_000, f"{n}: only {sends} sends in 0.28 s"
+    assert packets >= 0.9 * sends, f"{n}: {packets} packets on lo for {sends} sends of 128 B (coalesced?)"
+
+
+def test_every_composition_of_the_catalog_fits_the_default_scratch_budget(catalog, tmp_path):
+    """A campaign may put every disk stressor in one plan; an agent with the default
+    agent.scratch_budget_mib must not refuse it. The runner's own accounting says what the
+    whole catalog needs (it refuses before writing anything when over budget)."""
+    import re
+
+    from agentd.config import AgentSection
+    from agentd.plan import Plan
+    from agentd.runner import RunnerError
+    runner_or_skip()
+    M = len(catalog.stressors)
+    a = np.zeros((M, M, 2), np.float32)
+    for m in range(M):
+        a[m, m, :] = 0.5
+    plan = Plan.from_catalog(a, catalog, seed=0, window_s=0.05)
+    pace = {catalog.stressors[i].name: 1e6 for i in catalog.paced()}
+
+    async def need() -> int:
+        try:
+            h = await start_runner(plan, RunnerConfig(cpus=(0,), scratch_dir=tmp_path, scratch_budget_bytes=1,
+                                                      pace_Bps=pace), seed=0)
+        except RunnerError as e:
+            found = re.search(r"need (\d+) MiB of scratch space", str(e))
+            assert found, str(e)
+            return int(found.group(1))
+        await h.stop()
+        raise AssertionError("a 1-byte scratch budget was accepted")
+    mib = asyncio.run(need())
+    assert 0 < mib <= AgentSection.scratch_budget_mib, \
+        f"the catalog needs {mib} MiB of scratch, over the default budget {AgentSection.scratch_budget_mib} MiB"

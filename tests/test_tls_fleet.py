@@ -161,6 +161,7 @@ def test_one_token_lookup_order(tmp_path):
     def f(name, text):
         p = tmp_path / name
         p.write_text(text)
+        p.chmod(0o600)
         return p
     cli, entry, envf, local = f("cli", "from-cli\n"), f("entry", "from-entry"), f("envf", "from-env-file"), \
         f("local", "from-local")
@@ -174,7 +175,7 @@ def test_one_token_lookup_order(tmp_path):
                                           r"token_file, \$MIMESYS_TOKEN, \$MIMESYS_TOKEN_FILE"):
         agent_token("a", env={}, local=tmp_path / "none")
     # A source that is set but broken is an error, not a silent fall-through to the next one.
-    with pytest.raises(ConfigError, match=r"agent a: cannot read token_file \(fleet file\) .*missing"):
+    with pytest.raises(ConfigError, match=r"agent a: token_file \(fleet file\) .*missing.*cannot read"):
         agent_token("a", fleet_entry=tmp_path / "missing", env=env, local=local)
 
 

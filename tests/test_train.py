@@ -102,3 +102,36 @@ def test_ddp_two_processes_gloo_on_cpu(toy_path, tmp_path):
     assert len(lines) == 1 and lines[0]["steps"] == 20          # rank 0 reports, once
     ck = read_checkpoint(tmp_path / "ddp")
     assert ck["world_size"] == 2 and ck["step"] == 20
+
+
+def test_training_metrics_go_to_tensorboard_when_it_is_installed(toy_path, tmp_path, monkeypatch):
+    """With the optional tensorboard package, every metrics.jsonl scalar also goes to a
+    SummaryWriter under <model dir>/tensorboard at its step (a stand-in writer records the
+    calls: CI does not install tensorboard); without it, training needs nothing more."""
+    import controller.train as train_mod
+    calls, opened = [], []
+
+    class Writer:
+        def __init__(self, logdir):
+            opened.append(logdir)
+
+        def add_scalar(self, tag, value, step, walltime=None):
+            calls.append((tag, step, value))
+
+        def flush(self):
+            pass
+
+        def close(self):
+            calls.append(("closed",))
+
+    monkeypatch.setattr(train_mod, "tensorboard_writer", lambda logdir: Writer(logdir))
+    train(toy_path, tmp_path / "m", cfg(steps=20, eval_every=10), SMALL, progress=False)
+    assert opened == [tmp_path / "m" / "tensorboard"]
+    lines = [json.loads(x) for x in (tmp_path / "m" / "metrics.jsonl").read_text().splitlines()]
+    expected = [(k, r["step"], v) for r in lines for k, v in r.items() if k not in ("step", "time")]
+    assert calls[:-1] == expected and calls[-1] == ("closed",)
+    assert {t for t, *_ in expected} == {"train_loss", "lr", "val_loss"}
+    monkeypatch.undo()
+    if train_mod.tensorboard_writer(tmp_path / "tb") is None:          # the package is absent here
+        train(toy_path, tmp_path / "n", cfg(steps=5, eval_every=5), SMALL, progress=False)
+        assert (tmp_path / "n" / "metrics.jsonl").exists() and not (tmp_path / "n" / "tensorboard").exists()

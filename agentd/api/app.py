@@ -8,6 +8,7 @@ the monitor hub (its clients get an end frame).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from typing import AsyncIterator
 
@@ -21,7 +22,8 @@ from .middleware import MAX_BODY, auth_middleware, errors_middleware, size_middl
 from . import prometheus
 from .monitor import MonitorHub
 from .routes import setup_routes
-from .state import BACKEND, CATALOG, CONFIG, GENERATOR, MONITOR, RUNS, STARTED_AT
+from .looplag import LoopLag
+from .state import BACKEND, CATALOG, CONFIG, GENERATOR, LOOP_LAG, MONITOR, RUNS, STARTED_AT
 
 
 def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
@@ -42,10 +44,12 @@ def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
     app[BACKEND] = backend
     app[CATALOG] = catalog if catalog is not None else load_catalog(config.agent.catalog)
     app[MAX_BODY] = config.api.max_body_bytes
-    app[GENERATOR] = {"generator": None, "lock": asyncio.Lock()}
+    app[GENERATOR] = {"generator": None, "lock": asyncio.Lock(), "busy": asyncio.Lock(),
+                      "executor": concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="generate")}
     app[STARTED_AT] = time.monotonic()
+    app[LOOP_LAG] = LoopLag()
     app[prometheus.REGISTRY] = prometheus.create_registry(app)
-    app.cleanup_ctx.extend([_backend_ctx, _runs_ctx, _monitor_ctx])
+    app.cleanup_ctx.extend([_loop_lag_ctx, _backend_ctx, _runs_ctx, _monitor_ctx])
     app.on_shutdown.append(_end_streams)
     setup_routes(app)
     return app
@@ -58,8 +62,15 @@ async def _end_streams(app: web.Application) -> None:
     await app[MONITOR].close()
 
 
+async def _loop_lag_ctx(app: web.Application) -> AsyncIterator[None]:
+    app[LOOP_LAG].start()
+    yield
+    await app[LOOP_LAG].stop()
+
+
 async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
+    app[GENERATOR]["executor"].shutdown(wait=False, cancel_futures=True)
     await app[BACKEND].close()
 
 
@@ -70,7 +81,8 @@ async def _runs_ctx(app: web.Application) -> AsyncIterator[None]:
     max_threads = (getattr(backend, "max_threads", None) or backend.info().fingerprint.get("threads")
                    or len(cfg.agent.resolved_cpus()))
     app[RUNS] = RunManager(backend, app[CATALOG], state_dir=cfg.agent.state_dir, max_threads=max_threads,
-                           keep=cfg.runs.keep, stream_buffer_bytes=cfg.runs.stream_buffer_mib << 20)
+                           keep=cfg.runs.keep, stream_buffer_bytes=cfg.runs.stream_buffer_mib << 20,
+                           max_duration_s=cfg.runs.max_duration_s, max_window_threads=cfg.runs.max_window_threads)
     yield
     await app[RUNS].close()
 

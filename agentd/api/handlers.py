@@ -6,14 +6,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 
 from aiohttp import WSMsgType, web
 
 from .. import __version__, wire
-from ..errors import MimesysError, NotImplementedYet, ValidationError
+from ..errors import Conflict, MimesysError, NotImplementedYet, ValidationError
 from . import bodies, prometheus
-from .state import BACKEND, CATALOG, CONFIG, GENERATOR, MONITOR, RUNS, STARTED_AT
+from .state import BACKEND, CATALOG, CONFIG, GENERATOR, LOOP_LAG, MONITOR, RUNS, STARTED_AT
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ async def info(request: web.Request) -> web.Response:
                    "max_repetitions": cfg.runs.max_repetitions, "max_warmup_windows": cfg.runs.max_warmup_windows},
         "monitor_interval_s": cfg.monitor.interval_s,
         "uptime_s": time.monotonic() - app[STARTED_AT],
+        "event_loop_lag_max_s": app[LOOP_LAG].max_s,
     })
 
 
@@ -66,8 +68,9 @@ async def metrics(request: web.Request) -> web.Response:
 # -- runs ---------------------------------------------------------------------------
 async def create_run(request: web.Request) -> web.Response:
     cfg, runs = request.app[CONFIG], request.app[RUNS]
-    obj = bodies.body_map(await read_body(request), allowed=("plan", "options"), required=("plan",),
-                          max_bytes=cfg.api.max_body_bytes)
+    # Decoding a body of up to max_body_bytes is work: off the loop, like everything below.
+    obj = await asyncio.to_thread(bodies.body_map, await read_body(request), allowed=("plan", "options"),
+                                  required=("plan",), max_bytes=cfg.api.max_body_bytes)
     options = bodies.run_options(obj, max_repetitions=cfg.runs.max_repetitions,
                                  max_warmup_windows=cfg.runs.max_warmup_windows)
     plan = await asyncio.to_thread(bodies.plan_field, obj, max_threads=runs.max_threads)
@@ -150,22 +153,63 @@ async def monitor_ws(request: web.Request) -> web.WebSocketResponse:
 
 
 # -- generation ---------------------------------------------------------------------
+class GenerationCancelled(Exception):
+    """The client of a /v1/generate request went away: its generation stops at the next window."""
+
+
 async def generate(request: web.Request) -> web.Response:
-    cfg = request.app[CONFIG]
-    obj = bodies.body_map(await read_body(request), allowed=("trace", "seed"), required=("trace",),
-                          max_bytes=cfg.api.max_body_bytes)
-    seed = bodies.seed_field(obj)
-    trace = await asyncio.to_thread(bodies.trace_field, obj)
-    if trace.T == 0:
-        raise ValidationError("trace: has no windows")
-    generator = await _generator(request.app)
-    plan = await asyncio.to_thread(generator.generate, trace, seed=seed if seed is not None else 0)
-    out = {"plan": await asyncio.to_thread(plan.to_bytes), "windows": plan.T}
-    try:  # a model trained for another catalog or host still answers, but says so
-        request.app[RUNS].validate(plan)
-    except MimesysError as e:
-        out["warning"] = f"this plan would not run on this agent: {e}"
-    return reply(out)
+    """Bounded: a window cap, one request at a time, refused while a run measures this host (it
+    would compete for the CPUs the run measures), and stopped when its client goes away."""
+    cfg, runs, holder = request.app[CONFIG], request.app[RUNS], request.app[GENERATOR]
+    if runs.current is not None and runs.current.state.value == "running":
+        raise Conflict(f"run {runs.current.run_id} is measuring this host; generate when it has ended")
+    if holder["busy"].locked():
+        raise Conflict("another /v1/generate request is running; one at a time")
+    async with holder["busy"]:
+        obj = await asyncio.to_thread(bodies.body_map, await read_body(request), allowed=("trace", "seed"),
+                                      required=("trace",), max_bytes=cfg.api.max_body_bytes)
+        seed = bodies.seed_field(obj)
+        trace = await asyncio.to_thread(bodies.trace_field, obj)
+        if trace.T == 0:
+            raise ValidationError("trace: has no windows")
+        if trace.T > cfg.runs.generate_max_windows:
+            raise ValidationError(f"trace: {trace.T} windows; /v1/generate takes at most "
+                                  f"{cfg.runs.generate_max_windows} (runs.generate_max_windows)")
+        generator = await _generator(request.app)
+        stop = threading.Event()
+
+        def progress(done: int, total: int) -> None:
+            if stop.is_set():
+                raise GenerationCancelled
+
+        def work():
+            plan = generator.generate(trace, seed=seed if seed is not None else 0, progress=progress)
+            return plan, plan.to_bytes()
+
+        # Its own thread, not the default executor that finishes runs and decodes bodies.
+        fut = asyncio.get_running_loop().run_in_executor(holder["executor"], work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({fut}, timeout=0.2)
+                if done:
+                    break
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    stop.set()
+                    log.info("/v1/generate: client went away; generation stopped")
+                    raise asyncio.CancelledError
+        except asyncio.CancelledError:
+            stop.set()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait({fut})     # hold the one-at-a-time lock until the thread is free
+            raise
+        plan, data = fut.result()
+        out = {"plan": data, "windows": plan.T}
+        try:  # a model trained for another catalog or host still answers, but says so
+            runs.validate(plan)
+        except MimesysError as e:
+            out["warning"] = f"this plan would not run on this agent: {e}"
+        return reply(out)
 
 
 async def _generator(app: web.Application):

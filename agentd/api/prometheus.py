@@ -10,6 +10,7 @@ What is exposed (docs/design.md "Monitoring"):
 - runs: mimesys_runs_total{state}, mimesys_run_active, mimesys_run_windows_{done,total},
   mimesys_run_progress_ratio, mimesys_run_started_timestamp_seconds, mimesys_windows_executed_total,
   mimesys_runner_segment_error_seconds (histogram)
+- the agent's own responsiveness: mimesys_event_loop_lag_seconds (histogram) and its maximum
 - samplers: mimesys_sampler_{up,state,errors_total,no_data_total,read_duration_seconds}
 - the host's latest measured window: mimesys_host_* (agentd/promnames.py), its time in
   mimesys_host_sample_timestamp_seconds
@@ -28,7 +29,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, Hist
 from .. import __version__
 from ..promnames import prom_name
 from ..samplers.samplerset import SAMPLER_STATES
-from .state import BACKEND, MONITOR, RUNS
+from .state import BACKEND, LOOP_LAG, MONITOR, RUNS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 REGISTRY = web.AppKey("metrics_registry", CollectorRegistry)
@@ -54,6 +55,13 @@ class AgentCollector:
                        hub.missed_frames)
         latest = max((runs.latest, hub.latest), key=lambda s: s.measured_at)
         yield from host_families(backend.metric_schema(), latest.values, latest.measured_at)
+        lag = app[LOOP_LAG]
+        yield HistogramMetricFamily(
+            "mimesys_event_loop_lag_seconds",
+            f"How late the agent's event loop woke from a {lag.period_s:g} s sleep (a stall delays every "
+            "request and the run's window stream).", buckets=lag.cumulative(), sum_value=lag.sum_s)
+        yield _gauge("mimesys_event_loop_lag_max_seconds", "The worst event-loop lag since the agent started.",
+                     lag.max_s)
 
 
 def _info(name: str, doc: str, labels: dict) -> InfoMetricFamily:

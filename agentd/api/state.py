@@ -8,6 +8,7 @@ from ..backend import Backend
 from ..catalog import Catalog
 from ..config import Config
 from ..runs import RunManager
+from .looplag import LoopLag
 from .monitor import MonitorHub
 
 CONFIG = web.AppKey("config", Config)
@@ -17,3 +18,4 @@ RUNS = web.AppKey("runs", RunManager)
 MONITOR = web.AppKey("monitor", MonitorHub)
 GENERATOR = web.AppKey("generator", dict)        # {"generator": loaded or None, "lock": asyncio.Lock}
 STARTED_AT = web.AppKey("started_at", float)     # time.monotonic() at start
+LOOP_LAG = web.AppKey("loop_lag", LoopLag)      # how late the event loop wakes

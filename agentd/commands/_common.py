@@ -10,6 +10,7 @@ import click
 
 from ..backends import BACKENDS
 from ..errors import MimesysError
+from ..exitstatus import click_error
 
 
 def config_options(f):
@@ -33,7 +34,9 @@ def friendly_errors(f):
         try:
             return f(*args, **kw)
         except MimesysError as e:
-            raise click.ClickException(str(e)) from None
+            raise click_error(e) from None
+        except BrokenPipeError:
+            raise   # the reader of our stdout left (| head): exitstatus.ScriptedGroup ends quietly
         except OSError as e:  # e.g. an output path that cannot be written
             where = f"{e.filename}: " if e.filename else ""
             raise click.ClickException(f"{where}{e.strerror or e}") from None

@@ -11,22 +11,35 @@ import click
 
 from ..errors import MimesysError
 from ..hostpaths import online_cpus, parse_cpu_list
+from ..cliopts import output_option, progress_option
+from ..exitstatus import click_error
 
 
 @click.command("calibrate")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@output_option("out_path", "--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Calibration file (default: <agent.state_dir>/calibration.json from the agent config).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Agent config (for the default --out, CPUs and scratch directory).")
+              help="Agent config (for the default --output, CPUs and scratch directory).")
 @click.option("--window-s", type=click.FloatRange(0.05, 10), default=0.5, show_default=True,
               help="How long each stressor runs in each measurement.")
 @click.option("--cpus", default=None, help="CPUs to use, e.g. 0-1 (default: the agent's CPUs).")
 @click.option("--scratch-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--one-thread-only", is_flag=True, help="Skip the all-threads bandwidth measurements.")
 @click.option("--only", multiple=True, help="Calibrate only this stressor (repeatable).")
-def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_only, only):
+@click.option("--probe-seconds", type=click.FloatRange(0, 30), default=0.5, show_default=True,
+              help="How long each shape of each host peak probe runs (0: no probes, no host_peaks/reach).")
+@click.option("--reach-repeats", type=click.IntRange(0, 10), default=3, show_default=True,
+              help="With probes: run the catalog's two best variants for each reach metric this many more times, "
+                   "each run followed by the probes; reach is the median over these pairs (a shared host's disk "
+                   "moves by 20 % within a minute: only side-by-side figures compare).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print host_peaks, reach, catalog_best and peaks as one JSON line (no progress bar).")
+@progress_option
+def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_only, only, probe_seconds, reach_repeats,
+              as_json, progress):
     """Run each stressor alone (one thread; all threads for bandwidth classes) and record ops/s,
-    bytes/s and per-class peaks."""
+    bytes/s and per-class peaks; probe the host's own peaks (code that is not a catalog
+    stressor) and report each metric's reach = catalog best / host peak."""
     from tqdm import tqdm
 
     from ..calibration import measure, write
@@ -34,7 +47,7 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
 
     try:
         cfg = None
-        if out_path is None or cpus is None:
+        if out_path is None or cpus is None or config_path is not None:
             from ..config import load_config
             cfg = load_config(config_path)
         if out_path is None:
@@ -43,17 +56,26 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
         rcfg = RunnerConfig(cpus=cpu_list, scratch_dir=str(scratch_dir) if scratch_dir else None)
-        with tqdm(desc="calibrate", unit="win") as bar:
-            def progress(done, total):
+        with tqdm(desc="calibrate", unit="window", disable=not progress or as_json) as bar:
+            def advance(done, total):
                 bar.total = total
                 bar.update(done - bar.n)
-            doc = asyncio.run(measure(rcfg, window_s=window_s, all_threads=not one_thread_only,
-                                      only=list(only) or None, progress=progress))
+            # the agent's catalog (agent.catalog), which is what its plans use
+            from ..catalog import load_catalog
+            catalog = load_catalog(cfg.agent.catalog) if cfg is not None else None
+            doc = asyncio.run(measure(rcfg, window_s=window_s, all_threads=not one_thread_only, catalog=catalog,
+                                      only=list(only) or None, progress=advance, probe_seconds=probe_seconds,
+                                      reach_repeats=reach_repeats))
         write(doc, out_path)
     except ValueError as e:
         raise click.ClickException(f"--cpus {cpus!r}: {e}") from None
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
+    if as_json:
+        click.echo(json.dumps({k: doc.get(k) for k in ("host_peaks", "reach", "reach_pairs", "catalog_best", "peaks",
+                                                        "host_peaks_method", "created", "catalog_hash")}
+                              | {"path": str(out_path)}, sort_keys=True))
+        return
     for name, e in doc["stressors"].items():
         if e.get("unavailable"):
             click.echo(f"{name:28s} unavailable: {e['unavailable']}")
@@ -64,6 +86,14 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
             line += f"   x{e['all_threads']['threads']}: {e['all_threads']['bytes_per_s'] / 1e6:10.1f} MB/s"
         click.echo(line)
     click.echo("peaks: " + json.dumps({k: round(v) for k, v in doc["peaks"].items()}))
+    for metric, value in (doc.get("host_peaks") or {}).items():
+        best = (doc.get("catalog_best") or {}).get(metric)
+        click.echo(f"host peak {metric:16s} {value:14.4g}   reach {doc['reach'].get(metric, float('nan')):.3f}"
+                   + (f"  (best: {best['stressor']} x{best['threads']})" if best else "  (no catalog stressor)")
+                   + (f"  pairs {doc['reach_pairs'][metric]}" if metric in (doc.get("reach_pairs") or {}) else ""))
+    for metric, how in (doc.get("host_peaks_method") or {}).items():
+        if metric not in (doc.get("host_peaks") or {}):
+            click.echo(f"host peak {metric:16s} not measured: {how}")
     for name, note in doc["notes"].items():
         click.echo(f"note: {name}: {note}")
     click.echo(f"wrote {out_path}")

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from ._common import friendly_errors
+from ..cliopts import progress_option
 
 
 @click.command("generate")
@@ -29,7 +30,7 @@ from ._common import friendly_errors
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="ONNX Runtime threads (default: the manifest's).")
 @click.option("--candidates", type=click.IntRange(1, 1024), default=None,
               help="Candidates per window for the select planner (default 8).")
-@click.option("--progress/--no-progress", default=True)
+@progress_option
 @friendly_errors
 def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads, candidates, progress):
     """Generate a plan reproducing TRACE, window by window."""

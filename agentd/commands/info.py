@@ -46,6 +46,10 @@ def info(config_path, backend, as_json):
         click.echo(f"  {k}: {json.dumps(v, default=str) if isinstance(v, (list, dict)) else v}")
     click.echo(f"\ncatalog: {len(catalog)} stressors, {catalog.hash}")
     click.echo(f"calibration: {'present' if binfo.calibration else 'none (run mimesys-agent calibrate)'}")
+    for metric, value in (binfo.calibration.get("host_peaks") or {}).items():
+        r = (binfo.calibration.get("reach") or {}).get(metric)
+        click.echo(f"  host peak {metric:16s} {value:12.4g}  reach {r:.3f}" if r is not None
+                   else f"  host peak {metric:16s} {value:12.4g}  reach - (no catalog stressor)")
     if states:
         click.echo("\nsamplers:")
         for name, st in states.items():

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ._common import config_options, friendly_errors, load
+from ..cliopts import json_option, progress_option
 
 
 @click.command()
@@ -27,61 +27,77 @@ from ._common import config_options, friendly_errors, load
               help="Window length in seconds (default: monitor.interval_s, normally 1).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the trace as CSV (one row per window).")
-@click.option("--progress/--no-progress", default=True)
+@progress_option
+@click.option("--flush-every", "flush_s", type=click.FloatRange(1, 3600), default=60.0, show_default=True,
+              help="Seconds between flushes of the trace file (what a crash can lose).")
+@json_option
 @friendly_errors
-def record(config_path, backend, output, seconds, interval, csv_path, progress):
-    """Record this host's metrics for --seconds into a trace file."""
+def record(config_path, backend, output, seconds, interval, csv_path, progress, flush_s, as_json):
+    """Record this host's metrics for --seconds into a trace file (written as it goes)."""
+    from ..trace import Trace
     cfg = load(config_path, backend)
     interval = interval or cfg.monitor.interval_s
     windows = max(1, int(round(seconds / interval)))
-    trace = asyncio.run(_record(cfg, windows, interval, progress))
-    if trace.T == 0:
+    rows, simulated, n_metrics = asyncio.run(_record(cfg, output, windows, interval, progress, flush_s))
+    if rows == 0:
+        output.unlink(missing_ok=True)
         raise click.ClickException("interrupted before the first window completed; nothing written")
-    trace.write(output)
-    click.echo(f"recorded {trace.T} windows of {interval:g} s, {len(trace.metrics)} metrics "
-               f"({sum(m.available for m in trace.metrics)} available) -> {output}"
-               + (" [SIMULATED host]" if trace.simulated else ""))
+    click.echo(f"recorded {rows} windows of {interval:g} s, {n_metrics[0]} metrics "
+               f"({n_metrics[1]} available) -> {output}" + (" [SIMULATED host]" if simulated else ""), err=as_json)
     if csv_path:
-        trace.write_csv(csv_path)
-        click.echo(f"csv -> {csv_path}")
+        Trace.read(output).write_csv(csv_path)
+        click.echo(f"csv -> {csv_path}", err=as_json)
+    if as_json:
+        import json
+        click.echo(json.dumps({"trace": str(output), "windows": rows, "window_s": interval, "metrics": n_metrics[0],
+                               "available": n_metrics[1], "simulated": simulated,
+                               "csv": str(csv_path) if csv_path else None}))
 
 
-async def _record(cfg, windows: int, interval: float, progress: bool):
+async def _record(cfg, output: Path, windows: int, interval: float, progress: bool, flush_s: float):
     from tqdm import tqdm
 
     from .. import __version__
     from ..backends import create_backend
-    from ..trace import Trace
+    from ..trace_append import TraceAppender
 
     be = create_backend(cfg)
-    rows, starts = [], []
     started = time.time()
     # Ctrl-C / SIGTERM end the recording at the next window; what was recorded is kept.
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, task.cancel)
+    out = None
     try:
+        info, schema = be.info(), be.metric_schema()
+        out = TraceAppender(output, schema, window_s=interval, host_fingerprint=info.fingerprint,
+                            simulated=bool(info.simulated), flush_s=flush_s,
+                            provenance={"kind": "record", "backend": info.name, "agent_version": __version__,
+                                        "started_unix_s": started, "window_start_clock": "CLOCK_REALTIME",
+                                        "requested_windows": windows})
         with tqdm(total=windows, unit="window", disable=not progress, desc="recording") as bar:
             async with contextlib.aclosing(be.monitor(interval)) as samples:
                 async for sample in samples:
-                    rows.append(np.asarray(sample.values, np.float32))
-                    starts.append(int(sample.timestamp_ns - interval * 1e9))
+                    if out.rows == 0:   # window 0 started one interval before its sample
+                        _set_start(out, sample.timestamp_ns / 1e9 - interval)
+                    out.append(int(sample.timestamp_ns - interval * 1e9), sample.values)
                     bar.update(1)
-                    if len(rows) >= windows:
+                    if out.rows >= windows:
                         break
     except asyncio.CancelledError:
         task.uncancel()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        info = be.info()
-        schema = be.metric_schema()
+        if out is not None:
+            out.finish()
         await be.close()
-    values = np.stack(rows) if rows else np.zeros((0, len(schema)), np.float32)
-    return Trace(values=values, metrics=schema, window_s=interval,
-                 window_start_ns=np.asarray(starts, np.int64) if starts else None,
-                 host_fingerprint=info.fingerprint, simulated=bool(info.simulated),
-                 provenance={"kind": "record", "backend": info.name, "agent_version": __version__,
-                             "started_unix_s": started, "window_start_clock": "CLOCK_REALTIME",
-                             "requested_windows": windows})
+    return out.rows, bool(info.simulated), (len(schema), sum(m.available for m in schema))
+
+
+def _set_start(out, started_unix_s: float) -> None:
+    """Window 0's wall-clock start (the first sample's time less one interval)."""
+    from ..h5io import get_json, set_json
+    set_json(out.f.attrs, "provenance", {**(get_json(out.f.attrs, "provenance", {}) or {}),
+                                         "started_unix_s": started_unix_s})

@@ -7,8 +7,14 @@ window boundaries, exactly as a run through the API.
 With a command: the workload starts first; the command is started once the first window
 has executed (so it never runs on an unloaded host), and the plan is repeated back to back
 until the command exits; then the workload stops. Reported: the command's exit status and
-wall time, the windows executed and the trace written. replay exits with the command's
-status (so it can wrap a benchmark in a script).
+wall time, the windows executed and the trace written. The exit status follows
+agentd/exitstatus.py: the command's own when it fails (128+N when signal N killed it), 4 when
+the command succeeded but the plan failed (so a script wrapping a benchmark sees both).
+
+With --json, stdout carries one JSON line written after the command has ended (the summary
+above, plus the exit status this program returns); the command's own stdout goes to stderr
+(its stderr stays stderr), so a script reads stdout with one json.loads. A benchmark whose
+output the script parses writes it to a file of its own: `-- sh -c 'bench > bench.out'`.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
+import json
 import os
 import shlex
 import shutil
@@ -27,6 +35,7 @@ import click
 import numpy as np
 
 from ._common import config_options, friendly_errors, load
+from ..cliopts import json_option, progress_option, stderr_fd
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -41,58 +50,189 @@ from ._common import config_options, friendly_errors, load
 @click.option("--repetitions", type=click.IntRange(1, 100000), default=1,
               help="Times to run the plan (without a command; with one, it repeats until the command exits).")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None, help="Segment-order seed (default: the plan's).")
-@click.option("--progress/--no-progress", default=True)
+@progress_option
 @click.option("--textfile-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write mimesys_replay.prom there after every window (node_exporter's textfile collector).")
+@click.option("--run-as", "run_as", metavar="USER[:GROUP]", default=None,
+              help="Run the command as this user (root only); the plan keeps this process's privileges.")
+@click.option("--strict", is_flag=True,
+              help="Refuse a plan made for other hardware (default: a warning naming what differs).")
+@click.option("--fold-threads", is_flag=True,
+              help="Run a plan with more threads than this host's CPUs by folding threads onto them "
+                   "(work that no longer fits a window is dropped and reported).")
+@click.option("--via-agent", is_flag=True,
+              help="Hand the plan to this host's running agent (URL and token from --config): it measures "
+                   "everything the unit may (perf events), the command runs here as you.")
+@json_option(help="Print only one JSON line on stdout, after the command ends (windows, state, trace, the "
+                  "command's exit status and wall time, this program's exit status); messages and the "
+                  "command's own stdout go to stderr.")
 @friendly_errors
 def replay(config_path, backend, plan_path, command, output, no_record, csv_path, repetitions, seed, progress,
-           textfile_dir):
+           textfile_dir, run_as, strict, fold_threads, via_agent, as_json):
     """Execute PLAN on this host, optionally around `-- CMD ARGS...`."""
+    from ..errors import ValidationError
     from ..plan import Plan
+    from ..runas import parse_run_as
 
     cfg = load(config_path, backend)
-    # A private scratch directory: a daemon on the same host keeps its own.
-    scratch = cfg.agent.scratch_dir / f"replay-{os.getpid()}"
-    cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, scratch_dir=scratch))
+    command = list(command)
+    who = parse_run_as(run_as) if run_as else None
+    if who is not None and not command:
+        raise click.UsageError("--run-as names who runs the command after `--`; there is none")
+    if via_agent and textfile_dir is not None:
+        raise click.UsageError("--textfile-dir with --via-agent: the agent publishes /metrics itself")
+
+    say = functools.partial(click.echo, err=as_json)
+
+    async def spawn(cmd):
+        kw = {"env": who.env(dict(os.environ)), **who.subprocess_kw()} if who is not None else {}
+        if as_json:   # stdout is the summary's alone: the command writes its own to stderr
+            kw["stdout"] = stderr_fd()
+        try:
+            return await asyncio.create_subprocess_exec(*cmd, **kw)
+        except OSError as e:
+            raise ValidationError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
+
     plan = Plan.read(plan_path)
+    prepare = functools.partial(prepare_plan, strict=strict, fold=fold_threads)
     output = None if no_record else (output or Path(f"{plan_path.stem}.replay.h5"))
+    if via_agent:
+        from ..replay_via_agent import replay_via_agent
+        result = asyncio.run(replay_via_agent(cfg, plan, command, repetitions, seed, output=output, spawn=spawn,
+                                              prepare=prepare))
+        result.setdefault("plan_windows", plan.T)
+        say(f"workload: {result['windows']} windows executed by the agent at {result['agent']} "
+            f"(run {result['run_id']}), state {result['state']}"
+            + (f": {result['error']}" if result["error"] else ""))
+        csv_written = None
+        if result["trace_path"] is not None:
+            say(f"trace: {result['trace_path']}")
+            if csv_path:
+                from ..trace import Trace
+                Trace.read(result["trace_path"]).write_csv(csv_path)
+                say(f"csv: {csv_path}")
+                csv_written = csv_path
+        _report_command(command, result, say)
+        status = replay_status(result, bool(command))
+        if as_json:
+            click.echo(json.dumps(replay_summary(plan_path, command, result, status, trace=result["trace_path"],
+                                                 csv=csv_written, simulated=result.get("simulated"),
+                                                 agent=result["agent"], run_id=result["run_id"]), default=str))
+        raise SystemExit(status)
+
+    from ..replayarea import private_scratch
+    scratch = private_scratch(cfg.agent)
+    cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, scratch_dir=scratch))
     try:
-        result = asyncio.run(_replay(cfg, plan, list(command), repetitions, seed, progress, textfile_dir))
+        result = asyncio.run(_replay(cfg, plan, command, repetitions, seed, progress, textfile_dir, spawn=spawn,
+                                     prepare=prepare))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     trace = result["trace"]
-    click.echo(f"workload: {result['windows']} windows executed (plan of {plan.T}, {result['repetitions']} complete "
-               f"repetition(s)), "
-               f"state {result['state']}" + (f": {result['error']}" if result["error"] else "")
-               + (" [SIMULATED host]" if trace is not None and trace.simulated else ""))
+    say(f"workload: {result['windows']} windows executed (plan of {result['plan_windows']}, "
+        f"{result['repetitions']} complete repetition(s)), "
+        f"state {result['state']}" + (f": {result['error']}" if result["error"] else "")
+        + (" [SIMULATED host]" if trace is not None and trace.simulated else ""))
+    written = written_csv = None
     if output is not None and trace is not None and trace.T:
         trace.write(output)
-        click.echo(f"trace: {output}")
+        say(f"trace: {output}")
+        written = output
         if csv_path:
             trace.write_csv(csv_path)
-            click.echo(f"csv: {csv_path}")
-    if command:
-        click.echo(f"command: {shlex.join(command)}")
-        if result["exit_status"] is None:
-            click.echo("  not run (the workload failed before its first window ended)")
-        else:
-            click.echo(f"  exit status {result['exit_status']}, wall time {result['wall_s']:.3f} s")
-        raise SystemExit(result["exit_status"] if result["exit_status"] is not None else 1)
-    if result["state"] != "done":
-        raise SystemExit(1)
+            say(f"csv: {csv_path}")
+            written_csv = csv_path
+    _report_command(command, result, say)
+    status = replay_status(result, bool(command))
+    if as_json:
+        click.echo(json.dumps(replay_summary(plan_path, command, result, status, trace=written, csv=written_csv,
+                                             simulated=bool(trace.simulated) if trace is not None else None),
+                              default=str))
+    raise SystemExit(status)
+
+
+def replay_summary(plan_path, command, result: dict, status: int, *, trace=None, csv=None, simulated=None,
+                   **extra) -> dict:
+    """The --json line: what ran, what was written, how the command ended and the exit status
+    this program returns (agentd/exitstatus.py)."""
+    rc = result.get("exit_status")
+    return {"plan": str(plan_path), "windows": result["windows"], "plan_windows": result.get("plan_windows"),
+            "repetitions": result.get("repetitions"), "state": result["state"], "error": result["error"],
+            "simulated": simulated, "trace": str(trace) if trace is not None else None,
+            "csv": str(csv) if csv is not None else None, **extra,
+            "command": list(command) or None,
+            "command_exit_status": rc if rc is None or rc >= 0 else None,
+            "command_signal": -rc if rc is not None and rc < 0 else None,
+            "command_wall_s": round(result["wall_s"], 6) if command and rc is not None else None,
+            "exit_status": status}
+
+
+def _report_command(command, result, say=click.echo) -> None:
+    if not command:
+        return
+    say(f"command: {shlex.join(command)}")
+    if result["exit_status"] is None:
+        say("  not run (the workload failed before its first window ended)")
+    else:
+        rc = result["exit_status"]
+        how = f"killed by signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exit status {rc}"
+        say(f"  {how}, wall time {result['wall_s']:.3f} s")
+
+
+def prepare_plan(plan, fingerprint: dict, max_threads: int, *, strict: bool, fold: bool):
+    """The plan as this host will run it: refused (--strict) or warned about when it was made for
+    other hardware; folded onto max_threads CPUs with --fold-threads."""
+    from ..errors import ValidationError
+    from ..exitstatus import WorkloadFailure
+    from ..fingerprint import hardware_differences
+    from ..fold import fold_threads
+    diffs = hardware_differences(plan.host_fingerprint, fingerprint) if plan.host_fingerprint else []
+    if diffs:
+        msg = "the plan was made for other hardware: " + "; ".join(diffs)
+        if strict:
+            raise ValidationError(msg + " (--strict)")
+        click.echo(f"warning: {msg}; its contention will not be the original's (--strict refuses)", err=True)
+    if plan.K > max_threads:
+        if not fold:
+            raise WorkloadFailure(f"plan has {plan.K} threads but this host has {max_threads} CPUs; "
+                                  f"--fold-threads runs it on {max_threads}")
+        plan, report = fold_threads(plan, max_threads)
+        click.echo(f"folded {report['from_threads']} threads onto {report['to_threads']} CPUs: "
+                   f"{report['dropped_fraction']:.1%} of the planned work did not fit "
+                   f"({report['windows_scaled']} window(s) scaled down)", err=True)
+    return plan
+
+
+def replay_status(result: dict, wrapped: bool) -> int:
+    """The exit status (agentd/exitstatus.py): the wrapped command's own failure first, as
+    time(1) does (-N from a signal becomes 128+N); then the plan's."""
+    from ..exitstatus import OK, SIGNAL_BASE, WORKLOAD, status_of_wait
+    if wrapped and result["exit_status"] is not None and result["exit_status"] != 0:
+        return status_of_wait(result["exit_status"])
+    if result["state"] == "interrupted":
+        return SIGNAL_BASE + signal.SIGINT
+    if result["state"] != "done" or (wrapped and result["exit_status"] is None):
+        return WORKLOAD
+    return OK
 
 
 async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progress: bool,
-                  textfile_dir: Path | None = None) -> dict:
+                  textfile_dir: Path | None = None, *, spawn=None, prepare=None) -> dict:
     from tqdm import tqdm
 
     from .. import __version__
     from ..backend import RunOptions
     from ..backends import create_backend
     from ..errors import MimesysError, ValidationError
-    from ..trace import Trace
+    from ..trace import Trace, wall_clock_of_monotonic
 
     be = create_backend(cfg)
+    if prepare is not None:
+        try:
+            plan = prepare(plan, be.info().fingerprint, be.max_threads)
+        except BaseException:
+            await be.close()
+            raise
     textfile = None
     if textfile_dir is not None:
         from ..textfile import ReplayTextfile
@@ -123,10 +263,13 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
                         textfile.window(w)
                     if command and proc is None:
                         cmd_started = time.monotonic()
-                        try:
-                            proc = await asyncio.create_subprocess_exec(*command)
-                        except OSError as e:
-                            raise ValidationError(f"cannot start {command[0]!r}: {e.strerror or e}") from None
+                        if spawn is not None:
+                            proc = await spawn(command)
+                        else:
+                            try:
+                                proc = await asyncio.create_subprocess_exec(*command)
+                            except OSError as e:
+                                raise ValidationError(f"cannot start {command[0]!r}: {e.strerror or e}") from None
                         waiter.set()
             reps_done += 1
 
@@ -174,8 +317,10 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
                                   "plan_windows": plan.T, "repetitions": reps_done,
                                   "command": command or None, "plan_provenance": plan.provenance,
                                   "catalog_hash": plan.catalog_hash,
-                                  "seed": seed if seed is not None else plan.seed})
+                                  "seed": seed if seed is not None else plan.seed,
+                                  "window_start_clock": "CLOCK_MONOTONIC",
+                                  "started_unix_s": wall_clock_of_monotonic(starts[0])})
     if textfile is not None:
         textfile.finish(state, proc.returncode if proc is not None else None)
-    return {"trace": trace, "windows": len(rows), "repetitions": reps_done, "state": state, "error": error,
+    return {"trace": trace, "windows": len(rows), "plan_windows": plan.T, "repetitions": reps_done, "state": state, "error": error,
             "exit_status": proc.returncode if proc is not None else None, "wall_s": cmd_wall or 0.0}

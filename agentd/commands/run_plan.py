@@ -4,6 +4,7 @@ show progress, and print planned vs achieved time per stressor (optionally as JS
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import numpy as np
 
 from ..errors import MimesysError
 from ..hostpaths import online_cpus, parse_cpu_list
+from ..exitstatus import WORKLOAD, click_error
+from ..cliopts import json_option, progress_option
 
 
 def summarize(result, catalog, window_ns: int) -> dict:
@@ -76,11 +79,16 @@ async def _run(plan, cfg, seed, repetitions, warmup, progress):
 
 @click.command("run-plan")
 @click.argument("plan_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Agent config whose agent.cpus, scratch budget and replay area are the defaults below.")
 @click.option("--scratch-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory for the disk stressors' files (default: /var/tmp; files are unlinked at creation).")
-@click.option("--scratch-budget-mib", type=click.IntRange(1), default=2048, show_default=True,
-              help="Most scratch space the disk stressors may use; the runner refuses plans that need more.")
-@click.option("--cpus", default=None, help="CPUs for the plan's threads, e.g. 0-1 (default: online CPUs).")
+              help="Directory for the disk stressors' files (default: a private one in the config's replay area "
+                   "with --config, else /var/tmp; files are unlinked at creation).")
+@click.option("--scratch-budget-mib", type=click.IntRange(1), default=None,
+              help="Most scratch space the disk stressors may use; the runner refuses plans that need more "
+                   "[agent.scratch_budget_mib with --config, else 2048].")
+@click.option("--cpus", default=None, help="CPUs for the plan's threads, e.g. 0-1 (default: agent.cpus with "
+                                           "--config, else the online CPUs).")
 @click.option("--seed", type=int, default=None, help="Segment-order seed (default: the plan's).")
 @click.option("--repetitions", type=click.IntRange(1), default=1, show_default=True,
               help="Run the whole plan this many times back to back.")
@@ -89,10 +97,12 @@ async def _run(plan, cfg, seed, repetitions, warmup, progress):
 @click.option("--udp-sink", default="127.0.0.1:9", show_default=True, help="HOST:PORT for net_udp_sink.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the summary as JSON here.")
+@progress_option
+@json_option
 @click.option("--catalog", "catalog_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Stressor catalog (default: the shipped one).")
-def run_plan(plan_path, scratch_dir, scratch_budget_mib, cpus, seed, repetitions, warmup_windows, udp_sink,
-             report_path, catalog_path):
+def run_plan(plan_path, config_path, scratch_dir, scratch_budget_mib, cpus, seed, repetitions, warmup_windows, udp_sink,
+             report_path, catalog_path, progress, as_json):
     """Execute PLAN_PATH (HDF5) on this host and report planned vs achieved time per stressor."""
     from tqdm import tqdm
 
@@ -100,10 +110,23 @@ def run_plan(plan_path, scratch_dir, scratch_budget_mib, cpus, seed, repetitions
     from ..plan import Plan
     from ..runner import RunnerConfig
 
+    # --json: stdout is the summary alone; the human lines go to stderr.
+    say = functools.partial(click.echo, err=as_json)
+    private = None
     try:
+        cfg_agent = None
+        if config_path is not None:
+            from ..config import load_config
+            cfg_agent = load_config(config_path).agent
         catalog = load_catalog(catalog_path)
         plan = Plan.read(plan_path)
-        cpu_list = tuple(parse_cpu_list(cpus)) if cpus else tuple(online_cpus())
+        cpu_list = tuple(parse_cpu_list(cpus)) if cpus else (
+            cfg_agent.resolved_cpus() if cfg_agent else tuple(online_cpus()))
+        if scratch_budget_mib is None:
+            scratch_budget_mib = cfg_agent.scratch_budget_mib if cfg_agent else 2048
+        if scratch_dir is None and cfg_agent is not None:
+            from ..replayarea import private_scratch
+            scratch_dir = private = private_scratch(cfg_agent)
         plan.validate(catalog)
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
@@ -111,35 +134,41 @@ def run_plan(plan_path, scratch_dir, scratch_budget_mib, cpus, seed, repetitions
                            scratch_budget_bytes=scratch_budget_mib << 20, udp_sink=udp_sink,
                            catalog_path=catalog_path)
         total = plan.T * repetitions
-        click.echo(f"{plan_path}: {plan.T} windows x {plan.window_s:g} s, {plan.K} threads on CPUs "
+        say(f"{plan_path}: {plan.T} windows x {plan.window_s:g} s, {plan.K} threads on CPUs "
                    f"{','.join(map(str, cpu_list))}, {repetitions} repetition(s), {warmup_windows} warm-up window(s)")
-        with tqdm(total=total, unit="win", desc="run-plan") as bar:
+        with tqdm(total=total, unit="window", desc="run-plan", disable=not progress) as bar:
             result = asyncio.run(_run(plan, cfg, seed, repetitions, warmup_windows, bar))
     except ValueError as e:
         raise click.ClickException(f"--cpus {cpus!r}: {e}") from None
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
     except KeyboardInterrupt:
         raise click.ClickException("interrupted; the runner was stopped and its scratch files removed") from None
+    finally:
+        if private is not None:
+            import shutil
+            shutil.rmtree(private, ignore_errors=True)
 
     summary = summarize(result, catalog, int(round(plan.window_s * 1e9)))
     summary.update(plan=str(plan_path), threads=plan.K, window_s=plan.window_s, repetitions=repetitions,
                    seed=plan.seed if seed is None else seed, cpus=list(cpu_list))
     for name, note in summary["notes"].items():
-        click.echo(f"note: {name}: {note}")
-    click.echo(f"{'stressor':28s} {'planned s':>10s} {'ran s':>10s} {'ran/plan':>9s} {'MB/s':>10s}")
+        say(f"note: {name}: {note}")
+    say(f"{'stressor':28s} {'planned s':>10s} {'ran s':>10s} {'ran/plan':>9s} {'MB/s':>10s}")
     for name, s in summary["stressors"].items():
         ratio = s["ran_s"] / s["planned_s"] if s["planned_s"] else float("nan")
-        click.echo(f"{name:28s} {s['planned_s']:10.3f} {s['ran_s']:10.3f} {ratio:9.4f} {s['bytes_per_s'] / 1e6:10.1f}")
+        say(f"{name:28s} {s['planned_s']:10.3f} {s['ran_s']:10.3f} {ratio:9.4f} {s['bytes_per_s'] / 1e6:10.1f}")
     t = summary["timing"]
     if t["segments"]:
-        click.echo(f"segments: {t['segments']}, |ran - planned| p50 {t['p50_segment_error_ms']:.3f} ms, "
+        say(f"segments: {t['segments']}, |ran - planned| p50 {t['p50_segment_error_ms']:.3f} ms, "
                    f"p99 {t['p99_segment_error_ms']:.3f} ms, max {t['max_segment_error_ms']:.3f} ms; "
                    f"window start lateness max {t['max_start_lateness_ms']:.3f} ms, last {t['drift_ms']:.3f} ms")
-    click.echo(f"runner: {summary['exit']} {summary['exit_detail']}".rstrip())
+    say(f"runner: {summary['exit']} {summary['exit_detail']}".rstrip())
     if report_path:
         report_path.parent.mkdir(parents=True, exist_ok=True)
         report_path.write_text(json.dumps(summary, indent=1) + "\n")
-        click.echo(f"report: {report_path}")
+        say(f"report: {report_path}")
+    if as_json:
+        click.echo(json.dumps(summary, default=str))
     if summary["exit"] != "done":
-        raise SystemExit(1)
+        raise SystemExit(WORKLOAD)

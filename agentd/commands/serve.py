@@ -57,6 +57,12 @@ def _tls(cfg):
         return None
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    from ..errors import ValidationError
+    from ..fsutil import read_secret_file
+    try:   # the private key: ours alone (owner, mode), or the agent does not serve with it
+        read_secret_file(cfg.api.tls_key, "api.tls_key")
+    except ValidationError as e:
+        raise ConfigError(str(e)) from None
     try:
         ctx.load_cert_chain(str(cfg.api.tls_cert), str(cfg.api.tls_key))
     except (OSError, ssl.SSLError) as e:

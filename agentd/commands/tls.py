@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..cliopts import json_option
 from ._common import friendly_errors
 
 DEFAULT_CERT = "/etc/mimesys/tls/agent.crt"
@@ -30,7 +31,7 @@ def tls():
 @click.option("--force", is_flag=True, help="Replace an existing pair.")
 @click.option("--owner", default=None, metavar="USER[:GROUP]",
               help="Give the pair to this user (the packaged service runs as `mimesys`); the key stays 0600.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@json_option(help="Print only one JSON object on stdout: cert, key, sha256 and names.")
 @friendly_errors
 def init(cert_path, key_path, names, days, force, owner, as_json):
     """Write a self-signed key + certificate pair and print its SHA-256 fingerprint.
@@ -56,11 +57,13 @@ def init(cert_path, key_path, names, days, force, owner, as_json):
 
 @tls.command("fingerprint")
 @click.argument("cert_path", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_CERT)
+@json_option(help="Print only one JSON object on stdout: the certificate's path and its SHA-256 fingerprint.")
 @friendly_errors
-def fingerprint(cert_path):
+def fingerprint(cert_path, as_json):
     """Print the SHA-256 fingerprint of CERT (default: the agent's)."""
     from ..tls import cert_sha256
-    click.echo(cert_sha256(cert_path))
+    fp = cert_sha256(cert_path)
+    click.echo(json.dumps({"cert": str(cert_path), "sha256": fp}) if as_json else fp)
 
 
 def _owner(spec: str) -> tuple[int, int]:

@@ -18,9 +18,20 @@ point, m3's "approximate model + correction" used backwards). Activity the targe
 show costs exactly what the model predicts it adds to those metrics: a disk stressor on a
 target with an idle disk is penalized by its own predicted disk traffic.
 
+What a replay is judged by is the mean over metrics of each metric's RMS distance (DTW,
+controller/evaluate), not one pooled sum of squares: a pooled sum lets a plan buy a little
+on a metric it already misses by a lot (migrations, say) with loopback traffic or disk reads
+the target never had, which a per-metric score counts in full. So the metric weights w_n are
+re-weighted between outer passes by 1 / max(RMS_n, floor) (iteratively re-weighted least
+squares for Σ_n RMS_n; floor = 0.02 of full scale, about the run-to-run noise of a real host),
+normalized to mean 1.
+
 Metrics left out of the fit: byte gauges (memory held, page cache: set by what is allocated
 over the whole run, not by the window), per-device and per-interface breakdowns whose
-host-wide total is also in the model (counted once), and every metric the target lacks.
+host-wide total is also in the model (counted once), and every metric the target lacks. A
+stressor whose resource the target does not measure at all (network stressors for a trace
+without network metrics) costs what an unobserved one does: the plan would add contention
+nobody asked for and nobody can check.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ from ..generate import check_target, project_to_valid, target_matrix
 from ..metrics import is_duplicated_breakdown
 from ..plan import Plan
 from ..trace import Trace
+from .firstorder import CLASS_GROUP
 from .model import ForwardModel, load_forward_model
 
 
@@ -47,6 +59,8 @@ class InverseSettings:
     unobserved_cost: float = 4.0  # λ_idle × this for stressors whose resource no metric observes
     change_weight: float = 0.05  # λ_change
     steady_tolerance: float = 0.02
+    rms_reweight: bool = True    # per-metric weights 1 / max(RMS_n, rms_floor) between outer passes
+    rms_floor: float = 0.02
     first_order_only: bool = False
 
 
@@ -96,8 +110,6 @@ class InversePlanner:
         # driving a resource no metric observes (memory bandwidth without a PMU) costs more — its
         # contention cannot be checked against the target, so it is not used to fill in CPU time.
         self._cost = 1.0 + self.settings.unobserved_cost * first.unobserved()
-        # Lipschitz constant of the fit term's gradient (φ ≤ 1, weights ≤ 1).
-        self._lip_fit = 2.0 * float(np.linalg.norm(G.reshape(-1, first.N) * np.sqrt(self.weights), 2) ** 2)
 
     def generate(self, trace: Trace, *, seed: int = 0, progress=None) -> Plan:
         model = self.model
@@ -135,19 +147,47 @@ class InversePlanner:
         lam_c = s.change_weight * steady                           # [T]: couples t with t−1
         idle_s = first.idle / scales
         allowed = self.allowed(values)
+        cost = self.cost(values)
         a = np.zeros((T, first.M, first.K))
         corr = np.zeros((T, first.N))
         use_corr = model.has_correction and not s.first_order_only
-        for _ in range(max(1, s.outer)):
+        observed = mask > 0
+        reweight = np.ones(first.N)
+        passes = max(1, s.outer)
+        for i in range(passes):
             phi = first.group_scale(a)                              # [T, N]
             if use_corr:
                 prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
                 corr = model.correction(a, prev)[0] / scales
-            a = self._fista(a, y - idle_s - corr, phi, mask, lam_c, s.iterations, allowed)
+            a = self._fista(a, y - idle_s - corr, phi, mask * reweight, lam_c, s.iterations, allowed, cost)
+            if s.rms_reweight and i < passes - 1:
+                reweight = self.metric_reweight(a, y, observed, use_corr)
         pred = model.predict_plan(a, first_order_only=not use_corr)[0] / scales
-        err = (pred - y) * (mask > 0)
-        rms = float(np.sqrt((err ** 2).sum() / max((mask > 0).sum(), 1)))
+        err = (pred - y) * observed
+        rms = float(np.sqrt((err ** 2).sum() / max(observed.sum(), 1)))
         return a.astype(np.float32), {"rms": rms}
+
+    def metric_reweight(self, a: np.ndarray, y: np.ndarray, observed: np.ndarray, use_corr: bool) -> np.ndarray:
+        """[N] factors 1 / max(RMS_n, floor) of the current plan's predicted error per metric
+        (scaled units), mean 1 over the metrics the target has: the IRLS step for Σ_n RMS_n."""
+        pred = self.model.predict_plan(a, first_order_only=not use_corr)[0] / self.model.scales
+        n_obs = observed.sum(axis=0)
+        has = n_obs > 0
+        rms = np.sqrt((((pred - y) * observed) ** 2).sum(axis=0) / np.maximum(n_obs, 1))
+        f = np.where(has, 1.0 / np.maximum(rms, self.settings.rms_floor), 0.0)
+        return f / f[has].mean() if has.any() else np.ones_like(f)
+
+    def cost(self, values: np.ndarray) -> np.ndarray:
+        """[M] what a unit of each stressor costs beyond its fit: 1, or 1 + unobserved_cost for a
+        stressor whose resource no metric of the model observes or the target does not measure."""
+        first = self.model.first
+        if not first.classes:
+            return self._cost
+        in_target = np.isfinite(values).any(axis=0) & (self.weights > 0)
+        measured = {g for g, idx in first.groups.items() if in_target[idx].any()}
+        unmeasured = np.array([CLASS_GROUP.get(c) in first.groups and CLASS_GROUP[c] not in measured
+                               for c in first.classes])
+        return np.where(unmeasured, 1.0 + self.settings.unobserved_cost, self._cost)
 
     def allowed(self, values: np.ndarray) -> np.ndarray:
         """[M] bool: the stressors a plan for this target may use. A stressor whose buffer is held
@@ -164,17 +204,22 @@ class InversePlanner:
             excess = max(0.0, float(np.nanmedian(values[:, n])) - float(first.idle[n]))
         return ok & ~(first.unobserved() & (first.footprint > excess))
 
-    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations, allowed=None):
-        """Projected accelerated gradient on the linearized problem (φ fixed)."""
+    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None):
+        """Projected accelerated gradient on the linearized problem (φ fixed). mask [T, N]: the
+        metric weights (0 where the target has no value)."""
         T, M, K = a0.shape
-        lam_i = (self.settings.idle_weight * self._cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
+        cost = self._cost if cost is None else cost
+        lam_i = (self.settings.idle_weight * cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
         G = self._G.reshape(M * K, -1)                                 # [MK, N]
         Gt = np.ascontiguousarray(G.T)
-        lip = self._lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9
+        w = mask * phi
+        # Lipschitz constant of the fit term's gradient: 2 ‖G diag(√max_t w φ)‖² (φ ≤ 1)
+        wmax = np.max(w * phi, axis=0, initial=0.0)
+        lip_fit = 2.0 * float(np.linalg.norm(G * np.sqrt(wmax), 2) ** 2)
+        lip = lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9
         step = 1.0 / lip
         x = a0.copy()
         z, t_k = x.copy(), 1.0
-        w = mask * phi
         for _ in range(iterations):
             r = phi * (z.reshape(T, -1) @ G) - resid_target            # [T, N]
             grad = (2.0 * ((w * r) @ Gt) + lam_i).reshape(T, M, K)

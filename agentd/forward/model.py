@@ -9,6 +9,8 @@ Directory layout (written by controller/forward/fit.py)::
                       provenance (dataset, profile, code revision, simulated)
     correction.onnx   optional: the ensemble, features [B, F] -> mean [B, N], std [B, N]
                       (residuals in scaled units: (measured − first order) / scale)
+    manifest "adaptation"  optional: a model carried to another host (`mimesys forward adapt`):
+                      a linear map on the base prediction, adaptation.py; part of `correction()`
 
 The correction's inputs are `features(a, a_prev)`, defined here once and used by the trainer
 too, so training and inference cannot disagree.
@@ -23,6 +25,7 @@ import numpy as np
 
 from .. import manifest
 from ..errors import ValidationError
+from .adaptation import Adaptation
 from .firstorder import FirstOrder
 
 MANIFEST = "manifest.json"
@@ -55,6 +58,7 @@ class ForwardModel:
     simulated: bool = False
     corrected: np.ndarray | None = None      # [N] bool: metrics the correction applies to
     _session: object = None                  # onnxruntime.InferenceSession of correction.onnx
+    adaptation: Adaptation | None = None     # carried to another host: applied after the correction
 
     @property
     def metric_names(self) -> list[str]:
@@ -70,7 +74,7 @@ class ForwardModel:
 
     @property
     def has_correction(self) -> bool:
-        return self._session is not None
+        return self._session is not None or self.adaptation is not None
 
     def first_order(self, a: np.ndarray) -> np.ndarray:
         return self.first.predict(a)
@@ -78,12 +82,16 @@ class ForwardModel:
     def correction(self, a: np.ndarray, a_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """a, a_prev [B, M, K] -> (mean, std) [B, N] in metric units (zeros without a correction)."""
         B = a.shape[0]
-        if self._session is None:
-            z = np.zeros((B, self.first.N))
-            return z, z.copy()
-        mean, std = self._session.run(None, {"features": features(self.first, self.scales, a, a_prev)})
-        mask = self.corrected if self.corrected is not None else np.ones(self.first.N, bool)
-        return mean * self.scales * mask, std * self.scales * mask
+        mean = np.zeros((B, self.first.N))
+        std = np.zeros((B, self.first.N))
+        if self._session is not None:
+            m, s = self._session.run(None, {"features": features(self.first, self.scales, a, a_prev)})
+            mask = self.corrected if self.corrected is not None else np.ones(self.first.N, bool)
+            mean, std = m * self.scales * mask, s * self.scales * mask
+        if self.adaptation is not None:
+            base = (self.first.predict(a) + mean) / self.scales
+            mean = mean + self.adaptation.delta(base, a) * self.scales
+        return mean, std
 
     def predict(self, a: np.ndarray, a_prev: np.ndarray | None = None, *,
                 first_order_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +99,7 @@ class ForwardModel:
         a = np.asarray(a, np.float64)
         a_prev = np.zeros_like(a) if a_prev is None else np.asarray(a_prev, np.float64)
         x = self.first.predict(a)
-        if first_order_only or self._session is None:
+        if first_order_only or not self.has_correction:
             return x, np.zeros_like(x)
         mean, std = self.correction(a, a_prev)
         return self.first.clip(x + mean), std
@@ -105,7 +113,8 @@ class ForwardModel:
 
     # -- file form ------------------------------------------------------------------
     def manifest(self, correction: dict | None = None) -> dict:
-        return {"format": FORMAT, "version": VERSION, "catalog_hash": self.catalog_hash,
+        extra = {"adaptation": self.adaptation.to_dict()} if self.adaptation is not None else {}
+        return {**extra, "format": FORMAT, "version": VERSION, "catalog_hash": self.catalog_hash,
                 "window_s": self.window_s, "threads": self.threads, "metric_names": self.metric_names,
                 "units": self.first.units, "scales": self.scales.tolist(), "first_order": self.first.to_dict(),
                 "correction": correction, "host_fingerprint": self.host_fingerprint,
@@ -140,4 +149,6 @@ def load_forward_model(model_dir: Path | str) -> ForwardModel:
         except Exception as e:  # onnxruntime raises its own exception types
             raise ValidationError(f"{model_dir}: cannot load the correction graph: {e}") from e
         fm.corrected = np.array([n in set(corr.get("metrics", [])) for n in first.metric_names])
+    if m.get("adaptation"):
+        fm.adaptation = Adaptation.from_dict(m["adaptation"], first.N, first.M + first.K, where)
     return fm

@@ -137,7 +137,8 @@ class SimModel:
 
     @classmethod
     def from_catalog(cls, catalog, params: SimParams | None = None) -> "SimModel":
-        profiles = [profile_for(s.kernel, s.resource_class) for s in catalog.stressors]
+        profiles = [profile_for(s.kernel, s.resource_class, s.pace["fraction"] if s.pace else None, s.params)
+                    for s in catalog.stressors]
         return cls.from_profiles(catalog.names, profiles, params or SimParams())
 
     @property

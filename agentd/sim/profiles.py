@@ -15,7 +15,7 @@ know gets its resource class's profile, so a catalog that grows keeps simulating
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GB = 1e9
 MB = 1e6
@@ -53,6 +53,8 @@ KERNEL_PROFILES: dict[str, StressorProfile] = {
                                      llc_polluter=0.3, resident_B=16 * MB),
     "stream_triad": StressorProfile(mem_Bps=7.5 * GB, llc_miss_per_s=80 * MB, llc_polluter=1.0,
                                     resident_B=256 * 2**20, mem_pressure=0.01),
+    "stream_read": StressorProfile(mem_Bps=9.0 * GB, llc_miss_per_s=140 * MB, llc_polluter=1.0,
+                                   resident_B=256 * 2**20, mem_pressure=0.01),
     "random_access": StressorProfile(mem_Bps=2.4 * GB, llc_miss_per_s=19 * MB, llc_polluter=0.8,
                                      shared_resident_B=1 * 2**30, mem_pressure=0.03),
     "hashmap_insert": StressorProfile(mem_Bps=1.6 * GB, llc_miss_per_s=12 * MB, llc_polluter=0.6,
@@ -71,6 +73,17 @@ KERNEL_PROFILES: dict[str, StressorProfile] = {
                                     llc_miss_per_s=4 * MB, llc_polluter=0.3, resident_B=4 * MB),
     "udp_sink": StressorProfile(cpu=0.85, mem_Bps=0.2 * GB, nic_tx_Bps=0.45 * GB, packet_bytes=1442,
                                 llc_miss_per_s=0.8 * MB),
+    "disk_qd_read": StressorProfile(cpu=0.2, mem_Bps=1.0 * GB, disk_read_Bps=1.2 * GB, io_bytes=1 * 2**20,
+                                    llc_miss_per_s=0.5 * MB),
+    "disk_qd_write": StressorProfile(cpu=0.2, mem_Bps=0.9 * GB, disk_write_Bps=1.0 * GB, io_bytes=1 * 2**20,
+                                     llc_miss_per_s=0.5 * MB),
+    "pagecache_rw": StressorProfile(cpu=1.0, mem_Bps=3.0 * GB, disk_write_Bps=40 * MB, io_bytes=1 * 2**20,
+                                    write_lag=0.9, llc_miss_per_s=8 * MB, llc_polluter=0.6,
+                                    page_cache_B=256 * 2**20),
+    "page_fault_churn": StressorProfile(cpu=1.0, mem_Bps=1.5 * GB, llc_miss_per_s=3 * MB, llc_polluter=0.2,
+                                        resident_B=4 * 2**20, mem_pressure=0.02),
+    "cpu_contend": StressorProfile(llc_miss_per_s=0.02 * MB),
+    "futex_pingpong": StressorProfile(cpu=0.9, llc_miss_per_s=0.01 * MB),
 }
 
 CLASS_PROFILES: dict[str, StressorProfile] = {
@@ -82,5 +95,24 @@ CLASS_PROFILES: dict[str, StressorProfile] = {
 }
 
 
-def profile_for(kernel: str, resource_class: str) -> StressorProfile:
-    return KERNEL_PROFILES.get(kernel) or CLASS_PROFILES.get(resource_class) or StressorProfile()
+_RATES = ("mem_Bps", "llc_miss_per_s", "disk_read_Bps", "disk_write_Bps", "lo_Bps", "nic_tx_Bps")
+
+
+# A loopback send costs about this long however small it is (syscall + softirq on both ends):
+# below 64 KiB the message rate, not the byte rate, is the limit.
+LOOPBACK_SEND_S = 2.5e-6
+
+
+def profile_for(kernel: str, resource_class: str, pace: float | None = None,
+                params: dict | None = None) -> StressorProfile:
+    """`pace`: a rate-limited variant's fraction of its base: its rates scale, its CPU too
+    (it sleeps between paced steps). `params`: the variant's own; a TCP loopback variant with
+    small messages sends one packet per message at a message rate the send cost bounds."""
+    p = KERNEL_PROFILES.get(kernel) or CLASS_PROFILES.get(resource_class) or StressorProfile()
+    msg = (params or {}).get("message_bytes")
+    if kernel == "tcp_loopback" and msg and msg < p.packet_bytes:
+        p = replace(p, lo_Bps=min(p.lo_Bps, msg / LOOPBACK_SEND_S), packet_bytes=float(msg),
+                    mem_Bps=p.mem_Bps * msg / p.packet_bytes)
+    if pace is None:
+        return p
+    return replace(p, cpu=p.cpu * pace, **{f: getattr(p, f) * pace for f in _RATES})

@@ -18,6 +18,7 @@ Records carry a unique `key`; a key seen twice is kept once (the first) and coun
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import struct
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Iterator
 
 import msgpack
+
+from agentd.fsutil import atomic_write_bytes as _atomic_write_bytes
 
 from agentd.errors import MimesysError
 
@@ -41,13 +44,37 @@ class StoreError(MimesysError):
 
 
 class RecordLog:
+    """Opened by one process at a time: opening drops a torn tail, which in a second process
+    could be the first one's append in flight (acknowledged a moment later). An exclusive
+    flock on <log>.lock, held until close(), makes a second opener fail with a clear error."""
+
     def __init__(self, path: Path | str):
         self.path = Path(path)
+        self._lock_fd = self._lock()
         self.records: list[dict] = []
         self.keys: set[str] = set()
         self.duplicates = 0
         self.truncated_bytes = 0
-        self._open()
+        try:
+            self._open()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _lock(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 100, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise StoreError(f"{self.path}: in use by {holder}; one process at a time may open a campaign's "
+                             f"sample log (wait for it to finish)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        return fd
 
     def _open(self) -> None:
         new = not self.path.exists()
@@ -152,6 +179,9 @@ class RecordLog:
     def close(self) -> None:
         if not self._fh.closed:
             self._fh.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)    # releases the flock
+            self._lock_fd = None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -164,10 +194,4 @@ def _fsync_dir(path: Path) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write-then-rename with fsync: readers see the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    _atomic_write_bytes(path, data)

@@ -1,4 +1,4 @@
-"""`mimesys align MODEL --traces T1.h5 [T2.h5 ...] (--fleet fleet.toml | --sim) --out MODEL2`
+"""`mimesys align MODEL --traces T1.h5 [T2.h5 ...] (--fleet fleet.toml | --sim) -o MODEL2`
 
 Execution-driven alignment (DDPO) of a trained model against real traces, executed by
 the agents of a fleet or by simulated agents (labelled simulated everywhere). Resumable:
@@ -14,6 +14,8 @@ import click
 
 from agentd.errors import MimesysError
 from controller.align.config import PRESETS
+from agentd.exitstatus import click_error
+from agentd.cliopts import json_option, output_option, progress_option
 
 
 def _parse_value(text: str):
@@ -45,7 +47,7 @@ def _pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:
 @click.option("--sim", "sim", is_flag=True, help="Simulated agents execute the rollouts. Results are SIMULATED.")
 @click.option("--sim-agents", type=click.IntRange(min=1), default=4, show_default=True,
               help="How many simulated agents (with --sim).")
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+@output_option("out", "--out", required=True, type=click.Path(path_type=Path),
               help="Where to write the aligned model (same format as `mimesys train` writes).")
 @click.option("--epochs", type=int, default=None, help="Epochs to run in total (raising it continues a run).")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
@@ -58,9 +60,11 @@ def _pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:
               help="Checkpoint, history and reward curve (default: OUT.align/).")
 @click.option("--restart", is_flag=True, help="Ignore an existing checkpoint and start from MODEL.")
 @click.option("--seed", type=int, default=None, help="Random seed (default: config seed).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@progress_option
+@json_option(help="Print only one JSON object on stdout: the aligned model, epochs, simulated or not, first and "
+                  "last epoch's reward, the reward curve and the work directory (messages go to stderr).")
 def align(model, more_traces, traces, fleet_file, sim, sim_agents, out, epochs, preset, sets, weights,
-          work_dir, restart, seed, quiet):
+          work_dir, restart, seed, progress, as_json):
     """Align MODEL to real traces by executing its plans (DDPO); write the aligned model to OUT."""
     from controller.align.config import AlignConfig, preset as named_preset
 
@@ -84,13 +88,17 @@ def align(model, more_traces, traces, fleet_file, sim, sim_agents, out, epochs, 
         cfg = AlignConfig.from_overrides(overrides)
 
         from controller.align.session import run_alignment
+        work_dir = work_dir or out.with_name(out.name + ".align")
         summary = run_alignment(model_path=model, trace_paths=all_traces, out_path=out, config=cfg,
                                 fleet_file=fleet_file, sim_agents=sim_agents if sim else None,
-                                work_dir=work_dir or out.with_name(out.name + ".align"),
-                                restart=restart, progress=not quiet)
+                                work_dir=work_dir, restart=restart, progress=progress)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
     label = "SIMULATED agents" if summary["simulated"] else "real agents"
-    click.echo(f"aligned model: {summary['out']}  ({label}, {summary['epochs']} epochs)")
-    click.echo(f"reward: first epoch {summary['reward_first']:.4f} -> last epoch {summary['reward_last']:.4f}")
-    click.echo(f"reward curve: {summary['curve']}")
+    click.echo(f"aligned model: {summary['out']}  ({label}, {summary['epochs']} epochs)", err=as_json)
+    click.echo(f"reward: first epoch {summary['reward_first']:.4f} -> last epoch {summary['reward_last']:.4f}",
+               err=as_json)
+    click.echo(f"reward curve: {summary['curve']}", err=as_json)
+    if as_json:
+        click.echo(json.dumps({**summary, "work_dir": str(work_dir), "traces": [str(t) for t in all_traces]},
+                              default=str))

@@ -3,7 +3,9 @@
 - `mimesys generate-from-file --server URL --file TRACE -o plan.h5 [--png plan.png]`
 - `mimesys profile-from-file --server URL --file TRACE -o metrics.png [--plan plan.h5] [--trace executed.h5]`
 
-Both read a mimesys trace (HDF5); import foreign formats first with `mimesys import`.
+Both read a mimesys trace (HDF5); import foreign formats first with `mimesys import`. Their
+stdout is one JSON object whether or not --json is given (they printed it before --json
+existed, and scripts read it); --json is accepted so that every command takes it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from pathlib import Path
 
 import click
 
+from agentd.cliopts import json_option
 from agentd.errors import MimesysError
+from agentd.exitstatus import click_error
 
 from .serve import read_token
 
@@ -29,6 +33,8 @@ def _common(f):
     f = click.option("--file", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="Target trace (mimesys HDF5).")(f)
     f = click.option("--server", default="http://127.0.0.1:8000", show_default=True, help="Inference server URL.")(f)
+    f = json_option(help="Print only one JSON object on stdout (the default already: this command's "
+                         "result is JSON; --json is accepted as everywhere). Progress goes to stderr.")(f)
     return f
 
 
@@ -50,7 +56,7 @@ async def _post(server: str, token: str, path: str, body: dict) -> dict:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Plan (HDF5).")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Plot of the target and the plan [OUTPUT with .png].")
-def generate_from_file(server, trace_path, token_file, method, seed, output, png):
+def generate_from_file(server, trace_path, token_file, method, seed, output, png, as_json):
     """Ask the server for a plan reproducing TRACE; write it and a PNG."""
     from agentd.plan import Plan
     from agentd.trace import Trace
@@ -66,7 +72,7 @@ def generate_from_file(server, trace_path, token_file, method, seed, output, png
         png = png or output.with_suffix(".png")
         plan_png(trace, plan, png)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from e
+        raise click_error(e) from e
     click.echo(json.dumps({"plan": str(output), "png": str(png), "windows": plan.T, "method": obj["method"]}))
 
 
@@ -77,7 +83,7 @@ def generate_from_file(server, trace_path, token_file, method, seed, output, png
 @click.option("--plan", "plan_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the plan.")
 @click.option("--trace", "trace_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the executed trace.")
-def profile_from_file(server, trace_path, token_file, method, seed, output, plan_out, trace_out):
+def profile_from_file(server, trace_path, token_file, method, seed, output, plan_out, trace_out, as_json):
     """Generate a plan for TRACE on the server, run it on the server's agent, and compare."""
     from agentd.plan import Plan
     from agentd.trace import Trace
@@ -98,7 +104,7 @@ def profile_from_file(server, trace_path, token_file, method, seed, output, plan
         dtw = {k: (None if v.distance != v.distance else round(v.distance, 4))
                for k, v in compare(target, executed, [n for n in target.names if n in executed.names]).items()}
     except MimesysError as e:
-        raise click.ClickException(str(e)) from e
+        raise click_error(e) from e
     click.echo(json.dumps({"png": str(output), "windows": plan.T, "method": method,
                            "simulated": bool(executed.simulated), "dtw": dtw}))
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import click
 
 from agentd.errors import MimesysError
+from agentd.exitstatus import click_error
+from agentd.cliopts import json_option, progress_option
 
 
 @click.command()
@@ -36,9 +38,10 @@ from agentd.errors import MimesysError
 @click.option("--sweep-intensities", help="Round-0 intensities, comma-separated (default 0.25,0.5,1).")
 @click.option("--allow-mixed-hosts", is_flag=True, default=None,
               help="Allow agents whose hardware differs in one dataset (recorded in campaign.toml).")
-@click.option("--progress/--no-progress", default=True, help="Show the progress bar.")
+@progress_option
+@json_option
 def collect(campaign, rounds, fleet_file, agents, strategy, round_size, chain_len, hold_max, repetitions, window_s, threads, seed,
-            hull_fraction, spread_threshold, sweep_intensities, allow_mixed_hosts, progress):
+            hull_fraction, spread_threshold, sweep_intensities, allow_mixed_hosts, progress, as_json):
     """Profile stressor compositions on a fleet and append them to CAMPAIGN's sample store.
 
     Crash-safe: kill it at any point and run the same command again; acknowledged samples
@@ -57,7 +60,7 @@ def collect(campaign, rounds, fleet_file, agents, strategy, round_size, chain_le
     try:
         camp = Campaign.open(campaign, overrides)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
     _log_to(camp.root / "logs" / "collect.log")
     logging.getLogger("mimesys.collect").info("collect %s --rounds %d --fleet %s (strategy %s)", campaign,
                                               rounds, fleet_file, camp.config.strategy)
@@ -71,19 +74,22 @@ def collect(campaign, rounds, fleet_file, agents, strategy, round_size, chain_le
     try:
         summaries = asyncio.run(main())
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
     finally:
         camp.close()
     elapsed = time.monotonic() - t0
     done = sum(s.samples for s in summaries)
-    for s in summaries:
+    for s in summaries:   # with --json these go to stderr: stdout is the one JSON document
         click.echo(f"round {s.round}: {s.samples} samples ({s.kept} kept, {s.dropped} dropped as unstable), "
-                   f"coverage {s.coverage['occupied_cells']} cells, {s.samples_per_s:.2f} samples/s")
+                   f"coverage {s.coverage['occupied_cells']} cells, {s.samples_per_s:.2f} samples/s", err=as_json)
     label = " (SIMULATED host)" if camp.binding is not None and camp.binding.simulated else ""
-    click.echo(json.dumps({"campaign": str(campaign), "rounds_run": len(summaries), "samples": done,
-                           "seconds": round(elapsed, 2),
-                           "samples_per_hour": round(done / elapsed * 3600, 1) if elapsed > 0 else 0.0,
-                           "simulated": bool(camp.binding.simulated) if camp.binding else None}) + label)
+    doc = {"campaign": str(campaign), "rounds_run": len(summaries), "samples": done, "seconds": round(elapsed, 2),
+           "samples_per_hour": round(done / elapsed * 3600, 1) if elapsed > 0 else 0.0,
+           "simulated": bool(camp.binding.simulated) if camp.binding else None,
+           "rounds": [{"round": s.round, "samples": s.samples, "kept": s.kept, "dropped": s.dropped,
+                       "occupied_cells": s.coverage["occupied_cells"], "samples_per_s": s.samples_per_s}
+                      for s in summaries]}
+    click.echo(json.dumps(doc) if as_json else json.dumps({k: v for k, v in doc.items() if k != "rounds"}) + label)
 
 
 def _log_to(path: Path) -> None:

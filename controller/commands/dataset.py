@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from agentd.cliopts import json_option
 from agentd.errors import MimesysError
+from agentd.exitstatus import click_error
 
 
 @click.group()
@@ -19,7 +21,9 @@ def dataset():
 @click.argument("campaign", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="HDF5 file to write (atomically).")
-def build(campaign, output):
+@json_option(help="Print only one JSON object on stdout: the dataset written, its samples, unstable samples "
+                  "dropped, stressors, threads, metrics and whether the host was simulated.")
+def build(campaign, output, as_json):
     """Write CAMPAIGN's stable samples as a training dataset."""
     from ..campaign.campaign import Campaign
     try:
@@ -32,22 +36,29 @@ def build(campaign, output):
             raise click.ClickException(f"{campaign}: no stable samples yet; run `mimesys collect` first")
         ds.write(output)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
     sim = " from a SIMULATED host" if ds.simulated else ""
-    click.echo(f"{output}: {ds.S} samples{sim} ({ds.provenance.get('dropped_unstable', 0)} unstable dropped), "
-               f"{len(ds.catalog_names)} stressors x {ds.action.shape[2]} threads, {len(ds.metrics)} metrics")
+    dropped = ds.provenance.get("dropped_unstable", 0)
+    click.echo(f"{output}: {ds.S} samples{sim} ({dropped} unstable dropped), "
+               f"{len(ds.catalog_names)} stressors x {ds.action.shape[2]} threads, {len(ds.metrics)} metrics",
+               err=as_json)
+    if as_json:
+        click.echo(json.dumps({"dataset": str(output), "campaign": str(campaign), "samples": int(ds.S),
+                               "dropped_unstable": dropped, "stressors": len(ds.catalog_names),
+                               "threads": int(ds.action.shape[2]), "metrics": len(ds.metrics),
+                               "simulated": bool(ds.simulated)}, default=str))
 
 
 @dataset.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option(help="Print only the summary as JSON on stdout.")
 def info(path, as_json):
     """Summarize a dataset: size, host, provenance and per-metric ranges."""
     from ..dataset import Dataset
     try:
         ds = Dataset.read(path)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
     s = ds.summary()
     if as_json:
         click.echo(json.dumps(s, indent=1, default=str))

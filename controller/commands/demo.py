@@ -6,22 +6,29 @@ failure is that command's own message) and re-implements none of them:
   1. preflight     every part the path needs exists (commands, runner binary, the trace)
   2. agent         `mimesys-agent serve` on 127.0.0.1 with the real host backend, a fresh
                    token and a temporary state directory
-  3. collect       `mimesys collect`: the host's solo profile, then a short novelty-guided campaign
-  4. dataset       `mimesys dataset build`
-  5. train         `mimesys train` (a small model, CPU)
-  6. export        `mimesys export --onnx`
-  7. forward       `mimesys forward fit` (first order from the solo profile `collect` recorded
+  3. calibrate     `mimesys-agent calibrate` into the agent's state: each stressor's solo rates
+                   (the paced variants' rates come from them) and the host's probed peaks
+  4. collect       `mimesys collect`: the host's solo profile, then a short novelty-guided campaign
+  5. dataset       `mimesys dataset build`
+  6. train         `mimesys train` (a small model, CPU)
+  7. export        `mimesys export -o`
+  8. forward       `mimesys forward fit` (first order from the solo profile `collect` recorded
                    before round 0, correction from the samples) and `mimesys forward score`
-  8. import        `mimesys import` of a real trace from ../shared/traces onto this host
-  9. record        a real local application (gzip, sqlite, sort) run while
+  9. import        `mimesys import` of a real trace from ../shared/traces onto this host
+ 10. record        a real local application (gzip, sqlite, sort) run while
                    `mimesys-agent record` samples the host
-  10. evaluate      `mimesys evaluate`: generate plans for both traces with the model and the
+ 11. evaluate      `mimesys evaluate`: generate plans for both traces with the model and the
                    baselines, replay each on the agent, DTW per metric, PNG overlays
- 11. summary       the DTW table and what took how long
+ 12. summary       the DTW table and what took how long
 
 A missing part stops the demo at preflight, naming it; no step is ever simulated or skipped
-silently. Everything lands under --out (default ./demo-out); the agent's temporary state is
+silently. Everything lands under --output (default ./demo-out); the agent's temporary state is
 removed at the end.
+
+With --json everything a person reads (the steps, the commands' own output and progress, the
+tables) goes to stderr, and stdout carries one JSON object at the end (demo_summary): the
+output directory, each step's status and time, the paths written, the mean DTW per trace and
+method -- also when a step failed (then "ok" is false and the exit status 1).
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
+
+from agentd.cliopts import json_option, output_option, stderr_fd
+from agentd.config import AgentSection
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "stats-num_vms_1_7.txt"
@@ -95,7 +105,10 @@ class DemoSettings:
     round_size: int = 32                # compositions per novelty round
     chain_len: int = 16                 # windows per chained plan
     repetitions: int = 2                # every chain runs this many times (spread filter)
-    sweep_intensities: str = "0.5,1.0"  # round-0 one-hot sweep intensities
+    # Round-0 one-hot sweep intensities. One level: with 39 catalog variants two levels made the
+    # sweep ~5 min of a ~22 min demo on a quiet 2-core host; the solo profile already holds
+    # every stressor at full intensity on one and on all threads.
+    sweep_intensities: str = "1.0"
     # Samples whose repetitions differ by more than this share of the observed range are
     # dropped as unstable. The campaign default is 0.10; on a small shared VM most samples
     # fail it and the model would see a dozen, so the demo states and uses 0.25.
@@ -104,8 +117,10 @@ class DemoSettings:
     train_batch: int = 64
     train_hidden: int = 64              # token width (the library default is 128)
     train_blocks: int = 2               # denoiser blocks (default 3)
-    app_seconds: int = 45               # length of the recorded application run
-    import_windows: int = 45            # windows of the imported trace that are replayed
+    app_seconds: int = 30               # length of the recorded application run (every method replays it)
+    # windows of the imported trace that are replayed: every method replays it, so each 15 windows
+    # cost ~1.5 min of the demo (45 here and 45 s of application made it 20.1 min on a quiet 2-core host)
+    import_windows: int = 30
     seed: int = 0
 
 
@@ -124,8 +139,15 @@ class Demo:
     settings: DemoSettings
     steps: list[StepRecord] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
-    total_steps: int = 11
+    total_steps: int = 12
     resume: bool = False
+    json_stdout: bool = False     # --json: stdout is the summary's; the steps' commands write to stderr
+    prepared: bool = False        # --out is this demo's (a failed preflight leaves an older demo's there)
+
+    @property
+    def child_stdout(self):
+        """Where a step's command writes its stdout: ours, or our stderr under --json."""
+        return stderr_fd() if self.json_stdout else None
 
     @contextlib.contextmanager
     def step(self, name: str, what: str):
@@ -150,7 +172,7 @@ class Demo:
         cmd = [sys.executable, "-m", module, *map(str, args)]
         shown = ("mimesys-agent " if module == AGENT_CLI else "mimesys ") + " ".join(map(str, args))
         click.echo(f"    $ {shown}")
-        proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, **(env or {})})
+        proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=self.child_stdout)
         if proc.returncode != 0:
             raise DemoFailed(f"step {step!r}: `{shown}` exited with status {proc.returncode}")
 
@@ -199,7 +221,7 @@ class LocalAgent:
             f'state_dir = "{self.tmp / "state"}"\n'
             f'scratch_dir = "{self.tmp / "scratch"}"\n'
             f'model_dir = "{self.tmp / "model"}"\n'
-            "scratch_budget_mib = 512\n"
+            f"scratch_budget_mib = {AgentSection.scratch_budget_mib}\n"   # the agent default: every composition fits
             "[api]\n"
             'bind = "127.0.0.1"\n'
             f"port = {self.port}\n"
@@ -292,10 +314,12 @@ def app_phase_seconds(total: int) -> int:
 # -- the command ----------------------------------------------------------------------------
 
 @click.command("demo")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-out"), show_default=True,
-              help="Where everything is written.")
+@output_option("out", "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-out"),
+               show_default=True, help="Where everything is written.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_TRACE,
-              show_default=True, help="A real foreign trace to import onto this host.")
+              # shown relative: the absolute path is the checkout's, and the man page must not depend on it
+              show_default="../shared/traces/stats-num_vms_1_7.txt beside the checkout",
+              help="A real foreign trace to import onto this host.")
 @click.option("--trace-format", default=DEFAULT_TRACE_FORMAT, show_default=True, help="Its importer.")
 @click.option("--rounds", type=click.IntRange(0), default=DemoSettings.rounds, show_default=True,
               help="Novelty rounds after the one-hot sweep.")
@@ -310,22 +334,69 @@ def app_phase_seconds(total: int) -> int:
               help="Windows of the imported trace to replay.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resume", is_flag=True, help="Keep a previous demo's output: its campaign resumes where it stopped.")
+@json_option(help="Print only one JSON object on stdout, at the end: the output directory, each step's status "
+                  "and seconds, the paths written and the mean DTW per trace and method (also when a step "
+                  "fails); the steps, the commands' output and the tables go to stderr.")
 def demo(out, trace_file, trace_format, rounds, round_size, repetitions, spread_threshold, train_steps, app_seconds,
-         import_windows, seed, resume):
+         import_windows, seed, resume, as_json):
     """Run the whole path on this host: agent, campaign, training, export, a real trace
     imported and a real application recorded, both replayed, DTW against the baselines."""
     settings = DemoSettings(rounds=rounds, round_size=round_size, repetitions=repetitions,
                             spread_threshold=spread_threshold, train_steps=train_steps,
                             app_seconds=app_seconds, import_windows=import_windows, seed=seed)
     out = out.resolve()
-    d = Demo(out, settings, resume=resume)
+    d = Demo(out, settings, resume=resume, json_stdout=as_json)
     agent = LocalAgent(out / "agent")
-    click.secho(f"mimesys demo -> {out}", bold=True)
-    try:
-        _run(d, agent, trace_file, trace_format)
-    finally:
-        agent.stop()
-        _print_steps(d)
+    stdout = sys.stdout
+    ok, error = False, None
+    # --json: what a person reads goes to stderr, click.echo's included; stdout is the summary's
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        click.secho(f"mimesys demo -> {out}", bold=True)
+        try:
+            _run(d, agent, trace_file, trace_format)
+            ok = True
+        except BaseException as e:
+            error = e.format_message() if isinstance(e, click.ClickException) else repr(e)
+            raise
+        finally:
+            agent.stop()
+            _print_steps(d)
+            if as_json:
+                click.echo(json.dumps(demo_summary(d, ok=ok, error=error), default=str), file=stdout)
+
+
+def demo_summary(d: Demo, *, ok: bool, error: str | None = None) -> dict:
+    """The --json document: what the demo did and wrote, as far as it got (nothing of an older
+    demo's output that a failed preflight left in place)."""
+    out = d.out
+    paths = {"campaign": out / "campaign", "dataset": out / "dataset.h5", "model": out / "model",
+             "onnx": out / "model-onnx", "forward": out / "forward", "imported_trace": out / "traces" / "imported.h5",
+             "import_report": out / "traces" / "import-report.json", "recorded_trace": out / "traces" / "app-recorded.h5",
+             "app_log": out / "traces" / "app.log", "evaluation": out / "evaluation",
+             "results_json": out / "evaluation" / "results.json", "results_csv": out / "evaluation" / "results.csv",
+             "agent_log": out / "agent" / "agent.log"}
+    failed = next((r for r in d.steps if r.status == "FAILED"), None)
+    results = out / "evaluation" / "results.csv"
+    simulated = None
+    meta = out / "evaluation" / "results.json"
+    if d.prepared and meta.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            simulated = json.loads(meta.read_text()).get("meta", {}).get("simulated")
+    return {"ok": ok, "out": str(out), "seconds": round(time.monotonic() - d.started, 1),
+            "failed_step": failed.name if failed else None,
+            "error": error if error is not None or failed is None else failed.detail,
+            "steps": [{"number": r.number, "name": r.name, "status": r.status, "seconds": round(r.seconds, 1),
+                       "detail": r.detail} for r in d.steps],
+            "paths": {k: str(v) for k, v in paths.items() if d.prepared and v.exists()},
+            "pngs": sorted(str(p) for p in out.rglob("*.png")) if d.prepared and out.is_dir() else [],
+            "simulated": simulated,
+            "mean_dtw": {t: {m: _finite_or_none(_mean(per.values())) for m, per in methods.items()}
+                         for t, methods in _dtw_by_trace(results).items()} if d.prepared and results.is_file()
+            else None}
+
+
+def _finite_or_none(v: float):
+    return v if v == v else None
 
 
 def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> None:
@@ -344,16 +415,24 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
         if problems:
             raise DemoFailed("the demo cannot run; missing:\n  - " + "\n  - ".join(problems))
         _prepare_out(out, d.resume)
+        d.prepared = True
 
     with d.step("agent", "mimesys-agent serve on 127.0.0.1 (host backend, temporary token and state)") as rec:
         agent.start()
         rec.detail = f"{agent.url}, log {agent.out / 'agent.log'}"
         d.run(AGENT_CLI, ["info", "--config", agent.config_file], step="agent")
 
+    with d.step("calibrate", "each stressor alone and the host's own peaks, into the agent's state") as rec:
+        # Without it the agent refuses the paced variants (their rate is a share of the base's
+        # calibrated rate) and the campaign could not profile them. One reach pair, not the
+        # default three: the demo shows the reach, an operator measures it (107 s instead of 189 s).
+        d.run(AGENT_CLI, ["calibrate", "--config", agent.config_file, "--reach-repeats", "1"], step="calibrate")
+        rec.detail = f"{agent.tmp / 'state' / 'calibration.json'} (removed with the agent)"
+
     campaign = out / "campaign"
     with d.step("collect", "a short novelty-guided campaign on this host") as rec:
         fleet = agent.write_fleet(out / "fleet.toml")
-        _write_campaign_config(campaign, s)
+        write_campaign_config(campaign, s)
         d.run(CONTROLLER_CLI, ["collect", campaign, "--rounds", s.rounds, "--fleet", fleet], step="collect")
         rec.detail = f"coverage reports in {campaign / 'reports'}"
 
@@ -363,14 +442,14 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
     model = out / "model"
     with d.step("train", "a small conditional diffusion model on CPU") as rec:
-        d.run(CONTROLLER_CLI, ["train", dataset, "--out", model, "--steps", s.train_steps,
+        d.run(CONTROLLER_CLI, ["train", dataset, "-o", model, "--steps", s.train_steps,
                                "--batch-size", s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks,
                                "--device", "cpu", "--seed", s.seed, "--overwrite"], step="train")
         rec.detail = f"{model}"
 
     onnx = out / "model-onnx"
     with d.step("export", "ONNX graphs + manifest for agent-side generation") as rec:
-        d.run(CONTROLLER_CLI, ["export", model, "--onnx", onnx, "--overwrite"], step="export")
+        d.run(CONTROLLER_CLI, ["export", model, "-o", onnx, "--overwrite"], step="export")
         rec.detail = f"{onnx}"
 
     forward = out / "forward"
@@ -383,7 +462,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
     imported = traces / "imported.h5"
     with d.step("import", f"{trace_file.name} mapped onto this host") as rec:
         d.run(CONTROLLER_CLI, ["import", trace_file, "--format", trace_format, "-o", imported,
-                               "--host", agent.url, "--token-file", agent.token_file,
+                               "--target-host", agent.url, "--token-file", agent.token_file,
                                "--report-json", traces / "import-report.json"], step="import")
         _truncate_trace(imported, s.import_windows)
         rec.detail = f"{imported} (first {s.import_windows} windows kept)"
@@ -411,7 +490,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 MARKER = ".mimesys-demo"
 
 
-def _write_campaign_config(campaign: Path, s: DemoSettings) -> None:
+def write_campaign_config(campaign: Path, s: DemoSettings) -> None:
     """campaign.toml (the campaign's own configuration file, controller/campaign) for a new
     campaign; a resumed one keeps the file it was created with."""
     path = campaign / "campaign.toml"
@@ -434,7 +513,7 @@ def _prepare_out(out: Path, resume: bool) -> None:
     A non-empty directory that is not a demo's is never touched."""
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
-            raise DemoFailed(f"{out} exists, is not empty and is not a demo output; pass another --out")
+            raise DemoFailed(f"{out} exists, is not empty and is not a demo output; pass another --output")
         if not resume:
             click.echo(f"    replacing the previous demo output in {out} (--resume keeps it)")
             shutil.rmtree(out)
@@ -462,7 +541,7 @@ def _record_app(d: Demo, agent: LocalAgent, trace_path: Path, app_log: Path) -> 
     record_cmd = [sys.executable, "-m", AGENT_CLI, "record", "--config", str(agent.config_file),
                   "--seconds", str(s.app_seconds), "-o", str(trace_path)]
     click.echo(f"    $ mimesys-agent record --seconds {s.app_seconds} -o {trace_path}   (with the app alongside)")
-    recorder = subprocess.Popen(record_cmd, cwd=REPO)
+    recorder = subprocess.Popen(record_cmd, cwd=REPO, stdout=d.child_stdout)
     time.sleep(2)  # the recorder's first window starts before the application does
     workdir = agent.tmp / "scratch" / "app"
     with open(app_log, "w") as log:
@@ -480,11 +559,7 @@ def _print_results(evaluation: Path) -> None:
     path = evaluation / "results.csv"
     if not path.is_file():
         raise DemoFailed(f"step 'summary': {path} not found; `mimesys evaluate` wrote no results")
-    rows = list(csv.DictReader(path.open()))
-    by_trace: dict[str, dict[str, dict[str, float]]] = {}
-    for r in rows:  # an empty distance is a metric that could not be scored (its reason is in the CSV)
-        value = float(r["dtw_normalized"]) if r["dtw_normalized"] else float("nan")
-        by_trace.setdefault(r["trace"], {}).setdefault(r["method"], {})[r["metric"]] = value
+    by_trace = _dtw_by_trace(path)
     for trace, methods in by_trace.items():
         # one column per resource (the mean of its metrics), so two dozen metrics fit a terminal
         groups = sorted({m.split(".")[0] for per in methods.values() for m in per})
@@ -500,6 +575,16 @@ def _print_results(evaluation: Path) -> None:
         simulated = json.loads(meta.read_text()).get("meta", {}).get("simulated")
         if simulated:
             click.secho("NOTE: the agent reported a SIMULATED host; these are not measurements.", fg="yellow")
+
+
+def _dtw_by_trace(path: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """results.csv as {trace: {method: {metric: normalized DTW}}}."""
+    by_trace: dict[str, dict[str, dict[str, float]]] = {}
+    with path.open() as fh:
+        for r in csv.DictReader(fh):  # an empty distance is a metric that could not be scored (reason in the CSV)
+            value = float(r["dtw_normalized"]) if r["dtw_normalized"] else float("nan")
+            by_trace.setdefault(r["trace"], {}).setdefault(r["method"], {})[r["metric"]] = value
+    return by_trace
 
 
 def _mean(values) -> float:

@@ -20,6 +20,8 @@ import click
 
 from agentd.errors import ConfigError, MimesysError
 from agentd.trace import Trace
+from agentd.cliopts import json_option, output_option, progress_option
+from agentd.exitstatus import ERROR, PARTIAL, click_error
 
 from ._agents import agent_options, one_agent
 
@@ -59,22 +61,25 @@ def resolve_method(spec: str, dataset: str | None):
               help="NAME=PLANNER (a model export or forward-model directory, inverse:DIR, "
                    "select:MODEL_DIR,FORWARD_DIR), or nearest|knn|single; repeat.")
 @click.option("--dataset", default=None, type=click.Path(exists=True, dir_okay=False), help="Dataset for the baselines.")
-@click.option("-o", "--outdir", default=Path("eval"), type=click.Path(file_okay=False, path_type=Path), show_default=True)
+@output_option("outdir", "--outdir", default=Path("eval"), type=click.Path(file_okay=False, path_type=Path),
+               show_default=True, help="Results directory.")
 @click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True,
               help="Sakoe-Chiba band of the DTW, in windows.")
 @click.option("--metric", "metrics", multiple=True,
               help="Metric to score, or 'paper' for the MIMESYS paper's set; repeat (default: every metric the "
                    "target carries).")
 @click.option("--seed", default=0, type=int, show_default=True)
+@progress_option
 @click.option("--warmup", "warmup_windows", default=1, type=click.IntRange(0, 600), show_default=True,
               help="Windows of the first composition run before each plan, not scored.")
 @click.option("--cores", "core_strategy", default="preserve-total", type=click.Choice(("preserve-total", "busiest")),
               show_default=True, help="Core mapping for targets from other hosts.")
 @click.option("--load-level", "load_levels", multiple=True, metavar="TRACE=low|mid|high",
               help="Override a target's load level (default: from its mean CPU utilization).")
+@json_option
 @click.pass_context
 def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdir, band, metrics, seed, warmup_windows,
-             core_strategy, load_levels):
+             core_strategy, load_levels, progress, as_json):
     """Score generated plans against target traces (DTW per metric), or run `colocation`."""
     if ctx.invoked_subcommand is not None:
         return
@@ -96,7 +101,8 @@ def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdi
         client = one_agent(fleet_file, agent, token_file)
 
         opts = EvalOptions(outdir=outdir, band=band, seed=seed, warmup_windows=warmup_windows,
-                           metrics=tuple(metrics) or None, core_strategy=core_strategy, load_levels=levels)
+                           metrics=tuple(metrics) or None, core_strategy=core_strategy, load_levels=levels,
+                           progress=progress)
 
         async def main():
             try:
@@ -106,19 +112,21 @@ def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdi
 
         results = asyncio.run(main())
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(results.render())
+        raise click_error(e) from None
+    click.echo(results.render(), err=as_json)
     for r in results.runs:
         if r.get("added_activity"):
             added = ", ".join(f"{m} {v['executed_mean']:.0%} of scale" for m, v in r["added_activity"].items())
-            click.echo(f"added where {r['trace']} was idle, by {r['method']}: {added}")
+            click.echo(f"added where {r['trace']} was idle, by {r['method']}: {added}", err=as_json)
     errors = [r for r in results.runs if r.get("error")]
     for r in errors:
         click.echo(f"FAILED {r['trace']} / {r['method']}: {r['error']}", err=True)
     sim = " (SIMULATED host: not a measurement of real hardware)" if results.meta.get("simulated") else ""
-    click.echo(f"results in {outdir}/ (results.json, results.csv, summary.csv, PNGs){sim}")
-    if errors and len(errors) == len(results.runs):
-        raise SystemExit(1)
+    click.echo(f"results in {outdir}/ (results.json, results.csv, summary.csv, PNGs){sim}", err=as_json)
+    if as_json:   # the same document as results.json
+        click.echo(results_json(outdir, results))
+    if errors:   # every run failed: an error; some: a partial failure (the rest are scored above)
+        raise SystemExit(ERROR if len(errors) == len(results.runs) else PARTIAL)
 
 
 @evaluate.command("colocation")
@@ -137,8 +145,10 @@ def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdi
 @click.option("--warmup", "warmup_s", default=3.0, type=click.FloatRange(0, 600), show_default=True,
               help="Seconds the neighbour runs before the application starts.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Result JSON.")
+@json_option(help="Print only JSON on stdout: the result document (the one -o writes, plus `output`); "
+                  "the table goes to stderr.")
 def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, agent_config, regex, higher, repeats, warmup_s,
-                   output):
+                   output, as_json):
     """The application alone, next to the real mix, next to the plan: degradation difference in points.
 
     The plan replays on the fleet's agent when --fleet/--agent name one, else locally with
@@ -158,13 +168,15 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, a
 
         doc = asyncio.run(main())
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(render(doc))
+        raise click_error(e) from None
+    click.echo(render(doc), err=as_json)
     if output:
         tmp = output.with_name(f".{output.name}.tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(output)
-        click.echo(f"result: {output}")
+        click.echo(f"result: {output}", err=as_json)
+    if as_json:
+        click.echo(json.dumps({**doc, "output": str(output) if output else None}, default=str))
 
 
 @evaluate.command("rescore")
@@ -174,7 +186,9 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, a
 @click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True)
 @click.option("--metric", "metrics", multiple=True, help="Metrics to score, or 'paper' (default: every metric the target carries).")
 @click.option("--load-level", "load_levels", multiple=True, metavar="TRACE=low|mid|high")
-def rescore_cmd(outdir, traces, band, metrics, load_levels):
+@json_option(help="Print only JSON on stdout: outdir, meta and runs (the rewritten results.json); "
+                  "the table goes to stderr.")
+def rescore_cmd(outdir, traces, band, metrics, load_levels, as_json):
     """Score an earlier evaluation's executed traces again (other metrics or band), without replaying."""
     from controller.evaluate.driver import EvalOptions, rescore
     try:
@@ -182,6 +196,13 @@ def rescore_cmd(outdir, traces, band, metrics, load_levels):
         res = rescore({p.stem: Trace.read(p) for p in traces}, outdir,
                       EvalOptions(outdir=outdir, band=band, metrics=tuple(metrics) or None, load_levels=levels))
     except (MimesysError, OSError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(res.render())
-    click.echo(f"results in {outdir}/ (rescored)")
+        raise click_error(e) from None
+    click.echo(res.render(), err=as_json)
+    click.echo(f"results in {outdir}/ (rescored)", err=as_json)
+    if as_json:   # the same document as results.json
+        click.echo(results_json(outdir, res))
+
+
+def results_json(outdir, results) -> str:
+    """`evaluate --json` and `evaluate rescore --json`: the results.json document and its directory."""
+    return json.dumps({"outdir": str(outdir), "meta": results.meta, "runs": results.runs}, default=str)

@@ -1,4 +1,4 @@
-"""`mimesys export MODEL --onnx DIR`: ONNX graphs + manifest for agents (ONNX Runtime, no PyTorch)."""
+"""`mimesys export MODEL -o DIR`: ONNX graphs + manifest for agents (ONNX Runtime, no PyTorch)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 import click
 
 from agentd.errors import MimesysError
+from agentd.exitstatus import click_error
+from agentd.cliopts import output_option
 
 
 @click.command("export")
 @click.argument("model", type=click.Path(exists=True, path_type=Path))
-@click.option("--onnx", "onnx_dir", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@output_option("onnx_dir", "--onnx", required=True, type=click.Path(path_type=Path), help="Output directory (ONNX graphs + manifest.json).")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="ONNX Runtime intra-op threads recorded for agents (1 is fastest for this small model).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
@@ -23,7 +25,7 @@ def export(model, onnx_dir, threads, overwrite):
     try:
         m = export_onnx(model, onnx_dir, threads=threads, overwrite=overwrite)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from e
+        raise click_error(e) from e
     click.echo(json.dumps({"onnx_dir": str(onnx_dir), "metrics": len(m["metric_names"]), "threads": m["threads"],
                            "stressors": m["stressors"], "sampler": {k: m["sampler"][k] for k in ("steps", "guidance", "eta")},
                            "parity": m["parity"]}))

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from agentd.cliopts import json_option
 from agentd.errors import MimesysError
+from agentd.exitstatus import ERROR, PARTIAL, click_error
 
 FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                           default="fleet.toml", show_default=True, help="Fleet file (TOML).")
@@ -23,13 +25,19 @@ def fleet():
 @fleet.command("list")
 @FLEET_FILE
 @AGENTS
-def list_(fleet_file, agents):
+@json_option(help="Print only one JSON object on stdout: the fleet file, whether mixed hosts are allowed, and "
+                  "each agent's name, URL, token file and TLS (sha256 pin, CA file, system CAs or plain HTTP).")
+def list_(fleet_file, agents, as_json):
     """The agents the fleet file names (no network)."""
     from ..fleet import FleetConfig
     try:
         cfg = FleetConfig.load(fleet_file).select(agents)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
+    if as_json:
+        click.echo(json.dumps({"fleet": str(fleet_file), "allow_mixed_hosts": cfg.allow_mixed_hosts,
+                               "agents": [_agent_doc(a) for a in cfg.agents]}))
+        return
     for a in cfg.agents:
         tls = ("pinned sha256 " + a.tls_sha256.hex()[:16] + "..." if a.tls_sha256 else
                f"ca_file {a.ca_file}" if a.ca_file else "system CAs" if a.url.startswith("https") else "plain HTTP")
@@ -40,7 +48,8 @@ def list_(fleet_file, agents):
 @fleet.command()
 @FLEET_FILE
 @AGENTS
-@click.option("--json", "as_json", is_flag=True, help="Print every agent's /v1/info as JSON.")
+@json_option(help="Print only JSON on stdout: a list of every agent's name, /v1/info and error; "
+                  "messages go to stderr.")
 def probe(fleet_file, agents, as_json):
     """Ask every agent for its fingerprint, metric availability and calibration."""
     from ..fleet import Fleet, FleetError
@@ -51,7 +60,7 @@ def probe(fleet_file, agents, as_json):
     try:
         fl, probes = asyncio.run(main())
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
+        raise click_error(e) from None
     if as_json:
         click.echo(json.dumps([{"agent": p.client.name, "info": p.info, "error": p.error} for p in probes],
                               indent=1, default=str))
@@ -82,6 +91,11 @@ def probe(fleet_file, agents, as_json):
                 click.echo(f"  calibration: {shown}")
             else:
                 click.echo("  calibration: none (run `mimesys-agent calibrate` on the host)")
+            if isinstance(cal, dict) and cal.get("host_peaks"):
+                reach = cal.get("reach") or {}
+                click.echo("  host peaks (reach): " + ", ".join(
+                    f"{k}={v:.4g} ({reach[k]:.2f})" if isinstance(reach.get(k), (int, float)) else f"{k}={v:.4g} (-)"
+                    for k, v in cal["host_peaks"].items() if isinstance(v, (int, float))))
             cat = i.get("catalog", {})
             click.echo(f"  catalog: {len(cat.get('stressors', []))} stressors, {cat.get('hash', '?')}")
     try:
@@ -91,7 +105,20 @@ def probe(fleet_file, agents, as_json):
                    + (" (mixing allowed)" if fl.allow_mixed_hosts else ""), err=as_json)
     except FleetError as e:
         click.echo(f"WARNING: {e}", err=True)
-        raise SystemExit(1)
+        raise SystemExit(ERROR) from None
+    down = [p.client.name for p in probes if not p.ok]
+    if down:   # the others answered and are shown: a partial failure, not success
+        click.echo(f"unreachable: {', '.join(down)}", err=True)
+        raise SystemExit(PARTIAL)
+
+
+def _agent_doc(a) -> dict:
+    """One agent of `fleet list --json`."""
+    tls = ("sha256" if a.tls_sha256 else "ca_file" if a.ca_file else
+           "system" if a.url.startswith("https") else "none")
+    return {"name": a.name, "url": a.url, "token_file": str(a.token_file) if a.token_file else None,
+            "tls": tls, "tls_sha256": a.tls_sha256.hex() if a.tls_sha256 else None,
+            "ca_file": str(a.ca_file) if a.ca_file else None}
 
 
 def _fingerprint_line(fp: dict) -> str:

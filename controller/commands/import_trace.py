@@ -1,4 +1,4 @@
-"""`mimesys import FILE --format FORMAT -o trace.h5 [--fleet F --agent NAME | --host JSON] [--window S]`: a foreign trace
+"""`mimesys import FILE --format FORMAT -o trace.h5 [--fleet F --agent NAME | --target-host JSON] [--window S]`: a foreign trace
 into a mimesys trace, optionally mapped onto a target host, with a report of what was
 mapped, scaled and dropped. Nothing is written when the input is malformed."""
 
@@ -14,6 +14,8 @@ import click
 from agentd.errors import ConfigError, MimesysError
 from controller import importers
 from controller.mapping import CORE_STRATEGIES, HostProfile, MappingOptions, map_trace, parse_peaks
+from agentd.cliopts import json_option, renamed_option
+from agentd.exitstatus import click_error
 
 from ._agents import agent_options, one_agent
 
@@ -34,7 +36,7 @@ def load_host(host: str, token_file: Path | None) -> HostProfile:
     if host.startswith(("http://", "https://")):
         return agent_host(one_agent(None, host, token_file))
     if not Path(host).is_file():
-        raise ConfigError(f"--host {host!r}: neither an agent URL (http://...) nor a readable JSON file")
+        raise ConfigError(f"--target-host {host!r}: neither an agent URL (http://...) nor a readable JSON file")
     return HostProfile.from_file(host)
 
 
@@ -50,8 +52,9 @@ def load_host(host: str, token_file: Path | None) -> HostProfile:
 @click.option("--page-points", default=10_000, type=click.IntRange(1, 11_000), show_default=True,
               help="--url: samples per series per query_range request.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Trace (HDF5) to write.")
-@click.option("--host", default=None, help="Target host from a saved /v1/info or fingerprint JSON. Without it "
-                                            "(or --fleet/--agent) the trace keeps its source layout.")
+@renamed_option("--target-host", "host", "--host",
+                help="Target host from a saved /v1/info or fingerprint JSON. Without it "
+                     "(or --fleet/--agent) the trace keeps its source layout.")
 @agent_options
 @click.option("--window", "window_s", default=None, type=float, help="Window length W in seconds (default: the format's).")
 @click.option("--machine", default=None, help="The one host to import: alibaba machine_id, prometheus instance label.")
@@ -61,10 +64,12 @@ def load_host(host: str, token_file: Path | None) -> HostProfile:
 @click.option("--target-peak", multiple=True, metavar="METRIC=VALUE", help="Override a target host peak.")
 @click.option("--report-json", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the import report as JSON.")
+@json_option(help="Print only one JSON object on stdout: the trace written, its windows, metrics and window, "
+                  "the target host and the import report (messages go to stderr).")
 def import_trace(file, fmt, url, start, end, step, page_points, output, host, fleet_file, agent, token_file, window_s,
-                 machine, core_strategy, source_peak, target_peak, report_json):
+                 machine, core_strategy, source_peak, target_peak, report_json, as_json):
     """Import FILE (a foreign trace) as a mimesys trace, mapped onto a target host when one is named:
-    an agent of a fleet (--fleet FILE [--agent NAME]) or a saved JSON (--host)."""
+    an agent of a fleet (--fleet FILE [--agent NAME]) or a saved JSON (--target-host)."""
     try:
         if url is not None:
             fmt = fmt or "prometheus"
@@ -86,7 +91,7 @@ def import_trace(file, fmt, url, start, end, step, page_points, output, host, fl
         options = MappingOptions(core_strategy, parse_peaks(source_peak, "--source-peak"))
         overrides = parse_peaks(target_peak, "--target-peak")
         if host and (fleet_file or agent):
-            raise ConfigError("name the target host once: --host JSON, or --fleet/--agent")
+            raise ConfigError("name the target host once: --target-host JSON, or --fleet/--agent")
         if fleet_file or agent:
             target = agent_host(one_agent(fleet_file, agent, token_file))
         else:
@@ -107,10 +112,18 @@ def import_trace(file, fmt, url, start, end, step, page_points, output, host, fl
             tmp.write_text(json.dumps(report.to_dict(), indent=2))
             tmp.replace(report_json)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(report.render())
+        raise click_error(e) from None
+    click.echo(report.render(), err=as_json)
     where = f" mapped onto {target.origin} ({target.cpus} CPUs{', simulated' if target.simulated else ''})" if target else ""
-    click.echo(f"wrote {output}: {trace.T} windows x {len(trace.metrics)} metrics, W = {trace.window_s:g} s{where}")
+    click.echo(f"wrote {output}: {trace.T} windows x {len(trace.metrics)} metrics, W = {trace.window_s:g} s{where}",
+               err=as_json)
+    if as_json:
+        click.echo(json.dumps({
+            "trace": str(output), "format": fmt, "windows": trace.T, "metrics": len(trace.metrics),
+            "window_s": trace.window_s, "simulated": bool(trace.simulated),
+            "target": None if target is None else {"origin": target.origin, "cpus": target.cpus,
+                                                   "simulated": bool(target.simulated)},
+            "report_json": str(report_json) if report_json else None, "report": report.to_dict()}, default=str))
 
 
 def _time(text: str, opt: str) -> float:

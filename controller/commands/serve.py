@@ -1,4 +1,4 @@
-"""`mimesys serve --model DIR --host H --port P`: the inference server (controller/inference_server.py)."""
+"""`mimesys serve --model DIR --bind H --port P`: the inference server (controller/inference_server.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from agentd.errors import MimesysError
+from agentd.cliopts import renamed_option
+from agentd.exitstatus import click_error
 
 from ._agents import fleet_option, one_agent
 
@@ -21,8 +23,9 @@ def read_token(token_file: Path | None, env: str = "MIMESYS_TOKEN") -> str:
 
 @click.command("serve")
 @click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Exported model directory (mimesys export MODEL --onnx DIR).")
-@click.option("--host", default="127.0.0.1", show_default=True)
+              help="Exported model directory (mimesys export MODEL -o DIR).")
+@renamed_option("--bind", "host", "--host", default="127.0.0.1", show_default=True,
+                help="Address to listen on (as the agent's api.bind).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Bearer token clients must send (default: $MIMESYS_TOKEN).")
@@ -44,6 +47,6 @@ def serve(model_dir, host, port, token_file, dataset, fleet_file, agent, agent_t
         client = one_agent(fleet_file, agent, agent_token_file) if (fleet_file or agent) else None
         app = create_app(model_dir, token=token.encode(), dataset=dataset, agent=client)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from e
+        raise click_error(e) from e
     click.echo(f"mimesys inference server on http://{host}:{port} (model {model_dir})", err=True)
     web.run_app(app, host=host, port=port, print=None)

@@ -1,6 +1,6 @@
-"""`mimesys train DATASET --out MODEL`: train the diffusion model on a collected dataset.
+"""`mimesys train DATASET -o MODEL`: train the diffusion model on a collected dataset.
 
-Multi-process (DistributedDataParallel): `torchrun --nproc_per_node=N -m controller.train DATASET --out MODEL`.
+Multi-process (DistributedDataParallel): `torchrun --nproc_per_node=N -m controller.train DATASET -o MODEL`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ from pathlib import Path
 import click
 
 from agentd.errors import MimesysError
+from agentd.exitstatus import click_error
+from agentd.cliopts import progress_option
+from agentd.cliopts import output_option
 
 
 @click.command("train")
 @click.argument("dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+@output_option("out", "--out", required=True, type=click.Path(path_type=Path),
               help="Model directory (model.pt, loss_curve.png, history.json are written there).")
 @click.option("--steps", type=int, default=None, help="Optimizer steps [4000].")
 @click.option("--batch-size", type=int, default=None, help="Global batch size [256].")
@@ -34,12 +37,12 @@ from agentd.errors import MimesysError
 @click.option("--metrics", default=None,
               help="Comma-separated dataset metrics to condition on: the ones the target traces will carry "
                    "(e.g. an importer's) [every usable metric].")
-@click.option("--resume", is_flag=True, help="Continue the run in --out (same dataset and config; --steps may grow).")
-@click.option("--overwrite", is_flag=True, help="Start over even if --out holds a model.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--resume", is_flag=True, help="Continue the run in --output (same dataset and config; --steps may grow).")
+@click.option("--overwrite", is_flag=True, help="Start over even if --output holds a model.")
+@progress_option
 def train(dataset, out, steps, batch_size, lr, hidden, blocks, no_prev_action, prev_obs, sample_steps,
-          guidance, seed, device, amp, cpu_threads, metrics, resume, overwrite, quiet):
-    """Train p(a_t | o_t, a_{t-1}, o_{t-1}) on DATASET and write the model to --out."""
+          guidance, seed, device, amp, cpu_threads, metrics, resume, overwrite, progress):
+    """Train p(a_t | o_t, a_{t-1}, o_{t-1}) on DATASET and write the model to --output."""
     from controller.model.config import ModelConfig
     from controller.train import TrainConfig, train as run_training
 
@@ -55,9 +58,9 @@ def train(dataset, out, steps, batch_size, lr, hidden, blocks, no_prev_action, p
         mc["use_prev_obs"] = prev_obs
     try:
         result = run_training(dataset, out, TrainConfig(**tc), ModelConfig(**mc), resume=resume,
-                              overwrite=overwrite, progress=not quiet)
+                              overwrite=overwrite, progress=progress)
     except MimesysError as e:
-        raise click.ClickException(str(e)) from e
+        raise click_error(e) from e
     if int(os.environ.get("RANK", "0")) == 0:
         click.echo(json.dumps({"model": str(result.model_path), "steps": result.steps,
                                "train_loss": round(result.final_train_loss, 5),

@@ -11,6 +11,9 @@ protocol of agentd/generate.py: the ONNX model, the aligned model, the baselines
 controller/baselines.py). A method that fails on one target is recorded with its error and
 the evaluation moves on. Outputs under `outdir`: results.json, results.csv, summary.csv,
 plans/<trace>__<method>.h5, executed/<trace>__<method>.h5 and <trace>.png overlays.
+Every method is also scored on burst structure (agentd/bursts.py: burst and idle durations and
+burst consumption per resource, target vs executed; bursts.csv and a table in the overlay),
+the same way for every method.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from agentd import bursts
 from agentd.backend import RunOptions
 from agentd.errors import MimesysError
 from agentd.metrics import is_duplicated_breakdown
@@ -34,7 +38,7 @@ from ..importers.base import ImportReport
 from ..mapping import HostProfile, MappingOptions, map_trace
 from .activity import added_activity
 from .dtw import DEFAULT_BAND, compare
-from .report import EvaluationResults, load_level, overlay_png
+from .report import EvaluationResults, burst_table, load_level, overlay_png
 
 # What the MIMESYS paper scores (§7.2): CPU (mean over cores), memory bandwidth, LLC traffic,
 # disk IO (`--metric paper`). The default scores every metric the target carries and the host
@@ -54,6 +58,7 @@ class EvalOptions:
     source_peaks: dict = field(default_factory=dict)
     load_levels: dict = field(default_factory=dict)   # target name -> level, overriding the measured one
     plots: bool = True
+    progress: bool = True
 
 
 def safe_name(name: str) -> str:
@@ -96,7 +101,7 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     outdir = options.outdir
     pairs = [(t, m) for t in targets for m in methods]
-    bar = tqdm(total=len(pairs), desc="evaluate", unit="run")
+    bar = tqdm(total=len(pairs), desc="evaluate", unit="run", disable=not options.progress)
     for tname, raw_target in targets.items():
         target, mreport = fit_to_host(tname, raw_target, host, options)
         # the mix's load on its own host (before any core mapping squeezed it onto this one)
@@ -130,13 +135,40 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
                 entry["error"] = f"{type(e).__name__}: {e}"
             results.runs.append(entry)
             bar.update(1)
+        table = score_bursts(results, tname, level, target, executed, host.peaks)
+        for entry in results.runs:
+            if entry["trace"] == tname and entry["method"] in executed:
+                entry["burst_error"] = _finite(results.burst_errors.get((tname, entry["method"])))
         if options.plots and executed:
             overlay_png(outdir / f"{safe_name(tname)}.png", f"{tname} ({level} load): target vs executed",
-                        target, executed, metrics or list(PAPER_METRICS), simulated=results.meta["simulated"])
+                        target, executed, metrics or list(PAPER_METRICS), simulated=results.meta["simulated"],
+                        table=table)
     bar.close()
     results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results.write(outdir)
     return results
+
+
+def _finite(v):
+    return v if isinstance(v, float) and math.isfinite(v) else None
+
+
+def score_bursts(results: EvaluationResults, tname: str, level: str, target: Trace, executed: dict[str, Trace],
+                 peaks: dict) -> tuple[list[str], list[list[str]]] | None:
+    """Burst statistics of the target and of each executed trace, thresholds from the host's
+    peaks (else the max over target and executed, shared by all sides); recorded in `results`.
+    Returns the overlay's table."""
+    if not executed:
+        return None
+    fallback = bursts.comparison_peaks(target, list(executed.values()), peaks)
+    names = bursts.resource_metrics(target)
+    ref = bursts.trace_burst_stats(target, peaks=peaks, metrics=names, fallback_peaks=fallback)
+    got = {}
+    for mname, ex in executed.items():
+        got[mname] = bursts.trace_burst_stats(ex, peaks=peaks, metrics=[n for n in names if n in ex.names],
+                                              fallback_peaks=fallback)
+        results.add_bursts(tname, mname, level, ref, got[mname], float(target.window_s))
+    return burst_table(ref, got, {m: results.burst_errors[(tname, m)] for m in executed})
 
 
 def rescore(targets: dict[str, Trace], outdir: Path, options: EvalOptions) -> EvaluationResults:
@@ -165,11 +197,13 @@ def rescore(targets: dict[str, Trace], outdir: Path, options: EvalOptions) -> Ev
         metrics = scored_metrics(target, options)
         for mname, ex in executed.items():
             results.add(tname, mname, level, compare(target, ex, metrics, peaks=peaks, band=options.band))
-            for r in results.runs:
-                if r.get("trace") == tname and r.get("method") == mname:
-                    r["load_level"] = level
+        table = score_bursts(results, tname, level, target, executed, peaks)
+        for r in results.runs:
+            if r.get("trace") == tname and r.get("method") in executed:
+                r["load_level"] = level
+                r["burst_error"] = _finite(results.burst_errors.get((tname, r["method"])))
         if options.plots:
             overlay_png(outdir / f"{safe_name(tname)}.png", f"{tname} ({level} load): target vs executed",
-                        target, executed, metrics, simulated=bool(meta.get("simulated")))
+                        target, executed, metrics, simulated=bool(meta.get("simulated")), table=table)
     results.write(outdir)
     return results

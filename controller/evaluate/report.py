@@ -1,6 +1,11 @@
 """Evaluation results: one row per (trace, method, metric), grouped by load level, written as
 JSON, CSV and PNGs.
 
+Burst structure (agentd/bursts.py): per (trace, method, resource, statistic) the target's and
+the executed trace's value and their capped relative error (`burst_rows`, bursts.csv), and per
+(trace, method) the burst-structure error, their mean (`runs[...]["burst_error"]`, summarized
+per method and level in `burst_summary`, shown beside the DTW by `render`).
+
 Load level of a target trace (the MIMESYS paper's three classes, §7.2): from its mean CPU
 utilization over all cores and windows, u = mean(cpu.util): low u < 0.30, mid 0.30 <= u <
 0.60, high u >= 0.60, taken on the host the trace was recorded on. (The paper classifies by the CPU cores allocated to the mix; a trace
@@ -59,6 +64,35 @@ class EvaluationResults:
     rows: list[Row] = field(default_factory=list)
     meta: dict = field(default_factory=dict)      # host, band, simulated, what ran
     runs: list[dict] = field(default_factory=list)  # per (trace, method): plan and run ids, timings, errors
+    burst_rows: list[dict] = field(default_factory=list)  # per (trace, method, resource, statistic)
+    burst_errors: dict = field(default_factory=dict)      # (trace, method) -> burst-structure error
+
+    def add_bursts(self, trace: str, method: str, level: str, target: dict, executed: dict, dt: float) -> float:
+        """Record the burst statistics of one executed trace against its target (name ->
+        BurstStats each) and return the burst-structure error."""
+        from agentd import bursts as B
+
+        for name, ts in target.items():
+            es = executed.get(name)
+            errs = B.relative_errors(ts, es, dt)
+            for stat in B.STATS:
+                self.burst_rows.append({"trace": trace, "method": method, "load_level": level, "resource": name,
+                                        "statistic": stat, "target": _none(getattr(ts, stat)),
+                                        "executed": _none(getattr(es, stat)) if es is not None else None,
+                                        "error": _none(errs[stat])})
+        err = B.structure_error(target, executed, dt)
+        self.burst_errors[(trace, method)] = err
+        return err
+
+    def burst_summary(self) -> dict:
+        """method -> level ("all" included) -> mean burst-structure error over traces."""
+        acc: dict = defaultdict(lambda: defaultdict(list))
+        for (trace, method), e in self.burst_errors.items():
+            if math.isfinite(e):
+                level = next((r.load_level for r in self.rows if r.trace == trace and r.method == method), "unknown")
+                for lv in (level, "all"):
+                    acc[method][lv].append(e)
+        return {m: {lv: float(np.mean(v)) for lv, v in levels.items()} for m, levels in acc.items()}
 
     def add(self, trace: str, method: str, level: str, results: dict) -> None:
         for metric, r in results.items():
@@ -87,8 +121,9 @@ class EvaluationResults:
     def write(self, outdir: Path) -> dict[str, Path]:
         outdir.mkdir(parents=True, exist_ok=True)
         paths = {"json": outdir / "results.json", "csv": outdir / "results.csv",
-                 "summary_csv": outdir / "summary.csv"}
+                 "summary_csv": outdir / "summary.csv", "bursts_csv": outdir / "bursts.csv"}
         doc = {"meta": self.meta, "summary": self.summary(), "runs": self.runs,
+               "burst_summary": self.burst_summary(), "bursts": self.burst_rows,
                "rows": [{**asdict(r), "distance": None if math.isnan(r.distance) else r.distance,
                          "scale": None if math.isnan(r.scale) else r.scale} for r in self.rows]}
         _atomic_text(paths["json"], json.dumps(doc, indent=1, sort_keys=True))
@@ -109,18 +144,33 @@ class EvaluationResults:
                     for metric, v in metrics.items():
                         w.writerow([method, level, metric, f"{v:.6f}"])
         tmp.replace(paths["summary_csv"])
+        tmp = paths["bursts_csv"].with_name(".bursts.csv.tmp")
+        with tmp.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            cols = ["trace", "method", "load_level", "resource", "statistic", "target", "executed", "error"]
+            w.writerow(cols)
+            for r in self.burst_rows:
+                w.writerow(["" if r[c] is None else (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c]) for c in cols])
+        tmp.replace(paths["bursts_csv"])
         return paths
 
     def render(self) -> str:
         """A plain table: methods as rows, metrics (+ MEAN) as columns, over all levels."""
         s = self.summary()
+        bs = self.burst_summary()
         metrics = list(dict.fromkeys(m for lv in s.values() for m in lv.get("all", {}) if m != "MEAN")) + ["MEAN"]
-        head = f"{'method':<18}" + "".join(f"{m[:16]:>17}" for m in metrics)
+        head = f"{'method':<18}" + "".join(f"{m[:16]:>17}" for m in metrics) + f"{'burst error':>17}"
         lines = [head]
         for method in s:
             row = s[method].get("all", {})
-            lines.append(f"{method:<18}" + "".join(f"{row[m]:>17.4f}" if m in row else f"{'-':>17}" for m in metrics))
+            b = bs.get(method, {}).get("all")
+            lines.append(f"{method:<18}" + "".join(f"{row[m]:>17.4f}" if m in row else f"{'-':>17}" for m in metrics)
+                         + (f"{b:>17.4f}" if b is not None else f"{'-':>17}"))
         return "\n".join(lines)
+
+
+def _none(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 def _atomic_text(path: Path, text: str) -> None:
@@ -129,15 +179,48 @@ def _atomic_text(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def burst_table(target: dict, executed: dict[str, dict], errors: dict[str, float]) -> tuple[list[str], list[list[str]]]:
+    """(column labels, rows) of the burst statistics: one row per (resource, statistic) that the
+    target or some method defines, target first then each method; last row the burst-structure error."""
+    from agentd import bursts as B
+
+    cols = ["resource", "statistic", "target"] + list(executed)
+    rows = []
+    for name, ts in target.items():
+        for stat in B.STATS:
+            vals = [getattr(ts, stat)] + [getattr(ex[name], stat) if name in ex else math.nan
+                                           for ex in executed.values()]
+            if all(math.isnan(v) for v in vals):
+                continue
+            rows.append([name, stat] + ["-" if math.isnan(v) else f"{v:.3g}" for v in vals])
+    rows.append(["burst-structure error", "", ""] + [f"{errors.get(m, math.nan):.3f}" for m in executed])
+    return cols, rows
+
+
 def overlay_png(path: Path, title: str, target: Trace, executed: dict[str, Trace], metrics: list[str],
-                *, simulated: bool = False) -> Path:
-    """One panel per metric: the target (black) and each method's executed trace."""
+                *, simulated: bool = False, table: tuple[list[str], list[list[str]]] | None = None) -> Path:
+    """One panel per metric: the target (black) and each method's executed trace; below, the
+    burst statistics table when given (burst_table)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     metrics = [m for m in metrics if m in target.names]
-    fig, axes = plt.subplots(len(metrics), 1, figsize=(10, 1.9 * len(metrics) + 0.6), sharex=True, squeeze=False)
+    n_table = len(table[1]) if table else 0
+    table_h = 0.17 * (n_table + 1) + 0.3 if table else 0.0
+    fig = plt.figure(figsize=(10, 1.9 * len(metrics) + 0.6 + table_h))
+    grid = fig.add_gridspec(len(metrics) + (1 if table else 0), 1,
+                            height_ratios=[1.9] * len(metrics) + ([table_h] if table else []))
+    axes = np.empty((len(metrics), 1), dtype=object)
+    for i in range(len(metrics)):
+        axes[i, 0] = fig.add_subplot(grid[i, 0], sharex=axes[0, 0] if i else None)
+    if table:
+        tax = fig.add_subplot(grid[-1, 0])
+        tax.axis("off")
+        tab = tax.table(cellText=table[1], colLabels=table[0], loc="upper center", cellLoc="right")
+        tab.auto_set_font_size(False)
+        tab.set_fontsize(6)
+        tab.scale(1, 0.9)
     for ax, m in zip(axes[:, 0], metrics):
         t = np.arange(target.T) * target.window_s
         ax.plot(t, target.column(m), color="black", lw=1.6, label="target")

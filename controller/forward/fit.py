@@ -11,15 +11,13 @@ directory, then rename).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from agentd.errors import ValidationError
+from agentd.fsutil import staged_dir
 from agentd.forward.model import MANIFEST, ForwardModel, feature_dim, features, load_forward_model
 from agentd.trace import Trace
 
@@ -29,7 +27,7 @@ from ..model.data import file_sha256
 from .correction import CorrectionConfig, export_ensemble, fit_ensemble
 from .profile import FORMAT as PROFILE_FORMAT
 from .profile import LAYOUT as PROFILE_LAYOUT
-from .profile import fit_first_order, metric_scales
+from .profile import busy_host_warnings, fit_first_order, metric_scales
 
 CORRECTION_FILE = "correction.onnx"
 SCORE_FLOOR = 0.01   # as controller/forward/score.py
@@ -138,13 +136,12 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
         if ds.action.shape[2] != first.K:
             raise ValidationError(f"{dataset_path}: {ds.action.shape[2]} threads, the profile has {first.K}")
     provenance = {"profile": str(profile_path), "profile_sha256": file_sha256(profile_path),
-                  "git_revision": git_revision(), "fit_options": asdict(options)}
+                  "git_revision": git_revision(), "fit_options": asdict(options),
+                  "warnings": busy_host_warnings(first)}
     fm = ForwardModel(first, scales, meta["catalog_hash"], float(profile.window_s), dict(profile.host_fingerprint),
                       provenance, bool(profile.simulated or (ds is not None and ds.simulated)))
     correction = None
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with staged_dir(out_dir) as tmp:
         if ds is not None:
             S = ds.S if options.max_samples is None else min(ds.S, options.max_samples)
             fit_idx, held = holdout_split(S, options.holdout, options.seed)
@@ -169,12 +166,6 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
                                "heldout_samples": held.tolist()})
             fm.host_fingerprint = fm.host_fingerprint or dict(ds.host_fingerprint)
         (tmp / MANIFEST).write_text(json.dumps(fm.manifest(correction), indent=1) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return load_forward_model(out_dir)
 
 

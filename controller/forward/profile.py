@@ -103,6 +103,24 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
                       footprint=np.asarray(footprint, np.float64) if footprint is not None else None)
 
 
+BUSY_IDLE = 0.25   # a core busier than this with nothing of ours running: the host was not idle
+
+
+def busy_host_warnings(first: FirstOrder) -> list[str]:
+    """What the profile's idle windows say about other work on the host. The first order is
+    idle + what each stressor adds; a profile taken while something else kept the cores busy
+    has an idle level near 1 and responses near 0, and every plan made from it under-drives
+    CPU. Said, not refused: on a host that is always this busy it is the truth."""
+    busy = [(name, float(first.idle[n])) for n, name in enumerate(first.metric_names)
+            if core_index(name) is not None and first.idle[n] > BUSY_IDLE]
+    if not busy:
+        return []
+    cores = ", ".join(f"{name} {v:.2f}" for name, v in busy)
+    return [f"the solo profile's idle windows show busy cores ({cores}): other work was running while it was "
+            f"recorded, so CPU responses are underestimated; record it again on a quiet host "
+            f"(`mimesys forward profile`) and refit"]
+
+
 def memory_footprint(entries: list[dict], threads: int) -> list[float]:
     """Bytes each catalog entry holds for a whole run once a plan uses it (its big buffer: a
     numeric working_set_bytes / table_bytes, once if shared, else per thread; sizes named after
@@ -138,8 +156,9 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
     threads = int(info.get("max_threads") or len(fp.get("agent_cpus") or []) or 1)
     cores = [int(c) for c in (fp.get("agent_cpus") or range(threads))][:threads]
     plan = profile_plan(names, catalog["hash"], threads)
-    res = await client.run(plan, RunOptions(repetitions=1, warmup_windows=1, record=False, seed=0),
-                           on_window=(lambda w: progress(w.window + 1, plan.T)) if progress else None)
+    # Another process's plan on this host (a replay, a second agent) is waited for, not an error.
+    res = await client.run_when_host_free(plan, RunOptions(repetitions=1, warmup_windows=1, record=False, seed=0),
+                                          on_window=(lambda w: progress(w.window + 1, plan.T)) if progress else None)
     trace = res.trace
     cal = info.get("calibration") or {}
     fractions = {name: ((e or {}).get("one_thread") or {}).get("cpu_fraction")

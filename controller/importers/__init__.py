@@ -33,11 +33,43 @@ _loaded = False
 
 
 def register(name: str, load: Callable, description: str, *, aliases: tuple[str, ...] = ()) -> None:
-    if name in REGISTRY and REGISTRY[name].load is not load:
+    if name in REGISTRY and _guarded.get(REGISTRY[name].load) is not load:
         raise RuntimeError(f"two importers named {name!r}")
-    REGISTRY[name] = ImporterEntry(name, load, description, tuple(aliases))
+    REGISTRY[name] = ImporterEntry(name, _guard(load), description, tuple(aliases))
     for a in aliases:
         _ALIASES[a] = name
+
+
+_guarded: dict = {}
+
+
+def _guard(load: Callable) -> Callable:
+    """Every importer's failure on malformed input is a TraceImportError naming the file, never
+    a traceback: the CSV module's field limit, numbers out of range, bad encodings, bad gzip."""
+    import csv
+    import functools
+    import zlib
+
+    from .base import TraceImportError
+
+    @functools.wraps(load)
+    def guarded(path, *args, **kwargs):
+        try:
+            return load(path, *args, **kwargs)
+        except TraceImportError:
+            raise
+        except csv.Error as e:
+            raise TraceImportError(path, f"malformed CSV: {e}") from None
+        except UnicodeDecodeError as e:
+            raise TraceImportError(path, f"not UTF-8 text (byte {e.start})") from None
+        except (zlib.error, EOFError) as e:
+            raise TraceImportError(path, f"corrupt compressed data: {e}") from None
+        except (ValueError, OverflowError, IndexError, KeyError, TypeError) as e:
+            raise TraceImportError(path, f"malformed input ({type(e).__name__}: {str(e)[:200]})") from None
+        except MemoryError:
+            raise TraceImportError(path, "too large to import in this much memory") from None
+    _guarded[guarded] = load
+    return guarded
 
 
 def _load_all() -> None:

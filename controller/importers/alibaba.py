@@ -83,6 +83,8 @@ def load(path: Path | str, *, window_s: float = 10.0, machine: str | None = None
             ts = float(row[1])
         except ValueError:
             raise TraceImportError(path, f"time_stamp is {row[1]!r}", line=n, expected="seconds (a number)") from None
+        if not np.isfinite(ts):
+            raise TraceImportError(path, f"time_stamp is {row[1]!r}", line=n, expected="seconds (a finite number)")
         vals = []
         for col, cell in zip(COLUMNS[2:], row[2:]):
             cell = cell.strip()

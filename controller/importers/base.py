@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,45 @@ EXCLUDED_DISK = re.compile(
 EXCLUDED_NET = re.compile(
     r"^(lo$|vnet|virbr|veth|docker|br-|br\d|tap|tun|cali|flannel|cni|vxlan|kube|macvtap|ovs)")
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_]+)+$")
+MAX_IMPORT_WINDOWS = 31 * 24 * 3600     # a month of 1 s windows
+EARLIEST_DATE_S = 946_684_800.0        # 2000-01-01: a first timestamp from then to now is a Unix date
+MAX_DECOMPRESSED_BYTES = 4 << 30         # a gzipped input may expand to at most this
+
+
+def read_maybe_gzip(path: Path | str, *, max_bytes: int | None = None) -> bytes:
+    """A file's bytes, gunzipped if it is gzip, never expanding past max_bytes (a gzip bomb is
+    a clear error, not an exhausted host)."""
+    import zlib
+    max_bytes = MAX_DECOMPRESSED_BYTES if max_bytes is None else max_bytes
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise TraceImportError(path, f"cannot read: {e.strerror}") from None
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    d = zlib.decompressobj(wbits=31)
+    out = []
+    total = 0
+    data = raw
+    try:
+        while data:
+            chunk = d.decompress(data, 1 << 20)
+            total += len(chunk)
+            if total > max_bytes:
+                raise TraceImportError(path, f"gzip data expands past {max_bytes >> 20} MiB",
+                                       expected="a smaller file (or raise the limit)")
+            out.append(chunk)
+            data = d.unconsumed_tail
+            if d.eof:
+                data = d.unused_data   # concatenated gzip members
+                if data:
+                    d = zlib.decompressobj(wbits=31)
+    except zlib.error as e:
+        raise TraceImportError(path, f"corrupt gzip data: {e}") from None
+    if not d.eof:
+        raise TraceImportError(path, "truncated gzip data")
+    return b"".join(out)
 
 
 class TraceImportError(TraceError):
@@ -123,6 +163,8 @@ def resample_intervals(data: IntervalData, window_s: float, report: ImportReport
     v = np.asarray(data.values, dtype=np.float64)
     if b.ndim != 1 or len(b) < 2 or v.shape[0] != len(b) - 1:
         raise ValueError(f"bounds [{len(b)}] and values {v.shape} do not describe intervals")
+    if not np.isfinite(b).all():
+        raise ValueError("interval bounds must be finite")
     if not (np.diff(b) > 0).all():
         raise ValueError("interval bounds must be strictly increasing")
     span = b[-1] - b[0]
@@ -132,19 +174,23 @@ def resample_intervals(data: IntervalData, window_s: float, report: ImportReport
         if tail > 1e-6:
             report.note(f"dropped the last {tail:.3f} s after window {T - 1}: shorter than one window of {window_s} s")
     N = v.shape[1]
-    out = np.full((T, N), np.nan, dtype=np.float64)
     if T == 0:
-        return out.astype(np.float32)
+        return np.full((0, N), np.nan, dtype=np.float32)
     edges = b[0] + window_s * np.arange(T + 1)
-    # overlap[i, k] = |[b_i, b_{i+1}) ∩ [e_k, e_{k+1})|: dense [n, T]; import sizes are small.
-    lo = np.maximum(b[:-1, None], edges[None, :-1])
-    hi = np.minimum(b[1:, None], edges[None, 1:])
-    overlap = np.clip(hi - lo, 0.0, None)
+    # O(n + T): integrate each metric (and the time it was measured) up to every interval bound,
+    # read those running integrals off at the window edges by linear interpolation (exact: the
+    # integrand is constant within an interval), and difference. A dense [n, T] overlap matrix
+    # would be 60 GB for a day at 1 Hz.
     finite = np.isfinite(v)
-    weights = overlap.T @ finite.astype(np.float64)            # [T, N]
-    sums = overlap.T @ np.where(finite, v, 0.0)                 # [T, N]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(weights > 0, sums / np.where(weights > 0, weights, 1.0), np.nan)
+    dt = np.diff(b)[:, None]
+    cum_w = np.concatenate([np.zeros((1, N)), np.cumsum(dt * finite, axis=0)])                    # [n+1, N]
+    cum_s = np.concatenate([np.zeros((1, N)), np.cumsum(dt * np.where(finite, v, 0.0), axis=0)])  # [n+1, N]
+    out = np.empty((T, N), dtype=np.float64)
+    for m in range(N):
+        weights = np.diff(np.interp(edges, b, cum_w[:, m]))
+        sums = np.diff(np.interp(edges, b, cum_s[:, m]))
+        ok = weights > 1e-9 * window_s
+        out[:, m] = np.where(ok, sums / np.where(ok, weights, 1.0), np.nan)
     return out.astype(np.float32)
 
 
@@ -152,7 +198,12 @@ def grid_from_timestamps(timestamps_s: np.ndarray, path, lines: list[int] | None
     """Interval bounds from sample timestamps; raises naming the line of the first timestamp that
     does not increase."""
     ts = np.asarray(timestamps_s, dtype=np.float64)
-    bad = np.nonzero(np.diff(ts) <= 0)[0]
+    nonfinite = np.nonzero(~np.isfinite(ts))[0]
+    if len(nonfinite):
+        i = int(nonfinite[0])
+        raise TraceImportError(path, "timestamp is not a finite number", line=lines[i] if lines else None,
+                               expected="seconds (a finite number)")
+    bad = np.nonzero(~(np.diff(ts) > 0))[0]
     if len(bad):
         i = int(bad[0]) + 1
         raise TraceImportError(path, f"timestamp {float(ts[i]):g} does not increase over the previous {float(ts[i - 1]):g}",
@@ -188,6 +239,12 @@ def build_trace(data: IntervalData, window_s: float, report: ImportReport, path,
     one window is an error (an empty trace helps nobody)."""
     if not window_s > 0:
         raise TraceImportError(path, f"window {window_s} s", expected="a positive window length")
+    b = np.asarray(data.bounds_s, dtype=np.float64)
+    if len(b) and not np.isfinite(b).all():
+        raise TraceImportError(path, "a timestamp is not a finite number", expected="finite timestamps")
+    if len(b) >= 2 and (b[-1] - b[0]) / window_s > MAX_IMPORT_WINDOWS:
+        raise TraceImportError(path, f"the samples span {b[-1] - b[0]:.0f} s = more than {MAX_IMPORT_WINDOWS} "
+                               f"windows of {window_s} s", expected="a span the trace can hold (check the timestamps' unit)")
     values = resample_intervals(data, window_s, report)
     span = float(data.bounds_s[-1] - data.bounds_s[0])
     if values.shape[0] == 0:
@@ -197,6 +254,15 @@ def build_trace(data: IntervalData, window_s: float, report: ImportReport, path,
         report.missing.append((name, "no sample of it in the source"))
     start_ns = np.round((data.bounds_s[0] + window_s * np.arange(values.shape[0])) * 1e9).astype(np.int64)
     prov = {"source": str(path), "source_format": report.source_format, **provenance}
+    # Sources that stamp samples with Unix time (node_exporter, tacc_stats, Bitbrains) give the
+    # trace its wall-clock start like a recorded one; seconds from the trace's own start
+    # (Alibaba's, a CSV's 0, 1, 2 ...) are not a date and are left as the source's clock.
+    if "started_unix_s" not in prov:
+        if EARLIEST_DATE_S <= float(b[0]) <= time.time() + 86400:
+            prov["started_unix_s"] = float(b[0])
+            prov.setdefault("window_start_clock", "CLOCK_REALTIME (the source's timestamps)")
+        else:
+            prov.setdefault("window_start_clock", "the source's (seconds, not a date)")
     return Trace(values=values, metrics=list(data.metrics), window_s=float(window_s), window_start_ns=start_ns,
                  host_fingerprint=dict(host_fingerprint or {}), provenance=prov)
 

@@ -53,7 +53,6 @@ What becomes what (agentd's metric names):
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -67,7 +66,7 @@ from agentd.trace import Trace
 from . import register
 from .base import EXCLUDED_DISK as _EXCLUDED_DISK
 from .base import EXCLUDED_NET as _EXCLUDED_NET
-from .base import ImportReport, IntervalData, TraceImportError, build_trace, unit_for
+from .base import ImportReport, IntervalData, TraceImportError, build_trace, read_maybe_gzip, unit_for
 
 SOURCE = "tacc_stats"
 CACHE_LINE_B = 64
@@ -164,10 +163,8 @@ def parse_file(path: Path | str) -> TaccStatsFile:
     """Read the whole file into header, schemas and records; raise TraceImportError naming the
     line of the first thing that is not what the format says."""
     path = Path(path)
+    raw = read_maybe_gzip(path)   # archived stats files are usually gzipped; bounded
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":   # archived stats files are usually gzipped
-            raw = gzip.decompress(raw)
         text = raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError as e:
         raise TraceImportError(path, f"not a text file: {e}") from None

@@ -12,8 +12,11 @@ static uint64_t rr_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
     struct disk_state *st = ts;
     uint64_t ops = 0, nios = sh->file_bytes / sh->io_bytes;
     for (uint64_t u = 0; u < units; u++) {
+        uint64_t t = now_ns();
+        if (!op_cost_fits(&st->io, t, deadline_ns)) return ops ? ops : STEP_WAIT;
         off_t off = (off_t)((xorshift64(&st->x) % nios) * sh->io_bytes);
         ssize_t n = pread(sh->fd, st->buf, sh->io_bytes, off);
+        op_cost_add(&st->io, now_ns() - t);
         if (n > 0) {
             *bytes += (uint64_t)n;
             ops++;
@@ -26,4 +29,5 @@ static uint64_t rr_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
 const struct kernel_ops kernel_disk_rand_read = {
     .name = "disk_rand_read", .setup = rr_setup, .thread_setup = disk_thread_setup_range, .step = rr_step,
     .thread_teardown = disk_thread_teardown, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
+    .watches_deadline = 1,
 };

@@ -34,6 +34,8 @@ static uint64_t rdah_step(struct stressor *s, void *ts, uint64_t units, uint64_t
     struct disk_state *st = ts;
     uint64_t ops = 0;
     for (uint64_t u = 0; u < units; u++) {
+        uint64_t t = now_ns();
+        if (!op_cost_fits(&st->io, t, deadline_ns)) return ops ? ops : STEP_WAIT;
         if (st->pos == st->lo) {  /* new pass: nothing of this slice may be cached */
             posix_fadvise(sh->fd, (off_t)st->lo, (off_t)(st->hi - st->lo), POSIX_FADV_DONTNEED);
             st->mark = st->lo;
@@ -49,6 +51,7 @@ static uint64_t rdah_step(struct stressor *s, void *ts, uint64_t units, uint64_t
             ops++;
             posix_fadvise(sh->fd, (off_t)st->pos, n, POSIX_FADV_DONTNEED);
         }
+        op_cost_add(&st->io, now_ns() - t);
         st->pos += sh->io_bytes;
         if (st->pos >= st->hi) st->pos = st->lo;
     }
@@ -58,4 +61,5 @@ static uint64_t rdah_step(struct stressor *s, void *ts, uint64_t units, uint64_t
 const struct kernel_ops kernel_disk_readahead = {
     .name = "disk_readahead", .setup = ra_setup, .thread_setup = disk_thread_setup_range, .step = rdah_step,
     .thread_teardown = disk_thread_teardown, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
+    .watches_deadline = 1,
 };

@@ -13,7 +13,10 @@ static uint64_t sr_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
     struct disk_state *st = ts;
     uint64_t ops = 0;
     for (uint64_t u = 0; u < units; u++) {
+        uint64_t t = now_ns();
+        if (!op_cost_fits(&st->io, t, deadline_ns)) return ops ? ops : STEP_WAIT;
         ssize_t n = pread(sh->fd, st->buf, sh->io_bytes, (off_t)st->pos);
+        op_cost_add(&st->io, now_ns() - t);
         if (n > 0) {
             *bytes += (uint64_t)n;
             ops++;
@@ -28,4 +31,5 @@ static uint64_t sr_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
 const struct kernel_ops kernel_disk_seq_read = {
     .name = "disk_seq_read", .setup = sr_setup, .thread_setup = disk_thread_setup_range, .step = sr_step,
     .thread_teardown = disk_thread_teardown, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
+    .watches_deadline = 1,
 };

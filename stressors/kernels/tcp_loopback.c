@@ -1,7 +1,10 @@
 /* tcp_loopback: a TCP stream over 127.0.0.1 between two sockets of the same thread: each
  * unit sends one message without blocking and drains whatever has arrived on the other
  * end, so both the send and the receive path run on the pinned CPU and nothing else
- * (no helper thread) consumes CPU. One unit = one send; bytes = bytes sent. */
+ * (no helper thread) consumes CPU. One unit = one send; bytes = bytes sent.
+ * `nodelay` sets TCP_NODELAY on the sender, so that small messages leave as one packet each
+ * (request-sized traffic: many packets, few bytes) even when an ACK is late; on an idle
+ * loopback the drain acks every send at once and Nagle would hold nothing back anyway. */
 #define _GNU_SOURCE
 #include "../stressor.h"
 #include <arpa/inet.h>
@@ -34,6 +37,11 @@ static void *tcp_thread_setup(struct stressor *s, int thread, char *err) {
     st->tx = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (connect(st->tx, (struct sockaddr *)&addr, sizeof addr)) {
         snprintf(err, ERRLEN, "%s: connect to loopback: %s", s->name, strerror(errno));
+        return NULL;
+    }
+    int one = 1;
+    if (param_bool(s, "nodelay", 0) && setsockopt(st->tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)) {
+        snprintf(err, ERRLEN, "%s: TCP_NODELAY: %s", s->name, strerror(errno));
         return NULL;
     }
     st->rx = accept4(lst, NULL, NULL, SOCK_CLOEXEC);

@@ -1,0 +1,116 @@
+"""Local files written safely: the one atomic-write helper, and opening paths that another
+user may control.
+
+Atomic write: a unique temporary name in the target's directory (O_EXCL, so a symlink or a
+file planted at a fixed `.tmp` name by the directory's owner is never followed or reused),
+fsync of the file, rename into place, fsync of the directory. A crash leaves either the old
+file or the new one, never a torn one, and never writes through someone else's link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .errors import ValidationError
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):   # some filesystems refuse O_RDONLY fsync on directories
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str, *, mode: int = 0o644) -> Iterator[Path]:
+    """Yield a fresh temporary path next to `path`; on success it is fsynced and renamed over
+    `path` (and the directory fsynced); on failure it is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    os.close(fd)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def staged_dir(out_dir: Path | str) -> Iterator[Path]:
+    """Yield a fresh hidden directory next to `out_dir` to fill; on success it replaces
+    `out_dir` (whatever was there is removed first), on failure it is removed. Readers see the
+    old directory or the complete new one, never a half-written one."""
+    import shutil
+    import tempfile
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        yield tmp
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+        fsync_dir(out_dir.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644) -> None:
+    with atomic_path(path, mode=mode) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+
+
+def atomic_write_text(path: Path | str, text: str, *, mode: int = 0o644) -> None:
+    atomic_write_bytes(path, text.encode(), mode=mode)
+
+
+def atomic_write_with(path: Path | str, write: Callable[[Path], None], *, mode: int = 0o644) -> None:
+    """`write(tmp)` fills the temporary file (e.g. a CSV or PNG writer that wants a path)."""
+    with atomic_path(path, mode=mode) as tmp:
+        write(tmp)
+
+
+def read_secret_file(path: Path | str, what: str, *, max_bytes: int = 1 << 16) -> bytes:
+    """A token or private key: checked on the opened file (no window between check and read):
+    a regular file, owned by this user or root, with no access at all for other users. A
+    world-readable secret is already disclosed; a file another user owns or may write is not
+    ours to trust."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as e:
+        raise ValidationError(f"{what} {str(path)!r}: cannot read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValidationError(f"{what} {str(path)!r}: not a regular file")
+        if st.st_uid not in (0, os.geteuid()):
+            raise ValidationError(f"{what} {str(path)!r}: owned by uid {st.st_uid}, not by this user or root")
+        if st.st_mode & 0o007:
+            raise ValidationError(f"{what} {str(path)!r} is accessible to other users (mode "
+                                  f"{stat.S_IMODE(st.st_mode):04o}; world-readable or -writable); chmod 0600 it")
+        if st.st_size > max_bytes:
+            raise ValidationError(f"{what} {str(path)!r}: {st.st_size} bytes; a secret file is at most {max_bytes}")
+        return os.read(fd, max_bytes + 1)
+    finally:
+        os.close(fd)

@@ -1,0 +1,26 @@
+"""Issue 12's must-show, read off a bench/fidelity_real.py result:
+
+    python bench/fidelity_check.py bench/results/fidelity/demo/fidelity.json
+
+per method the mean DTW, per-core CPU and added activity; for each forward-model planner its
+ratio to the single-stressor baseline, per-core CPU against twice the noise floor, the metrics
+where it is worse than single by more than the floor, and whether it beats nearest and model.
+"""
+import json, sys
+d = json.load(open(sys.argv[1]))
+M, F = d["methods"], d["floor"]
+print(f"floor mean {F['mean']:.3f} per-core {F['per_core_cpu']:.3f}")
+for m in sorted(M, key=lambda k: M[k]["mean"]):
+    print(f"  {m:10s} mean {M[m]['mean']:.3f} per-core {M[m]['per_core_cpu']:.3f} added/run {M[m]['added_activity_per_run']:.1f} by_mix " +
+          " ".join(f"{k}={v:.3f}" for k, v in M[m]["by_mix"].items()))
+s = M["single"]
+for best in ("inverse", "select"):
+    if best not in M: continue
+    b = M[best]
+    print(f"{best}: mean/single = {b['mean']/s['mean']:.2f} (<=0.5?), per-core {b['per_core_cpu']:.3f} vs 2xfloor {2*F['per_core_cpu']:.3f}")
+    worse = [(k, b['per_metric'][k], s['per_metric'].get(k), F['per_metric'].get(k, 0)) for k in b['per_metric']
+             if s['per_metric'].get(k) is not None and b['per_metric'][k] > s['per_metric'][k] + F['per_metric'].get(k, 0)]
+    print(f"  metrics worse than single by > floor: {len(worse)}")
+    for k, x, y, f in worse: print(f"    {k}: {x:.3f} vs single {y:.3f} (floor {f:.3f})")
+    for other in ("nearest", "model"):
+        if other in M: print(f"  beats {other}? {b['mean'] < M[other]['mean']} ({b['mean']:.3f} vs {M[other]['mean']:.3f})")

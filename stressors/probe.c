@@ -1,0 +1,411 @@
+/* Host peak probes (`mimesys-runner --probe`): each resource's capacity measured by code
+ * that is NOT a catalog kernel, so a gap in the catalog cannot hide itself (calibration
+ * compares the best the catalog reaches with these; agentd/calibration.py, "reach").
+ * Deliberately other mechanisms than the kernels': unpinned threads doing plain synchronous
+ * O_DIRECT pread/pwrite (the queue depth is the thread count) and one thread with Linux
+ * native AIO (io_submit) rather than io_uring, glibc memcpy on every CPU rather than the
+ * STREAM triad, separate sender and receiver threads as well as the kernel's one-thread shape
+ * (with a paired shape alone, the catalog's stream went 3.9x past the probe on a 2-vCPU VM).
+ *
+ * Output, one line per probe (stdout):  peak METRIC VALUE DETAIL...
+ *   disk.write_Bps  sequential 1 or 4 MiB O_DIRECT overwrites, 4, 8 or 16 in flight, by
+ *                   threads or by native AIO (the best of the 12 shapes)
+ *   disk.read_Bps   sequential 1 or 4 MiB O_DIRECT reads, same shapes
+ *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (best of 6)
+ *   disk.write_iops random 4 KiB O_DIRECT overwrites, same
+ *   mem.bw_Bps      one thread per CPU over 2 x 128 MiB: glibc memcpy, a copy loop or a read
+ *                   sum (best), bytes read + written
+ *   net.lo_Bps      TCP over 127.0.0.1, payload bytes: 1, n or 2n sender/receiver pairs,
+ *                   64 KiB or 1 MiB sends, or n threads each sending to and draining its
+ *                   own connection without blocking (best; on a small VM the wake-ups
+ *                   between paired threads cost more than the copies)
+ * A probe that cannot run prints `peak METRIC nan REASON`. The disk probes use one unlinked
+ * scratch file under --scratch-dir (counted against --scratch-budget). */
+#define _GNU_SOURCE
+#include "stressor.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/aio_abi.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+struct pjob {
+    int fd, write, random;
+    uint64_t io, lo, hi, deadline, bytes, ops, x;
+    uint8_t *buf, *buf2;
+    size_t len;
+    const char *err;
+};
+
+static void *disk_worker(void *arg) {
+    struct pjob *j = arg;
+    uint64_t pos = j->lo, nios = (j->hi - j->lo) / j->io;
+    while (now_ns() < j->deadline) {
+        for (int i = 0; i < 8; i++) {
+            uint64_t off = j->random ? j->lo + (xorshift64(&j->x) % nios) * j->io : pos;
+            ssize_t n = j->write ? pwrite(j->fd, j->buf, j->io, (off_t)off) : pread(j->fd, j->buf, j->io, (off_t)off);
+            if (n <= 0) { j->err = strerror(n < 0 ? errno : EIO); return NULL; }
+            j->bytes += (uint64_t)n;
+            j->ops++;
+            if (!j->random && (pos += j->io) >= j->hi) pos = j->lo;
+        }
+    }
+    return NULL;
+}
+
+/* One shape: `threads` threads doing synchronous IO of `io` bytes for `seconds`; returns
+ * bytes/s (or IOs/s with iops), or -1 with the reason in why. */
+static double run_disk(int fd, uint64_t file, int write, int random, uint64_t io, int threads, double seconds,
+                       int iops, char *why) {
+    struct pjob *j = calloc((size_t)threads, sizeof *j);
+    pthread_t *t = calloc((size_t)threads, sizeof *t);
+    uint64_t slice = file / (uint64_t)threads / io * io, t0 = now_ns(), deadline = t0 + (uint64_t)(seconds * 1e9);
+    int started = 0;
+    for (int i = 0; i < threads; i++) {
+        j[i] = (struct pjob){.fd = fd, .write = write, .random = random, .io = io, .deadline = deadline,
+                             .lo = random ? 0 : (uint64_t)i * slice, .hi = random ? file / io * io : (uint64_t)(i + 1) * slice,
+                             .x = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1)};
+        if (posix_memalign((void **)&j[i].buf, 4096, io)) { snprintf(why, ERRLEN, "out of memory"); break; }
+        memset(j[i].buf, 0x3C, io);
+        if (pthread_create(&t[i], NULL, disk_worker, &j[i])) { snprintf(why, ERRLEN, "cannot create thread"); free(j[i].buf); break; }
+        started++;
+    }
+    uint64_t bytes = 0, ops = 0;
+    const char *err = NULL;
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i], NULL);
+        bytes += j[i].bytes; ops += j[i].ops;
+        if (j[i].err) err = j[i].err;
+        free(j[i].buf);
+    }
+    double s = (double)(now_ns() - t0) / 1e9;
+    free(j); free(t);
+    if (err) snprintf(why, ERRLEN, "%s", err);
+    if (err || started < threads) return -1;
+    return iops ? (double)ops / s : (double)bytes / s;
+}
+
+/* One shape with Linux native AIO (io_submit, not io_uring: the catalog's kernels use
+ * io_uring): one thread keeping `depth` IOs in flight for `seconds`. */
+static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io, int depth, double seconds,
+                      int iops, char *why) {
+    aio_context_t ctx = 0;
+    if (syscall(SYS_io_setup, depth, &ctx)) { snprintf(why, ERRLEN, "io_setup: %s", strerror(errno)); return -1; }
+    struct iocb *cbs = calloc((size_t)depth, sizeof *cbs), **ptrs = calloc((size_t)depth, sizeof *ptrs);
+    struct io_event *ev = calloc((size_t)depth, sizeof *ev);
+    uint8_t *bufs = NULL;
+    double out = -1;
+    if (posix_memalign((void **)&bufs, 4096, (size_t)depth * io)) { snprintf(why, ERRLEN, "out of memory"); goto done; }
+    memset(bufs, 0x3C, (size_t)depth * io);
+    uint64_t x = 0x2545F4914F6CDD1Dull, pos = 0, nios = file / io, bytes = 0, ops = 0, t0 = now_ns(),
+             deadline = t0 + (uint64_t)(seconds * 1e9);
+    for (int i = 0; i < depth; i++) {
+        cbs[i].aio_fildes = (uint32_t)fd;
+        cbs[i].aio_lio_opcode = write ? IOCB_CMD_PWRITE : IOCB_CMD_PREAD;
+        cbs[i].aio_buf = (uint64_t)(uintptr_t)(bufs + (size_t)i * io);
+        cbs[i].aio_nbytes = io;
+        cbs[i].aio_data = (uint64_t)i;
+        ptrs[i] = &cbs[i];
+    }
+    int inflight = 0, tosubmit = depth;
+    for (;;) {
+        for (int i = 0; i < tosubmit; i++) {
+            struct iocb *cb = ptrs[i];
+            cb->aio_offset = (int64_t)(random ? (xorshift64(&x) % nios) * io : pos);
+            if (!random && (pos += io) >= nios * io) pos = 0;
+        }
+        if (tosubmit) {
+            long n = syscall(SYS_io_submit, ctx, (long)tosubmit, ptrs);
+            if (n != tosubmit) { snprintf(why, ERRLEN, "io_submit: %s", n < 0 ? strerror(errno) : "short"); break; }
+            inflight += tosubmit;
+        }
+        if (now_ns() >= deadline) break;
+        long got = syscall(SYS_io_getevents, ctx, 1L, (long)depth, ev, NULL);
+        if (got < 0) { if (errno == EINTR) { tosubmit = 0; continue; } snprintf(why, ERRLEN, "io_getevents: %s", strerror(errno)); break; }
+        tosubmit = 0;
+        for (long i = 0; i < got; i++) {
+            if (ev[i].res <= 0) { snprintf(why, ERRLEN, "aio: %s", strerror(ev[i].res < 0 ? (int)-ev[i].res : EIO)); got = -1; break; }
+            bytes += (uint64_t)ev[i].res;
+            ops++;
+            ptrs[tosubmit++] = &cbs[ev[i].data];
+        }
+        inflight -= (int)(got > 0 ? got : 0);
+        if (got < 0) break;
+    }
+    double s = (double)(now_ns() - t0) / 1e9;
+    while (inflight > 0) {   /* the buffers belong to the IOs in flight until they complete */
+        long got = syscall(SYS_io_getevents, ctx, 1L, (long)depth, ev, NULL);
+        if (got <= 0 && errno != EINTR) break;
+        if (got > 0) inflight -= (int)got;
+    }
+    if (!why[0]) out = iops ? (double)ops / s : (double)bytes / s;
+done:
+    syscall(SYS_io_destroy, ctx);
+    free(bufs); free(cbs); free(ptrs); free(ev);
+    return out;
+}
+
+/* The best of several shapes, printed as one peak line. */
+static void disk_peak(const char *metric, int fd, uint64_t file, int write, int random, const int *threads, int nt,
+                      const uint64_t *ios, int ni, double seconds) {
+    double best = -1;
+    int best_t = 0;
+    uint64_t best_io = 0;
+    char why[ERRLEN] = "";
+    int iops = strstr(metric, "iops") != NULL, best_aio = 0;
+    for (int a = 0; a < nt; a++)
+        for (int b = 0; b < ni; b++) {
+            why[0] = 0;
+            double v = run_disk(fd, file, write, random, ios[b], threads[a], seconds, iops, why);
+            if (v > best) { best = v; best_t = threads[a]; best_io = ios[b]; }
+            /* the same number in flight from one thread through native AIO */
+            why[0] = 0;
+            v = run_aio(fd, file, write, random, ios[b], threads[a], seconds, iops, why);
+            if (v > best) { best = v; best_t = threads[a]; best_io = ios[b]; best_aio = 1; }
+        }
+    if (best < 0) printf("peak %s nan %s\n", metric, why);
+    else printf("peak %s %.1f best of %d shapes: %d in flight (%s) x %llu B O_DIRECT %s\n", metric, best, 2 * nt * ni,
+                best_t, best_aio ? "one thread, native AIO" : "threads, synchronous", (unsigned long long)best_io,
+                random ? "random" : "sequential");
+    fflush(stdout);
+}
+
+/* mode 0: glibc memcpy (non-temporal stores for big copies); 1: a plain 8-byte copy loop;
+ * 2: a read-only sum. Bytes = bytes read + bytes written, the catalog's convention. */
+static void *mem_worker(void *arg) {
+    struct pjob *j = arg;
+    uint64_t n = j->len / 8, sum = 0;
+    uint64_t *a = (uint64_t *)j->buf, *b = (uint64_t *)j->buf2;
+    while (now_ns() < j->deadline) {
+        if (j->random == 0) {
+            memcpy(j->buf2, j->buf, j->len);
+            j->bytes += 2 * (uint64_t)j->len;
+        } else if (j->random == 1) {
+            for (uint64_t i = 0; i < n; i++) b[i] = a[i];
+            j->bytes += 2 * (uint64_t)j->len;
+        } else {
+            for (uint64_t i = 0; i < n; i += 4) sum += a[i] + a[i + 1] + a[i + 2] + a[i + 3];
+            j->bytes += (uint64_t)j->len;
+        }
+    }
+    j->x = sum;   /* keeps the sum alive */
+    return NULL;
+}
+
+static void probe_mem(int threads, double seconds) {
+    static const char *modes[] = {"memcpy", "copy loop", "read sum"};
+    struct pjob *j = calloc((size_t)threads, sizeof *j);
+    pthread_t *t = calloc((size_t)threads, sizeof *t);
+    size_t len = 128u << 20;   /* 2 x 128 MiB per thread: far past any LLC */
+    char err[ERRLEN];
+    for (int i = 0; i < threads; i++) {
+        j[i].len = len;
+        j[i].buf = alloc_touched(len, err);
+        j[i].buf2 = alloc_touched(len, err);
+        if (!j[i].buf || !j[i].buf2) { printf("peak mem.bw_Bps nan %s\n", err); return; }
+    }
+    double best = 0;
+    int best_mode = 0;
+    for (int mode = 0; mode < 3; mode++) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < threads; i++) {
+            j[i].deadline = t0 + (uint64_t)(seconds * 1e9);
+            j[i].random = mode;
+            j[i].bytes = 0;
+            pthread_create(&t[i], NULL, mem_worker, &j[i]);
+        }
+        uint64_t bytes = 0;
+        for (int i = 0; i < threads; i++) { pthread_join(t[i], NULL); bytes += j[i].bytes; }
+        double r = (double)bytes / ((double)(now_ns() - t0) / 1e9);
+        if (r > best) { best = r; best_mode = mode; }
+    }
+    for (int i = 0; i < threads; i++) { free_touched(j[i].buf, len); free_touched(j[i].buf2, len); }
+    printf("peak mem.bw_Bps %.1f best of 3 shapes: %d threads %s over 2 x 128 MiB each, bytes read + written\n",
+           best, threads, modes[best_mode]);
+    fflush(stdout);
+    free(j); free(t);
+}
+
+static void *lo_sender(void *arg) {
+    struct pjob *j = arg;
+    while (now_ns() < j->deadline) {
+        ssize_t n = send(j->fd, j->buf, j->len, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        j->bytes += (uint64_t)n;
+    }
+    shutdown(j->fd, SHUT_WR);
+    return NULL;
+}
+
+static void *lo_receiver(void *arg) {
+    struct pjob *j = arg;
+    ssize_t n;
+    while ((n = recv(j->fd, j->buf, j->len, 0)) > 0) j->bytes += (uint64_t)n;
+    return NULL;
+}
+
+static double lo_pairs(int pairs, size_t msg, double seconds, char *err) {
+    struct pjob *j = calloc((size_t)pairs * 2, sizeof *j);
+    pthread_t *t = calloc((size_t)pairs * 2, sizeof *t);
+    uint64_t deadline = now_ns() + (uint64_t)(seconds * 1e9), t0 = now_ns();
+    for (int i = 0; i < pairs; i++) {
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t alen = sizeof addr;
+        int lst = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int tx = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lst < 0 || tx < 0 || bind(lst, (struct sockaddr *)&addr, sizeof addr) || listen(lst, 1) ||
+            getsockname(lst, (struct sockaddr *)&addr, &alen) || connect(tx, (struct sockaddr *)&addr, sizeof addr)) {
+            snprintf(err, ERRLEN, "loopback socket: %s", strerror(errno));
+            return -1;
+        }
+        int rx = accept4(lst, NULL, NULL, SOCK_CLOEXEC);
+        close(lst);
+        j[2 * i] = (struct pjob){.fd = tx, .len = msg, .deadline = deadline};
+        j[2 * i + 1] = (struct pjob){.fd = rx, .len = 1 << 20, .deadline = deadline};
+        j[2 * i].buf = malloc(msg);
+        j[2 * i + 1].buf = malloc(1 << 20);
+        memset(j[2 * i].buf, 0x42, msg);
+    }
+    for (int i = 0; i < 2 * pairs; i++) pthread_create(&t[i], NULL, i % 2 ? lo_receiver : lo_sender, &j[i]);
+    uint64_t bytes = 0;
+    for (int i = 0; i < 2 * pairs; i++) {
+        pthread_join(t[i], NULL);
+        if (i % 2) bytes += j[i].bytes;
+        close(j[i].fd);
+        free(j[i].buf);
+    }
+    double s = (double)(now_ns() - t0) / 1e9;
+    free(j); free(t);
+    return (double)bytes / s;
+}
+
+/* One thread sends to and drains its own connection without blocking: no wake-ups between
+ * threads (which dominate on hosts with few CPUs). */
+static void *lo_self(void *arg) {
+    struct pjob *j = arg;
+    int tx = j->fd, rx = (int)j->x;
+    while (now_ns() < j->deadline) {
+        ssize_t n = send(tx, j->buf, j->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t r;
+        while ((r = recv(rx, j->buf2, 1 << 20, MSG_DONTWAIT)) > 0) j->bytes += (uint64_t)r;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;
+    }
+    return NULL;
+}
+
+static double lo_self_threads(int threads, size_t msg, double seconds, char *err) {
+    struct pjob *j = calloc((size_t)threads, sizeof *j);
+    pthread_t *t = calloc((size_t)threads, sizeof *t);
+    uint64_t deadline = now_ns() + (uint64_t)(seconds * 1e9), t0 = now_ns();
+    int ok = 1;
+    for (int i = 0; i < threads && ok; i++) {
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t alen = sizeof addr;
+        int lst = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int tx = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lst < 0 || tx < 0 || bind(lst, (struct sockaddr *)&addr, sizeof addr) || listen(lst, 1) ||
+            getsockname(lst, (struct sockaddr *)&addr, &alen) || connect(tx, (struct sockaddr *)&addr, sizeof addr)) {
+            snprintf(err, ERRLEN, "loopback socket: %s", strerror(errno));
+            ok = 0;
+            break;
+        }
+        int rx = accept4(lst, NULL, NULL, SOCK_CLOEXEC);
+        close(lst);
+        j[i] = (struct pjob){.fd = tx, .x = (uint64_t)rx, .len = msg, .deadline = deadline,
+                             .buf = malloc(msg), .buf2 = malloc(1 << 20)};
+        memset(j[i].buf, 0x42, msg);
+    }
+    if (!ok) return -1;
+    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, lo_self, &j[i]);
+    uint64_t bytes = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(t[i], NULL);
+        bytes += j[i].bytes;
+        close(j[i].fd); close((int)j[i].x);
+        free(j[i].buf); free(j[i].buf2);
+    }
+    double s = (double)(now_ns() - t0) / 1e9;
+    free(j); free(t);
+    return (double)bytes / s;
+}
+
+static void probe_lo(int cpus, double seconds) {
+    char err[ERRLEN] = "";
+    double best = 0;
+    int best_pairs = 0, tried = 0;
+    size_t best_msg = 0;
+    const int pairs[] = {1, cpus, 2 * cpus};
+    const size_t msgs[] = {64u << 10, 1u << 20};
+    for (int a = 0; a < 3; a++) {
+        if (a && pairs[a] == pairs[a - 1]) continue;
+        for (int b = 0; b < 2; b++) {
+            double r = lo_pairs(pairs[a], msgs[b], seconds, err);
+            tried++;
+            if (r < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
+            if (r > best) { best = r; best_pairs = pairs[a]; best_msg = msgs[b]; }
+        }
+    }
+    int best_self = 0;
+    const int selfs[] = {1, cpus};
+    for (int a = 0; a < 2; a++) {
+        if (a && selfs[a] == selfs[a - 1]) continue;
+        for (int b = 0; b < 2; b++) {
+            double r = lo_self_threads(selfs[a], msgs[b], seconds, err);
+            tried++;
+            if (r < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
+            if (r > best) { best = r; best_self = selfs[a]; best_msg = msgs[b]; }
+        }
+    }
+    if (best_self)
+        printf("peak net.lo_Bps %.1f best of %d shapes: %d thread(s) each sending to and draining its own "
+               "connection, %zu B sends\n", best, tried, best_self, best_msg);
+    else
+        printf("peak net.lo_Bps %.1f best of %d shapes: %d sender/receiver thread pairs, %zu B sends\n",
+               best, tried, best_pairs, best_msg);
+    fflush(stdout);
+}
+
+int run_probes(const struct runner_env *env, const char *which, double seconds) {
+    int cpus = get_nprocs();
+    int all = !strcmp(which, "all");
+    if (all || !strcmp(which, "mem")) probe_mem(cpus, seconds);
+    if (all || !strcmp(which, "net")) probe_lo(cpus, seconds);
+    if (all || !strcmp(which, "disk")) {
+        static const char *metrics[] = {"disk.write_Bps", "disk.read_Bps", "disk.read_iops", "disk.write_iops"};
+        uint64_t file = 512ull << 20;
+        if (file > env->scratch_budget) file = env->scratch_budget / (1 << 20) * (1 << 20);
+        struct statvfs vs;
+        if (!env->scratch_dir || statvfs(env->scratch_dir, &vs) || (uint64_t)vs.f_bavail * vs.f_frsize < file + (256ull << 20)) {
+            const char *why = !env->scratch_dir ? "no --scratch-dir" : "not enough free room under --scratch-dir";
+            for (int i = 0; i < 4; i++) printf("peak %s nan %s\n", metrics[i], why);
+            return 0;
+        }
+        struct stressor s = {.env = env};
+        snprintf(s.name, sizeof s.name, "probe");
+        char err[ERRLEN] = "";
+        int direct = 0, fd = file >= (16u << 20) ? scratch_file(&s, file, 1, 1, &direct, err) : -1;
+        if (fd < 0 || !direct) {
+            const char *why = file < (16u << 20) ? "scratch budget below 16 MiB" : err[0] ? err : "O_DIRECT refused";
+            for (int i = 0; i < 4; i++) printf("peak %s nan %s\n", metrics[i], why);
+            if (fd >= 0) close(fd);
+            return 0;
+        }
+        /* the best of a few shapes: which one a device likes best differs by device */
+        static const int seq_threads[] = {4, 8, 16}, rand_threads[] = {32, 64, 128};
+        static const uint64_t seq_io[] = {1 << 20, 4 << 20}, rand_io[] = {4096};
+        disk_peak("disk.write_Bps", fd, file, 1, 0, seq_threads, 3, seq_io, 2, seconds);
+        disk_peak("disk.read_Bps", fd, file, 0, 0, seq_threads, 3, seq_io, 2, seconds);
+        disk_peak("disk.read_iops", fd, file, 0, 1, rand_threads, 3, rand_io, 1, seconds);
+        disk_peak("disk.write_iops", fd, file, 1, 1, rand_threads, 3, rand_io, 1, seconds);
+        close(fd);
+    }
+    return 0;
+}

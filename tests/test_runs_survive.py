@@ -1,0 +1,158 @@
+"""Runs that survive (issue 16): cancellation is idempotent and its cleanup shielded, windows are
+on disk as they come, a crashed run's windows are recovered, finished runs drop their plan
+and frames, and a run whose trace would not fit is refused before it starts."""
+
+import asyncio
+import json
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from agentd import runs as runs_mod
+from agentd.backend import RunOptions
+from agentd.backends import create_backend
+from agentd.errors import InsufficientStorage, NotFound
+from agentd.runs import JOURNAL, RunManager, RunState, read_journal
+from agentd.trace import Trace
+from test_api import cpu_plan, make_config, sim_paced  # noqa: F401  (fixture)
+
+
+def _manager(tmp_path, catalog):
+    cfg = make_config(tmp_path)
+    backend = create_backend(cfg)
+    return RunManager(backend, catalog, state_dir=cfg.agent.state_dir, max_threads=2), backend
+
+
+def _slow_trace_write(monkeypatch, seconds=0.5):
+    """Trace writing that takes a while, so a second cancel lands in the middle of it."""
+    real = RunManager._write_trace
+    entered = threading.Event()
+
+    def slow(self, *a, **kw):
+        entered.set()
+        time.sleep(seconds)
+        return real(self, *a, **kw)
+    monkeypatch.setattr(RunManager, "_write_trace", slow)
+    return entered
+
+
+async def _until(pred, timeout=10.0):
+    t0 = time.monotonic()
+    while not pred():
+        assert time.monotonic() - t0 < timeout
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("second", ["delete", "shutdown"])
+def test_second_cancel_during_cleanup_does_not_wedge_the_run(tmp_path, catalog, sim_paced, monkeypatch, second):
+    entered = _slow_trace_write(monkeypatch)
+
+    async def main():
+        mgr, backend = _manager(tmp_path, catalog)
+        run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 30, window_s=0.05), RunOptions())
+        await _until(lambda: run.windows_done >= 2)
+        first = asyncio.create_task(mgr.cancel(run.run_id))
+        await _until(entered.is_set)
+        again = mgr.cancel(run.run_id) if second == "delete" else mgr.close()
+        await asyncio.wait_for(again, 10)
+        assert run.state is RunState.CANCELLED and run.recorded
+        assert (await first) is RunState.CANCELLED
+        assert mgr.status(run.run_id)["state"] == "cancelled"
+        # The next run is accepted: nothing reads "running" forever.
+        nxt = await mgr.start(cpu_plan(catalog, [[0.1, 0.1]], window_s=0.05), RunOptions())
+        await asyncio.wait_for(asyncio.shield(nxt.task), 10)
+        await backend.close()
+    asyncio.run(main())
+
+
+def test_a_cancelled_waiter_does_not_interrupt_cleanup(tmp_path, catalog, sim_paced, monkeypatch):
+    entered = _slow_trace_write(monkeypatch)
+
+    async def main():
+        mgr, backend = _manager(tmp_path, catalog)
+        run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 30, window_s=0.05), RunOptions())
+        await _until(lambda: run.windows_done >= 1)
+        waiter = asyncio.create_task(mgr.cancel(run.run_id))
+        await _until(entered.is_set)
+        waiter.cancel()          # a DELETE whose client went away
+        await asyncio.wait_for(asyncio.wait({run.task}), 10)
+        assert run.state is RunState.CANCELLED and run.recorded
+        await backend.close()
+    asyncio.run(main())
+
+
+def test_windows_are_on_disk_while_the_run_runs(tmp_path, catalog, sim_paced):
+    async def main():
+        mgr, backend = _manager(tmp_path, catalog)
+        run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 40, window_s=0.05), RunOptions())
+        await _until(lambda: run.windows_done >= 3)
+        starts, values = read_journal(run.dir / JOURNAL, len(backend.metric_schema()))
+        assert len(starts) >= 3 and values.shape[1] == len(backend.metric_schema())
+        await mgr.cancel(run.run_id)
+        await backend.close()
+    asyncio.run(main())
+
+
+def test_a_crashed_runs_windows_are_recovered_and_it_says_so(tmp_path, catalog, sim_paced):
+    async def crash():
+        mgr, backend = _manager(tmp_path, catalog)
+        run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 40, window_s=0.05), RunOptions())
+        await _until(lambda: run.windows_done >= 4)
+        # A crash: the run stops without its cleanup (run.json still says running).
+
+        async def no_cleanup(*a, **kw):
+            pass
+        mgr._finish = no_cleanup
+        await mgr.cancel(run.run_id)
+        await backend.close()
+        return run.run_id, run.dir
+
+    run_id, run_dir = asyncio.run(crash())
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "running"
+    mgr, backend = _manager(tmp_path, catalog)       # the agent starts again
+    status = mgr.status(run_id)
+    assert status["state"] == "failed" and status["recorded"]
+    assert "measured windows kept" in status["error"] and status["windows_done"] >= 4
+    tr = Trace.read(run_dir / "trace.h5")
+    assert tr.T == status["windows_done"] and tr.provenance["interrupted"] is True
+    asyncio.run(backend.close())
+
+
+def test_finished_runs_drop_plan_and_frames(tmp_path, catalog):
+    async def main():
+        mgr, backend = _manager(tmp_path, catalog)
+        a = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3), RunOptions())
+        await asyncio.wait({a.task})
+        assert a.plan is None and a.frames is not None      # the newest run keeps frames for late readers
+        b = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3), RunOptions())
+        await asyncio.wait({b.task})
+        assert a.frames is None
+        with pytest.raises(NotFound, match="trace.h5"):
+            mgr.frames(a.run_id)
+        await backend.close()
+    asyncio.run(main())
+
+
+def test_a_run_that_would_not_fit_on_disk_is_refused(tmp_path, catalog, monkeypatch):
+    real = os.statvfs
+
+    class Full:
+        def __init__(self, st):
+            self.f_frsize, self.f_bavail = st.f_frsize, 10
+
+    monkeypatch.setattr(runs_mod.os, "statvfs", lambda p: Full(real(p)))
+
+    async def main():
+        mgr, backend = _manager(tmp_path, catalog)
+        with pytest.raises(InsufficientStorage, match="MiB free"):
+            await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3), RunOptions())
+        assert mgr.current is None
+        # record=false writes nothing, so it is not refused.
+        run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3), RunOptions(record=False))
+        await asyncio.wait({run.task})
+        assert run.state is RunState.DONE
+        await backend.close()
+    asyncio.run(main())

@@ -1,0 +1,360 @@
+"""The kernels added for catalog reach (issue 13) move what they claim, measured outside the
+runner where the kernel keeps a counter: voluntary context switches and run-queue waiting
+(/proc/<pid>/task/*/{status,schedstat}), minor page faults (/proc/<pid>/stat), device
+bytes and IOs (/proc/diskstats), the page cache (/proc/meminfo), loopback bytes; and a paced
+variant holds its rate steady per 100 ms window within ±10 %."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentd.errors import PlanError
+from agentd.runner import RunnerConfig, WindowDone, start_runner
+from agentd.schedule import compile_plan, decode_schedule
+
+from runner_helpers import device_of, make_plan, net_bytes, runner_or_skip
+
+CPU = (os.cpu_count() or 1) - 1
+SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
+
+
+@pytest.fixture(autouse=True)
+def _runner():
+    runner_or_skip()
+
+
+def _task_sum(pid: int) -> dict:
+    """Summed over the runner's threads: voluntary/involuntary switches, run-queue wait ns."""
+    out = {"vol": 0, "invol": 0, "wait_ns": 0, "cpu_ns": 0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+            on_cpu, wait, _ = map(int, (task / "schedstat").read_text().split())
+        except (OSError, ValueError):
+            continue
+        out["vol"] += int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+        out["invol"] += int(status.split("nonvoluntary_ctxt_switches:")[1].split()[0])
+        out["wait_ns"] += wait
+        out["cpu_ns"] += on_cpu
+    return out
+
+
+def _minflt(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+def _diskstats_full(dev: str) -> dict:
+    for line in Path("/proc/diskstats").read_text().splitlines():
+        f = line.split()
+        if f[2] == dev:
+            return {"r_ios": int(f[3]), "r_B": int(f[5]) * 512, "w_ios": int(f[7]), "w_B": int(f[9]) * 512}
+    raise KeyError(dev)
+
+
+def _cached() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) * 1024
+    raise KeyError("Cached")
+
+
+def _bracketed(catalog, names, fraction, window_s, probe, config, **kw):
+    """Plan idle, names[0], idle, names[1], ..., idle on one thread; probe(pid) when each
+    idle window's record arrives (inside that idle window), so consecutive probes bracket
+    one stressor window. A last idle window keeps the threads alive for the last probe.
+    Returns (probes by idle window, WindowDone by window, notes)."""
+    plan = make_plan(catalog, {}, T=2 * len(names) + 2, K=1, window_s=window_s)
+    for i, n in enumerate(names):
+        plan.compositions[2 * i + 1, catalog.index(n), 0] = fraction
+    probes, events = {}, {}
+
+    async def go():
+        handle = await start_runner(plan, config, **kw)
+        async for ev in handle.events():
+            if isinstance(ev, WindowDone):
+                events[ev.window] = ev
+                if ev.window % 2 == 0 and ev.window <= 2 * len(names):
+                    probes[ev.window] = probe(handle.pid)
+        ex = await handle.wait()
+        assert ex.ok, ex
+        return handle.notes
+    notes = asyncio.run(go())
+    return probes, events, notes
+
+
+def test_futex_pingpong_switches_twice_per_round_trip(catalog):
+    m = catalog.index("sched_futex_pingpong")
+    probes, ev, _ = _bracketed(catalog, ["sched_futex_pingpong"], 0.8, 0.5, _task_sum, RunnerConfig(cpus=(CPU,)))
+    trips = int(ev[1].ops[m, 0])
+    switches = sum(probes[2][k] - probes[0][k] for k in ("vol", "invol"))
+    assert trips / 0.4 > 10_000, f"only {trips / 0.4:.0f} round trips/s"
+    # two switches per round trip: each side runs until it waits (voluntary) or until the
+    # wake-up it sent preempts it (involuntary: the woken side was waiting longer)
+    assert 1.8 * trips <= switches <= 2.2 * trips + 50, f"{switches} context switches for {trips} round trips"
+
+
+def test_cpu_contend_puts_two_threads_on_the_cpu(catalog):
+    m = catalog.index("cpu_contend_2x")
+    probes, ev, _ = _bracketed(catalog, ["cpu_contend_2x"], 0.8, 0.5, _task_sum, RunnerConfig(cpus=(CPU,)))
+    ran = ev[1].ran_ns[m, 0]
+    d = {k: probes[2][k] - probes[0][k] for k in probes[0]}
+    assert ev[1].ops[m, 0] > 0
+    # two runnable threads on one CPU: each waits about as long as the other runs, so the
+    # process's run-queue waiting is about the segment's length (one CPU's worth)
+    assert d["wait_ns"] >= 0.6 * ran, f"run-queue wait {d['wait_ns'] / 1e6:.0f} ms in a {ran / 1e6:.0f} ms segment"
+    assert d["invol"] >= 10, f"only {d['invol']} involuntary switches"
+    # still one CPU: the helper spins only inside the segment
+    assert d["cpu_ns"] <= 1.1 * ran + 20e6, f"{d['cpu_ns'] / 1e6:.0f} ms CPU for a {ran / 1e6:.0f} ms segment"
+
+
+def test_page_fault_churn_faults_once_per_op(catalog):
+    m = catalog.index("mem_page_fault_churn")
+    probes, ev, _ = _bracketed(catalog, ["mem_page_fault_churn"], 0.8, 0.5, _minflt, RunnerConfig(cpus=(CPU,)))
+    ops = int(ev[1].ops[m, 0])
+    faults = probes[2] - probes[0]
+    assert ops / 0.4 > 50_000, f"only {ops / 0.4:.0f} faults/s"
+    assert ev[1].bytes[m, 0] == 4096 * ops
+    assert 0.95 * ops <= faults <= 1.05 * ops + 200, f"{faults} minor faults for {ops} reported"
+
+
+def test_queue_depth_disk_kernels_reach_the_device(catalog):
+    dev = device_of(SCRATCH)
+    names = ["disk_seq_write_direct_1m_qd4", "disk_rand_write_4k_qd64", "disk_seq_read_1m_qd4",
+             "disk_rand_read_4k_qd64", "disk_rand_read_4k"]
+    probes, ev, notes = _bracketed(catalog, names, 0.8, 0.5, lambda pid: _diskstats_full(dev),
+                                   RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH))
+    if any("O_DIRECT refused" in notes.get(n, "") for n in names):
+        pytest.skip(f"O_DIRECT refused under {SCRATCH}: {notes}")
+    assert not any("queue depth" in notes.get(n, "") for n in names), notes   # io_uring works here
+    iops = {}
+    for i, n in enumerate(names):
+        m = catalog.index(n)
+        d = {k: probes[2 * i + 2][k] - probes[2 * i][k] for k in probes[0]}
+        ops, nbytes = int(ev[2 * i + 1].ops[m, 0]), int(ev[2 * i + 1].bytes[m, 0])
+        assert ops > 0, n
+        kind = "w" if "write" in n else "r"
+        # O_DIRECT: every byte and every IO reaches the device (others add, never take away)
+        assert d[f"{kind}_B"] >= 0.95 * nbytes, f"{n}: device moved {d[f'{kind}_B']} B, runner {nbytes} B"
+        if "4k" in n:
+            assert d[f"{kind}_ios"] >= 0.95 * ops, f"{n}: device {d[f'{kind}_ios']} IOs, runner {ops}"
+        iops[n] = ops
+    # 64 in flight beat one at a time on the same file size and block size
+    assert iops["disk_rand_read_4k_qd64"] >= 1.5 * iops["disk_rand_read_4k"], iops
+
+
+def test_pagecache_rw_stays_in_the_page_cache(catalog):
+    dev = device_of(SCRATCH)
+    m = catalog.index("disk_pagecache_rw")
+    probes, ev, _ = _bracketed(catalog, ["disk_pagecache_rw"], 0.8, 0.5,
+                               lambda pid: (_cached(), _diskstats_full(dev)),
+                               RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH))
+    nbytes = int(ev[1].bytes[m, 0])
+    (c0, d0), (c1, d1) = probes[0], probes[2]
+    assert nbytes >= 128 << 20, f"only {nbytes >> 20} MiB moved"
+    # the file (128 MiB) is now cached; its re-reads did not go to the device
+    assert c1 - c0 >= 96 << 20, f"page cache grew by {(c1 - c0) >> 20} MiB"
+    assert d1["r_B"] - d0["r_B"] < 0.05 * nbytes, f"device read {(d1['r_B'] - d0['r_B']) >> 20} MiB"
+
+
+@pytest.mark.parametrize("name,rate,counter", [
+    ("net_tcp_loopback_pace50", 400e6, "lo"),
+    ("disk_seq_write_direct_1m_qd4_pace50", 300e6, "disk"),
+    ("mem_stream_triad_256M_pace25", 1.5e9, None),
+])
+def test_paced_variant_is_steady_per_100ms(catalog, name, rate, counter):
+    """Ten full 100 ms windows of a paced variant: each window's bytes within ±10 % of the
+    pace (one may lose more to hypervisor steal), and the device/interface counters agree with the runner over the whole run."""
+    m = catalog.index(name)
+    T = 10
+    plan = make_plan(catalog, {name: 1.0}, T=T, K=1, window_s=0.1)
+    dev = device_of(SCRATCH) if counter == "disk" else None
+    read = {"lo": lambda: net_bytes("lo")[1], "disk": lambda: _diskstats_full(dev)["w_B"],
+            None: lambda: 0}[counter]
+    wins = []
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH, pace_Bps={name: rate}))
+        c0 = read()
+        async for ev in handle.events():
+            if isinstance(ev, WindowDone):
+                wins.append(ev)
+        c1 = read()
+        assert (await handle.wait()).ok
+        return c1 - c0
+    moved = asyncio.run(go())
+    per = np.array([w.bytes[m, 0] / (w.ran_ns[m, 0] / 1e9) for w in wins]) / rate
+    shown = f"{name}: per-100 ms rates / pace = {np.round(per, 3)}"
+    # the pacer never bursts above the pace; on a shared VM the hypervisor can take a core for
+    # part of one 100 ms window (CI measured one window of ten at 0.87 once), so one window may
+    # fall short by up to 25 %, and the rest hold ±10 %
+    assert np.all(per <= 1.10), shown
+    assert np.sum(np.abs(per - 1) > 0.10) <= 1 and np.all(per >= 0.75), shown
+    assert abs(np.median(per) - 1) <= 0.03, shown
+    total = sum(int(w.bytes[m, 0]) for w in wins)
+    if counter:
+        assert moved >= 0.95 * total, f"{name}: {counter} moved {moved} B, runner {total} B"
+
+
+def test_paced_variant_without_calibration_is_refused(catalog):
+    plan = make_plan(catalog, {"disk_seq_read_1m_qd4_pace75": 0.5}, T=1, K=1, window_s=0.1)
+    with pytest.raises(PlanError, match="no calibration of disk_seq_read_1m_qd4.*mimesys-agent calibrate"):
+        compile_plan(plan, catalog)
+    with pytest.raises(PlanError, match="disk_seq_read_1m_qd4_pace75"):
+        compile_plan(plan, catalog, pace_Bps={"net_tcp_loopback_pace50": 1e6})
+    # with a rate, the runner gets it as the variant's pace_Bps parameter; unused ones get none
+    sched = compile_plan(plan, catalog, pace_Bps={"disk_seq_read_1m_qd4_pace75": 123456.7,
+                                                  "net_tcp_loopback_pace50": 1e6})
+    text = sched.data.decode("latin-1")
+    assert "pace_Bps=123457" in text and text.count("pace_Bps=") == 1
+    # a plan without paced variants needs no calibration
+    compile_plan(make_plan(catalog, {"disk_seq_read_1m_qd4": 0.5}, T=1, K=1, window_s=0.1), catalog)
+
+
+@pytest.mark.parametrize("edit,msg", [
+    ('pace = { base = "nope", fraction = 0.5 }', "pace base 'nope' is not a stressor listed before it"),
+    ('pace = { base = "a", fraction = 1.5 }', r"pace fraction 1.5 must be a number in \(0, 1\)"),
+    ('pace = { base = "a", fraction = 0.5, x = 1 }', "pace must be"),
+])
+def test_catalog_rejects_bad_pace(tmp_path, edit, msg):
+    from agentd.catalog import load_catalog
+    from agentd.errors import CatalogError
+    p = tmp_path / "c.toml"
+    p.write_text('[[stressor]]\nname = "a"\nkernel = "k"\nclass = "disk"\ndescription = "d"\n'
+                 'params = { x = 1 }\n\n[[stressor]]\nname = "b"\nkernel = "k"\nclass = "disk"\n'
+                 f'description = "d"\nparams = {{ x = 1 }}\n{edit}\n')
+    with pytest.raises(CatalogError, match=msg):
+        load_catalog(p)
+    p.write_text(p.read_text().replace("params = { x = 1 }\n" + edit, "params = { x = 2 }\n" + edit.replace("nope", "a").replace("1.5", "0.5").replace(", x = 1", "")))
+    with pytest.raises(CatalogError, match="kernel and params must equal"):
+        load_catalog(p)
+
+
+def test_paced_variants_share_their_base_scratch_file(catalog):
+    """A base and its paced variants run the same kernel on the same file: the budget counts
+    it once (128 MiB here, not 4 × 128 MiB) and the runner says so in scratch_bytes."""
+    base = "disk_seq_write_direct_1m_qd4"
+    names = [base] + [f"{base}_pace{p}" for p in (25, 50, 75)]
+    plan = make_plan(catalog, {n: 0.2 for n in names}, T=1, K=1, window_s=0.1)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH, scratch_budget_bytes=200 << 20,
+                                                       pace_Bps={n: 1e8 for n in names[1:]}))
+        async for _ in handle.events():
+            pass
+        assert (await handle.wait()).ok
+        return handle.info
+    info = asyncio.run(go())
+    assert int(info["scratch_bytes"]) == 128 << 20, info
+
+
+def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
+    """`calibrate --json`: host peaks from the probes (not catalog kernels), the catalog's best
+    per metric, reach = best / peak, all in one JSON line and in the file; capacity_peaks
+    gives importers the probed peaks under trace metric names; the paced variants it
+    calibrated ran at their resolved rate."""
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "cal.json"
+    only = ["disk_seq_read_1m_qd4", "disk_seq_write_direct_1m_qd4", "disk_rand_read_4k_qd64",
+            "disk_rand_write_4k_qd64", "net_tcp_loopback", "net_tcp_loopback_pace50", "mem_stream_triad_256M"]
+    r = subprocess.run([sys.executable, "-m", "agentd.cli", "calibrate", "--json", "--output", str(out), "--cpus", str(CPU),
+                        "--scratch-dir", str(SCRATCH), "--window-s", "0.2", "--probe-seconds", "0.15",
+                        "--reach-repeats", "2", "--one-thread-only"] + [a for n in only for a in ("--only", n)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stdout
+    doc = json.loads(lines[0])
+    peaks, reach, best = doc["host_peaks"], doc["reach"], doc["catalog_best"]
+    pairs = doc["reach_pairs"]
+    for metric in ("disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops", "net.lo_Bps", "mem.bw_Bps"):
+        assert peaks[metric] > 0, (metric, doc["host_peaks_method"])
+        # reach: the median of the side-by-side pairs (a reach run, then the probes)
+        assert len(pairs[metric]) == 2, pairs
+        assert reach[metric] == pytest.approx(float(np.median(pairs[metric])), abs=1e-3)
+        assert min(pairs[metric]) <= reach[metric] <= max(pairs[metric])
+    assert best["disk.write_iops"]["stressor"] == "disk_rand_write_4k_qd64"
+    # each metric's two best variants ran twice more (--reach-repeats 2); catalog_best is the best of all runs
+    from agentd.calibration import read as read_calibration
+    runs = read_calibration(out)["reach_runs"]
+    for metric, b in best.items():
+        assert len(runs[b["stressor"]]) == 2, (metric, sorted(runs))
+        field = "ops_per_s" if metric.endswith("iops") else "bytes_per_s"
+        tried = [doc_e[field] for e in [read_calibration(out)["stressors"][b["stressor"]], *runs[b["stressor"]]]
+                 for doc_e in (e["one_thread"], e["all_threads"]) if doc_e]
+        assert b["value"] == pytest.approx(max(tried))
+    assert best["net.lo_Bps"]["stressor"] == "net_tcp_loopback"     # paced variants never count
+    from agentd.calibration import capacity_peaks, read
+    saved = read(out)
+    assert saved["reach"] == reach
+    cap = capacity_peaks(saved)
+    # the capacity is the probe's peak, or what the catalog demonstrably reached past it
+    assert cap["disk.write_Bps"] == max(peaks["disk.write_Bps"], best["disk.write_Bps"]["value"])
+    assert cap["net.lo.rx_Bps"] == cap["net.lo.tx_Bps"] == max(peaks["net.lo_Bps"], best["net.lo_Bps"]["value"])
+    paced = saved["stressors"]["net_tcp_loopback_pace50"]
+    base = saved["stressors"]["net_tcp_loopback"]["one_thread"]["bytes_per_s"]
+    assert paced["pace_Bps"] == pytest.approx(0.5 * base)
+    assert paced["one_thread"]["bytes_per_s"] == pytest.approx(0.5 * base, rel=0.1)
+
+
+def test_capacity_is_the_probe_peak_unless_the_catalog_went_past_it():
+    """A probe that a catalog stressor beat understated the host (reach > 1): scaling foreign
+    traces or DTW to the probe's figure would call the host's own loopback 4x its capacity."""
+    from agentd.calibration import capacity_peaks
+    doc = {"peaks": {"cpu.util": 1.0},
+           "host_peaks": {"disk.read_Bps": 3.0e9, "net.lo_Bps": 6.3e9},
+           "catalog_best": {"disk.read_Bps": {"value": 2.4e9, "stressor": "disk_seq_read_1m_qd4", "threads": 1},
+                            "net.lo_Bps": {"value": 24.4e9, "stressor": "net_tcp_loopback", "threads": 2}}}
+    cap = capacity_peaks(doc)
+    assert cap["disk.read_Bps"] == 3.0e9                       # reach 0.8: the probe's peak
+    assert cap["net.lo.rx_Bps"] == cap["net.lo.tx_Bps"] == 24.4e9   # reach 3.9: what the host did reach
+    assert cap["cpu.util"] == 1.0
+    assert capacity_peaks({"host_peaks": {"disk.read_Bps": 1e9}})["disk.read_Bps"] == 1e9   # no catalog_best
+
+
+def test_reach_runs_again_the_two_best_variants_per_metric(catalog):
+    """The probe keeps the best of many shapes; calibration runs again each metric's two best
+    plain variants (a close second can be the better one), never a paced one, never one that
+    reached nothing."""
+    from agentd.calibration import reach, reach_candidates
+
+    def entry(one, all_=None, field="bytes_per_s"):
+        return {"one_thread": {field: one, "threads": 1}, "all_threads": None if all_ is None else {field: all_, "threads": 2}}
+    doc = {"stressors": {
+        "disk_seq_write_direct_1m_qd4": entry(2.6e9), "disk_seq_write_direct_1m_qd16": entry(2.5e9),
+        "disk_seq_write_fdatasync": entry(0.9e9, 1.2e9), "disk_seq_write_direct_1m_qd4_pace75": entry(3.0e9),
+        "net_tcp_loopback": entry(12e9, 24e9), "net_udp_sink": entry(0.0)}}
+    names = reach_candidates(catalog, doc)
+    assert {"disk_seq_write_direct_1m_qd4", "disk_seq_write_direct_1m_qd16", "net_tcp_loopback"} <= set(names)
+    assert "disk_seq_write_fdatasync" not in names               # third for disk.write_Bps
+    assert "disk_seq_write_direct_1m_qd4_pace75" not in names    # paced: never counts for reach
+    assert "net_udp_sink" not in names                           # reached nothing
+    # a repeated run of the second-best that beats the first counts
+    doc["reach_runs"] = {"disk_seq_write_direct_1m_qd16": [entry(3.1e9)]}
+    got, best = reach(catalog, doc, {"disk.write_Bps": 3.2e9})
+    assert best["disk.write_Bps"]["stressor"] == "disk_seq_write_direct_1m_qd16"
+    assert got["disk.write_Bps"] == round(3.1e9 / 3.2e9, 3)
+
+
+def test_reach_pairs_compare_each_run_with_the_probe_right_after_it(catalog):
+    """A host whose disk halves between two pairs: each pair's ratio is the catalog's best in
+    that run over the probe right after it, so the drift cancels (best-of over best-of would
+    say 0.5)."""
+    from agentd.calibration import reach_pairs
+
+    def entry(v):
+        return {"one_thread": {"bytes_per_s": v, "threads": 1}, "all_threads": None}
+    paired = [({"disk_seq_read_1m_qd16": entry(2.0e9), "disk_seq_read_1m_qd4": entry(1.5e9)}, {"disk.read_Bps": 2.1e9}),
+              ({"disk_seq_read_1m_qd16": entry(0.9e9), "disk_seq_read_1m_qd4": entry(1.0e9)}, {"disk.read_Bps": 1.05e9}),
+              ({"disk_seq_read_1m_qd16": entry(1.9e9), "disk_seq_write_direct_1m_qd4_pace75": entry(9e9)},
+               {"disk.read_Bps": 2.0e9})]
+    got = reach_pairs(catalog, paired)
+    assert got["disk.read_Bps"] == [pytest.approx(2.0 / 2.1, abs=1e-4), pytest.approx(1.0 / 1.05, abs=1e-4),
+                                    pytest.approx(0.95, abs=1e-4)]
+    assert "disk.write_Bps" not in got          # a paced variant never counts

@@ -1,0 +1,204 @@
+"""Untrusted files and bodies (issue 16): every HDF5 from outside is checked before a byte of
+data is read, errors give indices and never values, wire bodies carry raw arrays and msgpack
+is decoded with limits. Each test is one finding of the review at e177fa4."""
+
+import io
+import json
+from pathlib import Path
+
+import h5py
+import msgpack
+import numpy as np
+import pytest
+
+from agentd import wire
+from agentd.errors import PlanError, TraceError, ValidationError
+from agentd.metrics import MetricSpec
+from agentd.plan import Plan
+from agentd.trace import Trace
+from agentd.untrusted import unpack_limited
+from test_api import agent, body, cpu_plan, run
+
+SECRET = b"TOPSECRET-KEY-MATERIAL\n"
+
+
+def _plan_attrs(f, catalog):
+    f.attrs["format"] = "mimesys.plan"
+    f.attrs["schema_version"] = 1
+    f.attrs["catalog_hash"] = catalog.hash
+    f.attrs["catalog_names"] = json.dumps(catalog.names)
+
+
+def _external_plan(tmp_path, catalog) -> Path:
+    """A plan whose /compositions bytes are another file on the reader's host (the secret)."""
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(SECRET * 8)
+    p = tmp_path / "ext.h5"
+    with h5py.File(p, "w") as f:
+        f.create_dataset("compositions", shape=(1, len(catalog), 1), dtype="<u2",
+                         external=[(str(secret), 0, h5py.h5f.UNLIMITED)])
+        _plan_attrs(f, catalog)
+    return p
+
+
+def test_external_storage_plan_is_refused_and_no_secret_byte_leaks(tmp_path, catalog):
+    p = _external_plan(tmp_path, catalog)
+    first = int(np.frombuffer(SECRET[:2], "<u2")[0])
+    with pytest.raises(PlanError, match="external file") as e:
+        Plan.read(p)
+    assert str(first) not in str(e.value)
+    # The same file over the wire, as HDF5 bytes: the body names the secret by absolute path.
+    with pytest.raises(PlanError, match="external file") as e:
+        Plan.from_bytes(p.read_bytes(), where="plan")
+    assert str(first) not in str(e.value)
+
+
+def test_validation_errors_name_indices_never_values(catalog):
+    plan = cpu_plan(catalog, [[0.0, 0.0]])
+    plan.compositions[0, 0, 1] = 20308.0
+    with pytest.raises(PlanError) as e:
+        plan.validate(catalog)
+    assert "20308" not in str(e.value) and "window 0, thread 1" in str(e.value)
+    plan.compositions[0, 0, 1] = 0.75
+    plan.compositions[0, 1, 1] = 0.75
+    with pytest.raises(PlanError) as e:
+        plan.validate(catalog)
+    assert "1.5" not in str(e.value) and "window 0, thread 1" in str(e.value)
+
+
+def _plan_file(catalog, build) -> bytes:
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        build(f)
+        _plan_attrs(f, catalog)
+    return buf.getvalue()
+
+
+def test_virtual_dataset_is_refused(tmp_path, catalog):
+    src = tmp_path / "src.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", data=np.zeros((1, len(catalog), 1), np.float32))
+    layout = h5py.VirtualLayout(shape=(1, len(catalog), 1), dtype="<f4")
+    layout[:] = h5py.VirtualSource(str(src), "x", shape=(1, len(catalog), 1))
+    data = _plan_file(catalog, lambda f: f.create_virtual_dataset("compositions", layout))
+    with pytest.raises(PlanError, match="virtual dataset"):
+        Plan.from_bytes(data)
+
+
+@pytest.mark.parametrize("link", ["soft", "external"])
+def test_links_other_than_hard_are_refused(tmp_path, catalog, link):
+    def build(f):
+        f.create_dataset("real", data=np.zeros((1, len(catalog), 1), np.float32))
+        f["compositions"] = (h5py.SoftLink("/real") if link == "soft"
+                             else h5py.ExternalLink("/etc/mimesys/tls/key.h5", "/x"))
+    with pytest.raises(PlanError, match="only hard links"):
+        Plan.from_bytes(_plan_file(catalog, build))
+
+
+def test_sub_array_dtype_bomb_is_refused_before_reading(catalog):
+    # 18 x 1 cells of a 5,000,000-float sub-array type: a tiny body declaring ~360 MB.
+    dt = np.dtype(("<f4", (5_000_000,)))
+    data = _plan_file(catalog, lambda f: f.create_dataset("compositions", shape=(1, len(catalog), 1), dtype=dt,
+                                                          chunks=(1, 1, 1)))
+    assert len(data) < 10_000
+    with pytest.raises(PlanError, match="only plain integer or float"):
+        Plan.from_bytes(data)
+
+
+def test_unwritten_chunks_declaring_too_much_are_refused(catalog):
+    def build(f):
+        f.create_dataset("compositions", data=np.zeros((1, len(catalog), 1), np.float32))
+        f.create_dataset("junk", shape=(1 << 20, 1 << 10), dtype="<f4", chunks=(1, 1024))  # 4 GiB, unwritten
+    data = _plan_file(catalog, build)
+    assert len(data) < 100_000
+    with pytest.raises(PlanError, match="declares"):
+        Plan.from_bytes(data)
+
+
+def test_filters_outside_the_allow_list_are_refused(catalog):
+    data = _plan_file(catalog, lambda f: f.create_dataset(
+        "compositions", data=np.zeros((1, len(catalog), 1), np.float32), compression="lzf"))
+    with pytest.raises(PlanError, match="filter 32000"):
+        Plan.from_bytes(data)
+
+
+def test_gzip_plans_still_read(catalog):
+    plan = cpu_plan(catalog, [[0.5, 0.25]])
+    back = Plan.from_bytes(plan.to_bytes())
+    assert np.array_equal(back.compositions, plan.compositions)
+
+
+def _trace_bytes(build) -> bytes:
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        f.create_dataset("values", data=np.zeros((3, 1), np.float32))
+        f.attrs["format"] = "mimesys.trace"
+        f.attrs["schema_version"] = 1
+        f.attrs["metrics"] = '[{"name": "cpu.util"}]'
+        build(f)
+    return buf.getvalue()
+
+
+def test_window_start_ns_is_size_checked_before_reading():
+    data = _trace_bytes(lambda f: f.create_dataset("window_start_ns", shape=(100_000_000,), dtype="<i8",
+                                                   chunks=(1 << 16,)))
+    assert len(data) < 100_000
+    with pytest.raises(TraceError, match="one entry per window"):
+        Trace.read(data)
+
+
+def test_trace_with_external_storage_is_refused(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET * 4)
+    data = _trace_bytes(lambda f: f.create_dataset("window_start_ns", shape=(3,), dtype="<i8",
+                                                   external=[(str(secret), 0, h5py.h5f.UNLIMITED)]))
+    with pytest.raises(TraceError, match="external file"):
+        Trace.read(data, where="trace.h5 from agent a")
+
+
+def test_msgpack_object_bomb_is_refused():
+    # 200,000 empty arrays: 200 KB of body, ~11 MB of Python lists if decoded freely.
+    data = msgpack.packb({"plan": [[] for _ in range(60_000)], "x": [[] for _ in range(60_000)],
+                          "y": [[] for _ in range(60_000)], "z": [[] for _ in range(60_000)]})
+    with pytest.raises(ValidationError, match="entries"):
+        unpack_limited(data, "body")
+    with pytest.raises(ValidationError, match="msgpack"):
+        wire.unpack(msgpack.packb([0] * 200_000), where="body")   # one container too long
+
+
+def test_raw_plan_on_the_wire_runs_and_hostile_shapes_are_400(tmp_path, catalog):
+    plan = cpu_plan(catalog, [[0.5, 0.5]] * 2)
+
+    async def main():
+        async with agent(tmp_path) as c:
+            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_wire()})) as r:
+                assert r.status == 201, await body(r)
+            bad = plan.to_wire()
+            bad["compositions"]["shape"] = [100_000, len(catalog), 2]   # 24 bytes of shape claim 14 MB
+            async with c.post("/v1/runs", data=wire.pack({"plan": bad})) as r:
+                assert r.status == 400
+                assert "expected" in (await body(r))["error"]
+    run(main())
+
+
+def test_raw_trace_round_trips():
+    tr = Trace(np.arange(6, dtype=np.float32).reshape(3, 2), [MetricSpec("a", "1"), MetricSpec("b", "1")],
+               window_start_ns=np.arange(3, dtype=np.int64))
+    back = Trace.from_wire(wire.unpack(wire.pack({"t": tr.to_wire()}))["t"])
+    assert np.array_equal(back.values, tr.values) and np.array_equal(back.window_start_ns, tr.window_start_ns)
+    w = tr.to_wire()
+    w["window_start_ns"] = {"shape": [4], "dtype": "<i8", "bytes": b"\0" * 32}
+    with pytest.raises(TraceError, match="at most 3"):
+        Trace.from_wire(w)
+
+
+def test_a_wire_hdf5_body_may_expand_only_so_far(catalog):
+    # Within the 1 GiB file limit, but 100 MB declared by a ~10 KB body: reading it would hold
+    # the GIL (h5py) and the event loop with it.
+    from agentd.api.bodies import plan_field
+    data = _plan_file(catalog, lambda f: f.create_dataset("compositions", shape=(40_000, len(catalog), 36),
+                                                          dtype="<f4", chunks=(1000, len(catalog), 1)))
+    assert len(data) < 50_000
+    with pytest.raises(PlanError, match="declares"):
+        plan_field({"plan": data})
+    assert Plan.from_bytes(cpu_plan(catalog, [[0.5, 0.5]] * 3).to_bytes()).T == 3
