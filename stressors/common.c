@@ -194,3 +194,5 @@ int scratch_file(const struct stressor *s, uint64_t bytes, int fill, int want_di
     }
     return fd;
 }
+
+__thread uint64_t step_pace_allow = UINT64_MAX;

@@ -171,6 +171,7 @@ static uint64_t sync_step(struct aio_shared *sh, struct aio_state *st, uint64_t 
     for (uint64_t u = 0; u < units; u++) {
         uint64_t t = now_ns();
         if (!fits(st, t, deadline_ns)) return ops ? ops : STEP_WAIT;
+        if (u && u * sh->io_bytes > step_pace_allow) break;   /* paced: the runner waits */
         uint64_t off = next_off(sh, st);
         ssize_t n = sh->write ? pwrite(sh->fd, st->bufs, sh->io_bytes, (off_t)off)
                               : pread(sh->fd, st->bufs, sh->io_bytes, (off_t)off);
@@ -200,7 +201,9 @@ uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadlin
         uint64_t t = now_ns();
         unsigned tail = *r->sq_tail, nsub = 0;
         int room = fits(st, t, deadline_ns);
-        while (room && st->nfree) {
+        /* a paced variant starts an IO only while those in flight are within what the pace
+         * allows (plus this one), so a queue cannot run ahead of the pace by its depth */
+        while (room && st->nfree && (st->inflight + nsub) * sh->io_bytes <= step_pace_allow) {
             uint32_t slot = st->free_slots[--st->nfree];
             unsigned idx = (tail + nsub) & *r->sq_mask;
             struct io_uring_sqe *sqe = &r->sqes[idx];
@@ -241,6 +244,11 @@ uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadlin
         if (!room && !st->inflight) break;
     }
     return ops;
+}
+
+uint64_t aio_pending_bytes(const struct stressor *s, void *ts) {
+    const struct aio_shared *sh = s->shared;
+    return ((const struct aio_state *)ts)->inflight * sh->io_bytes;
 }
 
 void aio_thread_teardown(struct stressor *s, void *ts) {

@@ -29,6 +29,8 @@ int aio_setup(struct stressor *s, int write, char *err);
 void *aio_thread_setup(struct stressor *s, int thread, char *err);
 /* One unit = one IO completed; bytes = bytes completed. */
 uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadline_ns, uint64_t *bytes);
+/* bytes of the IOs in flight (kernel_ops.pending_bytes) */
+uint64_t aio_pending_bytes(const struct stressor *s, void *ts);
 void aio_thread_teardown(struct stressor *s, void *ts);
 void aio_teardown(struct stressor *s);
 uint64_t aio_scratch_bytes(const struct stressor *s);

@@ -345,6 +345,13 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
                 n = 1;
             }
         }
+        step_pace_allow = UINT64_MAX;
+        if (st->pace_Bps) {
+            /* what the pace allows to be in flight now beyond what has completed */
+            double due_bytes = (double)(t - start) * (double)st->pace_Bps / 1e9;
+            double done_bytes = (double)(*bytes - bytes0);
+            step_pace_allow = due_bytes > done_bytes ? (uint64_t)(due_bytes - done_bytes) : 0;
+        }
         uint64_t done = st->ops->step(st, ts, n, deadline, bytes);
         if (done == STEP_WAIT) {
             /* nothing fits before the deadline: wait there, awake to a stop request, and
@@ -366,9 +373,10 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
         t = t2;
         if (st->pace_Bps) {
             /* paced variant: once ahead of pace_Bps since the segment began, wait until the
-             * bytes done are due (each step is ~50 us of work, so the rate is steady far
+             * bytes done or in flight are due (each step is ~50 us of work, so the rate is steady far
              * below the 100 ms a sampler sees) */
-            uint64_t due = start + (uint64_t)((double)(*bytes - bytes0) * 1e9 / (double)st->pace_Bps);
+            uint64_t started = *bytes - bytes0 + (st->ops->pending_bytes ? st->ops->pending_bytes(st, ts) : 0);
+            uint64_t due = start + (uint64_t)((double)started * 1e9 / (double)st->pace_Bps) + 1;
             if (due > t) {
                 sleep_until(&w->mu, &w->cv, due < deadline ? due : deadline);
                 t = now_ns();

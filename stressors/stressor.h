@@ -68,7 +68,17 @@ struct kernel_ops {
      * segment to whole units of its average cost: an IO kernel's "unit" includes waits for
      * IOs in flight, and rounding to it would cut segments short by milliseconds */
     int watches_deadline;
+    /* bytes started by step() and not yet completed (IOs in flight), or NULL when a step
+     * finishes what it starts: the pacer of a paced variant counts them as done, so a
+     * queue of IOs cannot carry the variant past its pace */
+    uint64_t (*pending_bytes)(const struct stressor *s, void *ts);
 };
+
+/* Set by the runner before each step of a paced variant (pace_Bps > 0): the bytes that
+ * step may have started and not completed (its own pending_bytes included) before it must
+ * stop starting work; a step may always start one more operation than that, so it never
+ * stalls. UINT64_MAX for unpaced variants. Per worker thread. */
+extern __thread uint64_t step_pace_allow;
 
 /* kernels.c: the one place that lists every kernel by name */
 const struct kernel_ops *find_kernel(const char *name);
