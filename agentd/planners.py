@@ -10,7 +10,9 @@ A planner is named by a spec:
                               model keeps the one it predicts closest to the target
 
 Callers (`mimesys-agent generate`, `mimesys evaluate`, the demo, /v1/generate) never branch on
-the kind. The controller adds its dataset baselines (nearest, knn, single) on top of these.
+the kind. Every planner comes back behind the no-invented-activity guard (agentd/activity.py):
+no plan runs a stressor that drives a resource in a window where its target left that resource
+idle. The controller adds its dataset baselines (nearest, knn, single) on top of these.
 """
 
 from __future__ import annotations
@@ -94,8 +96,17 @@ def load_planner(spec: str | Path, **options):
         if not Path(p).is_dir():
             raise ConfigError(f"planner {spec!r}: {p} is not a directory")
     try:
-        return LOADERS[kind](paths, **options)
+        gen = LOADERS[kind](paths, **options)
     except ValidationError:
         raise
     except (KeyError, TypeError) as e:
         raise ConfigError(f"planner {spec!r}: {e}") from None
+    return guarded(gen)
+
+
+def guarded(gen):
+    """Every planner keeps the no-invented-activity rule (agentd/activity.py), with the host's
+    idle profile when it has a forward model."""
+    from .activity import GuardedPlanner
+    fm = getattr(gen, "model", None) or getattr(gen, "forward", None)
+    return GuardedPlanner(gen, getattr(fm, "first", None))

@@ -96,6 +96,47 @@ def floor_scores(targets: dict, reruns: dict, peaks: dict, band: int) -> dict:
     return out
 
 
+def own_floor(targets: dict, reruns: dict, band: int) -> dict:
+    """The same mix run again, scored on the target's own scale: {mix: {per_core_cpu, resource_mean}}."""
+    from controller.evaluate.driver import EvalOptions, scored_metrics
+    from controller.evaluate.own_scale import own_scale_scores, resource_mean
+    out = {}
+    for name, tr in targets.items():
+        cpu, res = resource_mean(own_scale_scores(tr, reruns[name], scored_metrics(tr, EvalOptions(outdir=Path("."))),
+                                                  band=band))
+        out[name] = {"per_core_cpu": cpu, "resource_mean": res}
+    return out
+
+
+def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
+    """Per method, on the target's own scale (controller/evaluate/own_scale.py): per-core CPU and
+    the CPU/disk/loopback mean per mix (mean over replays), their means over mixes, and the
+    windows with activity added where the target was idle, per resource (summed over runs)."""
+    per: dict = {}
+    for d in eval_dirs:
+        for run in json.loads((d / "results.json").read_text())["runs"]:
+            own = run.get("own_scale")
+            if not own:
+                continue
+            m = per.setdefault(run["method"], {"cpu": {}, "res": {}, "added": {}, "max_share": {}})
+            m["cpu"].setdefault(run["trace"], []).append(own["per_core_cpu"])
+            m["res"].setdefault(run["trace"], []).append(own["resource_mean"])
+            for r, e in (run.get("idle_windows_added") or {}).items():
+                m["added"][r] = m["added"].get(r, 0) + e["added_windows"]
+                m["max_share"][r] = max(m["max_share"].get(r, 0.0), e["max_added_share"])
+    mean = lambda v: float(np.mean([x for x in v if x is not None])) if any(x is not None for x in v) else None  # noqa: E731
+    out = {}
+    for method, m in per.items():
+        cpu = {t: mean(v) for t, v in m["cpu"].items()}
+        res = {t: mean(v) for t, v in m["res"].items()}
+        out[method] = {"per_core_cpu": mean(list(cpu.values())), "resource_mean": mean(list(res.values())),
+                       "by_mix": {t: {"per_core_cpu": cpu[t], "resource_mean": res[t]} for t in cpu},
+                       "idle_windows_added": m["added"], "max_added_share": m["max_share"]}
+    return {"methods": out,
+            "floor": {"per_core_cpu": mean([f["per_core_cpu"] for f in floor.values()]),
+                      "resource_mean": mean([f["resource_mean"] for f in floor.values()]), "by_mix": floor}}
+
+
 def aggregate(eval_dirs: list[Path], floor: dict) -> dict:
     """Mean over mixes and replays, per method and metric; MEAN = mean over metrics."""
     per: dict = {}
@@ -241,6 +282,7 @@ def main() -> None:
         tr = {p.stem: Trace.read(p) for p in targets}
         re = {p.stem: Trace.read(tdir / f"{p.stem}.rerun.h5") for p in targets}
         summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
+        summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band))
         summary.update({"bench": "fidelity_real", "label": args.label, "samples": samples,
                         "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
                         "replays": args.replays, "train_steps": args.train_steps, "simulated": False,

@@ -153,11 +153,12 @@ def _plan(comps, data: TrainingData, seed, name, trace: Trace, report: dict, ext
 def from_dataset(kind: str, dataset: Path | str | TrainingData, **kw):
     """`kind` in KINDS -> a Generator built from the dataset (the single stressor only takes
     the catalog, thread count and window from it). kw: k (knn), stressor (single)."""
+    from agentd.planners import guarded
     data = dataset if isinstance(dataset, TrainingData) else load_training_data(dataset)
     if kind == "nearest":
-        return NearestNeighbour(data)
+        return guarded(NearestNeighbour(data))
     if kind == "knn":
-        return KnnInterpolation(data, k=int(kw.get("k", 100)))
+        return guarded(KnnInterpolation(data, k=int(kw.get("k", 100))))
     if kind == "single":
         classes = {}
         try:
@@ -166,6 +167,7 @@ def from_dataset(kind: str, dataset: Path | str | TrainingData, **kw):
             pass
         if not any(n in classes for n in data.catalog_names):   # no catalog here: guess the class from the name
             classes = {n: re.split(r"[_.]", n)[0].replace("mem", "memory") for n in data.catalog_names}
-        return SingleStressor(data.catalog_names, data.catalog_hash, data.threads, stressor=kw.get("stressor"),
-                              resource_class_of=classes, window_s=data.window_s, host_fingerprint=data.host_fingerprint)
+        return guarded(SingleStressor(data.catalog_names, data.catalog_hash, data.threads, stressor=kw.get("stressor"),
+                                      resource_class_of=classes, window_s=data.window_s,
+                                      host_fingerprint=data.host_fingerprint))
     raise ConfigError(f"unknown baseline {kind!r}; known: {', '.join(KINDS)}")

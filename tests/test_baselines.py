@@ -44,7 +44,7 @@ def test_nearest_searches_only_the_metrics_the_trace_has(toy, catalog):
 
 def test_knn_uses_100_neighbours_and_interpolates(toy, catalog):
     gen = from_dataset("knn", toy)
-    assert isinstance(gen, KnnInterpolation) and gen.k == 100
+    assert isinstance(gen.inner, KnnInterpolation) and gen.k == 100
     data = load_training_data(toy)
     trace = Trace(data.samples.obs[:20, :4] * 1.07, TOY_METRICS[:4])   # between samples, not on one
     plan = gen.generate(trace)

@@ -7,6 +7,8 @@ Parameters (all measured by running the stressors alone, controller/forward/prof
 - own [M], other [M]: the same on per-core metrics (`cpu.util.core<j>`): the busy fraction
   that one thread of m puts on its own core, and what it spills onto each other core (a
   loopback sink, IO completions, kernel threads).
+- noise [N] (when the profile had it): how far the idle windows spread above their median
+  (p90 − median); what a target may show on a resource and still have left it idle.
 - capacity [N]: the most the host showed on each metric (solo, all threads at once, and the
   independent calibration peaks when there are any): the physical ceiling.
 - groups: shared resources (disk, network, memory bandwidth). A thread of m uses a share
@@ -70,12 +72,14 @@ class FirstOrder:
     usage: np.ndarray | None = None  # [M, G] in the order of `groups`
     classes: list[str] | None = None  # each stressor's resource class (catalog), when known
     footprint: np.ndarray | None = None  # [M] bytes of memory a plan holds for its whole run once it uses m
+    noise: np.ndarray | None = None  # [N] spread of the idle windows above their median (p90 − median)
 
     def __post_init__(self):
         N, M = len(self.metric_names), len(self.catalog_names)
         for name, arr, shape in (("idle", self.idle, (N,)), ("response", self.response, (M, N)),
                                  ("own", self.own, (M,)), ("other", self.other, (M,)),
-                                 ("capacity", self.capacity, (N,))):
+                                 ("capacity", self.capacity, (N,))) + \
+                ((("noise", self.noise, (N,)),) if self.noise is not None else ()):
             if np.shape(arr) != shape:
                 raise ValidationError(f"first-order model: {name} has shape {np.shape(arr)}, expected {shape}")
         self.idle = np.asarray(self.idle, np.float64)
@@ -175,7 +179,8 @@ class FirstOrder:
                 "own": self.own.tolist(), "other": self.other.tolist(), "capacity": cap,
                 "groups": {g: list(map(int, idx)) for g, idx in self.groups.items()},
                 "usage": self.usage.tolist(), "classes": self.classes,
-                "footprint_B": None if self.footprint is None else self.footprint.tolist()}
+                "footprint_B": None if self.footprint is None else self.footprint.tolist(),
+                "idle_noise": None if self.noise is None else self.noise.tolist()}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "first-order model") -> "FirstOrder":
@@ -190,6 +195,7 @@ class FirstOrder:
                        np.asarray(d["other"], np.float64), cap,
                        {str(g): [int(i) for i in idx] for g, idx in (d.get("groups") or {}).items()}, usage,
                        list(d["classes"]) if d.get("classes") else None,
-                       np.asarray(d["footprint_B"], np.float64) if d.get("footprint_B") is not None else None)
+                       np.asarray(d["footprint_B"], np.float64) if d.get("footprint_B") is not None else None,
+                       np.asarray(d["idle_noise"], np.float64) if d.get("idle_noise") is not None else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValidationError(f"{where}: malformed ({type(e).__name__}: {e})") from None

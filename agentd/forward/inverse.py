@@ -37,17 +37,19 @@ nobody asked for and nobody can check.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .. import activity
 from ..errors import ValidationError
 from ..generate import check_target, project_to_valid, target_matrix
 from ..metrics import is_duplicated_breakdown
 from ..plan import Plan
 from ..trace import Trace
-from .firstorder import CLASS_GROUP
+from .firstorder import CLASS_GROUP, core_index
 from .model import ForwardModel, load_forward_model
 
 
@@ -62,13 +64,29 @@ class InverseSettings:
     rms_reweight: bool = True    # per-metric weights 1 / max(RMS_n, rms_floor) between outer passes
     rms_floor: float = 0.02
     first_order_only: bool = False
+    cpu_first: bool = True       # per-core CPU matched first (a compute filler or a scaled column)
+    cpu_tolerance: float = 0.01  # |predicted − target| core busy fraction left alone
 
 
 def fitted_metrics(names: list[str], units: list[str]) -> np.ndarray:
-    """[N] weights: 1 for metrics the planner fits, 0 for gauges and duplicated breakdowns."""
+    """[N] weights: 1 for metrics the planner fits, 0 for gauges, duplicated breakdowns and
+    derived signals (checks, not targets: see `is_derived`)."""
     present = set(names)
-    return np.array([0.0 if unit == "B" or is_duplicated_breakdown(name, present) else 1.0
+    return np.array([0.0 if unit == "B" or is_duplicated_breakdown(name, present) or is_derived(name) else 1.0
                      for name, unit in zip(names, units)])
+
+
+def is_derived(name: str) -> bool:
+    """A signal that follows from causes the plan fits directly: the disk's busy fraction and IO
+    pressure (from the IOs it issues), CPU and memory pressure. Fitting them invites the wrong
+    operation — disk reads to raise a busy fraction a burst of writes had made."""
+    return name.startswith("psi.") or (name.startswith("disk.") and name.endswith(".busy")) or name == "disk.busy"
+
+
+# Full-scale floors for the target's own range (its noise): a busy fraction moves by a few
+# per cent on an idle core; other rates by a small share of what the host can do.
+FRACTION_SCALE_FLOOR = 0.05
+RATE_SCALE_FLOOR = 0.01
 
 
 def project_columns(x: np.ndarray) -> np.ndarray:
@@ -104,8 +122,12 @@ class InversePlanner:
             self.name = "inverse-first-order"
         first = self.model.first
         self.weights = fitted_metrics(first.metric_names, first.units)
-        G = first.gain / self.model.scales                        # [M, K, N] scaled
-        self._G = G
+        names = first.metric_names
+        self._margins = activity.idle_margins(names, first.units, first.noise)
+        self._thresholds = first.idle + self._margins
+        self._drives = activity.stressor_drives(self._kernels(), response=first.response, names=names,
+                                                margins=self._margins)
+        self._cores = [(n, core_index(name)) for n, name in enumerate(names) if core_index(name) is not None]
         # What a unit of each stressor costs beyond its fit: the same for all, except that a stressor
         # driving a resource no metric observes (memory bandwidth without a PMU) costs more — its
         # contention cannot be checked against the target, so it is not used to fill in CPU time.
@@ -137,8 +159,11 @@ class InversePlanner:
         model, s = self.model, self.settings
         first = model.first
         T = values.shape[0]
-        scales = model.scales
-        mask = (np.isfinite(values) & (self.weights > 0)).astype(np.float64) * self.weights
+        scales = self.target_scales(values)
+        weights = self.weights.copy()
+        if any(np.isfinite(values[:, n]).any() for n, _ in self._cores) and "cpu.util" in first.metric_names:
+            weights[first.metric_names.index("cpu.util")] = 0.0   # the cores say it, one by one
+        mask = (np.isfinite(values) & (weights > 0)).astype(np.float64) * weights
         y = np.nan_to_num(values / scales, nan=0.0)
         diff = np.abs(np.diff(y, axis=0, prepend=y[:1])) * (mask > 0)
         nobs = np.maximum((mask > 0).sum(axis=1), 1)
@@ -148,6 +173,7 @@ class InversePlanner:
         idle_s = first.idle / scales
         allowed = self.allowed(values)
         cost = self.cost(values)
+        G = first.gain / scales                                   # [M, K, N] in the target's scale
         a = np.zeros((T, first.M, first.K))
         corr = np.zeros((T, first.N))
         use_corr = model.has_correction and not s.first_order_only
@@ -159,18 +185,36 @@ class InversePlanner:
             if use_corr:
                 prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
                 corr = model.correction(a, prev)[0] / scales
-            a = self._fista(a, y - idle_s - corr, phi, mask * reweight, lam_c, s.iterations, allowed, cost)
+            a = self._fista(a, G, y - idle_s - corr, phi, mask * reweight, lam_c, s.iterations, allowed, cost)
             if s.rms_reweight and i < passes - 1:
-                reweight = self.metric_reweight(a, y, observed, use_corr)
+                reweight = self.metric_reweight(a, y, observed, use_corr, scales)
+        if s.cpu_first:
+            a = self.match_cpu(a, values, allowed, use_corr)
         pred = model.predict_plan(a, first_order_only=not use_corr)[0] / scales
         err = (pred - y) * observed
         rms = float(np.sqrt((err ** 2).sum() / max(observed.sum(), 1)))
         return a.astype(np.float32), {"rms": rms}
 
-    def metric_reweight(self, a: np.ndarray, y: np.ndarray, observed: np.ndarray, use_corr: bool) -> np.ndarray:
+    def target_scales(self, values: np.ndarray) -> np.ndarray:
+        """[N] each metric's scale in the fit: the target's own range (p99 over its windows less
+        the lower of its p1 and the host's idle level), floored by the host's noise — errors are
+        weighed as a person reading the overlay weighs them, not against the device's capacity,
+        so a little traffic where the target had none costs in full."""
+        first = self.model.first
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # a metric the target lacks: all NaN
+            hi = np.nanpercentile(values, 99, axis=0)
+            lo = np.nanpercentile(values, 1, axis=0)
+        span = np.nan_to_num(hi - np.minimum(lo, first.idle), nan=0.0)
+        floor = np.where(first.fraction, FRACTION_SCALE_FLOOR, RATE_SCALE_FLOOR * self.model.scales)
+        floor = np.where(np.isfinite(self._margins), self._margins, floor)   # cause metrics: the idle margin
+        return np.maximum(span, np.maximum(floor, 1e-12))
+
+    def metric_reweight(self, a: np.ndarray, y: np.ndarray, observed: np.ndarray, use_corr: bool,
+                        scales: np.ndarray) -> np.ndarray:
         """[N] factors 1 / max(RMS_n, floor) of the current plan's predicted error per metric
         (scaled units), mean 1 over the metrics the target has: the IRLS step for Σ_n RMS_n."""
-        pred = self.model.predict_plan(a, first_order_only=not use_corr)[0] / self.model.scales
+        pred = self.model.predict_plan(a, first_order_only=not use_corr)[0] / scales
         n_obs = observed.sum(axis=0)
         has = n_obs > 0
         rms = np.sqrt((((pred - y) * observed) ** 2).sum(axis=0) / np.maximum(n_obs, 1))
@@ -190,32 +234,106 @@ class InversePlanner:
         return np.where(unmeasured, 1.0 + self.settings.unobserved_cost, self._cost)
 
     def allowed(self, values: np.ndarray) -> np.ndarray:
-        """[M] bool: the stressors a plan for this target may use. A stressor whose buffer is held
-        for the whole run (memory footprint) and whose work no metric observes is left out unless
-        the target held that much memory above the host's idle: it would only add memory held and
-        traffic nobody can check."""
+        """[T, M] bool: the stressors a plan for this target may use in each window.
+        - No invented activity (agentd/activity.py): a stressor that drives a resource (disk
+          reads, disk writes, loopback, NIC) is left out of every window where the target left
+          that resource idle.
+        - A stressor whose buffer is held for the whole run (memory footprint) and whose work no
+          metric observes is left out unless the target held that much memory above the host's
+          idle: it would only add memory held and traffic nobody can check."""
         first = self.model.first
-        ok = np.ones(first.M, bool)
+        T = values.shape[0]
+        idle = activity.idle_windows(values, first.metric_names, self._thresholds)
+        ok = activity.allowed(idle, self._drives, T, first.M)
         if first.footprint is None:
             return ok
         n = first.memory_metric()
         excess = 0.0
         if n is not None and np.isfinite(values[:, n]).any():
             excess = max(0.0, float(np.nanmedian(values[:, n])) - float(first.idle[n]))
-        return ok & ~(first.unobserved() & (first.footprint > excess))
+        return ok & ~(first.unobserved() & (first.footprint > excess))[None, :]
 
-    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None):
-        """Projected accelerated gradient on the linearized problem (φ fixed). mask [T, N]: the
-        metric weights (0 where the target has no value)."""
+    def _kernels(self) -> list[str | None]:
+        """Each stressor's kernel, from this agent's catalog where it lists the model's names."""
+        from ..catalog import load_catalog
+        try:
+            by_name = {st.name: st.kernel for st in load_catalog().stressors}
+        except Exception:   # a model used away from an agent's catalog: the profile decides alone
+            by_name = {}
+        return [by_name.get(n) for n in self.model.first.catalog_names]
+
+    def cpu_filler(self, allowed: np.ndarray) -> int | None:
+        """The stressor that fills CPU time with nothing else: a compute kernel that drives no
+        resource, the one with the highest busy share on its own core."""
+        first = self.model.first
+        drives_any = np.zeros(first.M, bool)
+        for d in self._drives.values():
+            drives_any |= d
+        classes = first.classes or [None] * first.M
+        ok = allowed.all(axis=0) & ~drives_any & np.array([c == "cpu" for c in classes]) & (first.own > 0.5) \
+            & ~first.unobserved()
+        if not ok.any():
+            return None
+        return int(np.argmax(np.where(ok, first.own, -1.0)))
+
+    def match_cpu(self, a: np.ndarray, values: np.ndarray, allowed: np.ndarray, use_corr: bool) -> np.ndarray:
+        """CPU first: each plan thread's core is brought to the target's busy fraction — short
+        by more than the tolerance, the compute filler takes the thread's idle time; over, the
+        thread's stressors are scaled down together. Predicted with the same model; two passes,
+        as the threads spill onto each other's cores."""
+        first, tol = self.model.first, self.settings.cpu_tolerance
+        filler = self.cpu_filler(allowed)
+        a = a.astype(np.float64).copy()
+        for _ in range(2):
+            pred = self.model.predict_plan(a, first_order_only=not use_corr)[0]
+            for n, j in self._cores:
+                threads = [k for k, c in enumerate(first.thread_cores) if c == j]
+                target = values[:, n]
+                if not threads or not np.isfinite(target).any():
+                    continue
+                k = threads[0]
+                d = np.where(np.isfinite(target), target - pred[:, n], 0.0)
+                busy = a[:, :, k] @ first.own                              # [T] this thread's share
+                over = d < -tol
+                if over.any():
+                    f = np.where(busy > 0, np.clip((busy + d) / np.maximum(busy, 1e-9), 0.0, 1.0), 1.0)
+                    a[over, :, k] *= f[over, None]
+                short = d > tol
+                if filler is not None and short.any():
+                    # the filler takes the thread's idle time; where that is not enough, the
+                    # thread's other stressors give way (scaled by f) so the core is matched first:
+                    # f·busy + x·own_f = busy + d  and  f·colsum + x = 1
+                    own_f = first.own[filler]
+                    colsum = a[:, :, k].sum(axis=1)
+                    busy = a[:, :, k] @ first.own
+                    x = np.clip(d, 0.0, None) / own_f
+                    f = np.ones(len(d))
+                    full = colsum + x > 1.0
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        f_full = (own_f - (busy + d)) / (colsum * own_f - busy)
+                    f = np.where(full, np.clip(np.nan_to_num(f_full, nan=0.0, posinf=0.0, neginf=0.0), 0.0, 1.0), f)
+                    x = np.where(full, np.clip(1.0 - f * colsum, 0.0, 1.0), x)
+                    a[short, :, k] *= f[short, None]
+                    a[short, filler, k] += x[short]
+        return a
+
+    def _fista(self, a0, G, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None):
+        """Projected accelerated gradient on the linearized problem (φ fixed). G [M, K, N]: the
+        gains in the fit's scale; mask [T, N]: the metric weights (0 where the target has no
+        value); allowed [T, M]: the stressors each window may use (the rest stay at 0, exactly:
+        they are zeroed before each projection, which keeps it the projection onto that face)."""
         T, M, K = a0.shape
         cost = self._cost if cost is None else cost
         lam_i = (self.settings.idle_weight * cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
-        G = self._G.reshape(M * K, -1)                                 # [MK, N]
+        usable = allowed.any(axis=0) if allowed is not None else np.ones(M, bool)
+        G = G.reshape(M * K, -1)                                       # [MK, N]
         Gt = np.ascontiguousarray(G.T)
         w = mask * phi
-        # Lipschitz constant of the fit term's gradient: 2 ‖G diag(√max_t w φ)‖² (φ ≤ 1)
+        # Lipschitz constant of the fit term's gradient: 2 ‖G diag(√max_t w φ)‖² (φ ≤ 1), over
+        # the stressors some window may use (the others never move)
         wmax = np.max(w * phi, axis=0, initial=0.0)
-        lip_fit = 2.0 * float(np.linalg.norm(G * np.sqrt(wmax), 2) ** 2)
+        Gu = (G.reshape(M, K, -1) * usable[:, None, None]).reshape(M * K, -1)
+        lip_fit = 2.0 * float(np.linalg.norm(Gu * np.sqrt(wmax), 2) ** 2)
         lip = lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9
         step = 1.0 / lip
         x = a0.copy()
@@ -228,9 +346,10 @@ class InversePlanner:
             cd = lam_c[:, None, None] * d                              # λ_t (a_t − a_{t−1})
             grad += 2.0 * cd
             grad[:-1] -= 2.0 * cd[1:]
-            x_new = project_columns(z - step * grad)
+            v = z - step * grad
             if allowed is not None:
-                x_new *= allowed[None, :, None]
+                v *= allowed[:, :, None]
+            x_new = project_columns(v)
             t_new = (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k)) / 2.0
             z = x_new + ((t_k - 1.0) / t_new) * (x_new - x)
             x, t_k = x_new, t_new

@@ -17,6 +17,10 @@ directory under --workdir (default /var/tmp), removed at the end.
   next to gzip.
 - burst_serve: bursty serving, 4 s on / 4 s off: random 4 KiB direct reads (fio) and GET
   requests to the key-value server during bursts, nothing between them.
+- net_stream: a fixed-rate TCP stream over loopback (iperf3, 2 Gbit/s), then nothing, then a
+  slower stream (600 Mbit/s) next to a compressor.
+- web_compile: a web server (nginx) under an HTTP load generator (wrk) serving small and 1 MiB
+  files, then a C compiler building a source tree over and over, then both at once.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
 NEEDS = {"redis-server": "redis-server", "redis-benchmark": "redis-tools", "redis-cli": "redis-tools",
-         "fio": "fio", "zstd": "zstd", "gzip": "gzip"}
+         "fio": "fio", "zstd": "zstd", "gzip": "gzip", "iperf3": "iperf3", "nginx": "nginx-light", "wrk": "wrk",
+         "gcc": "gcc"}
 
 
 def free_port() -> int:
@@ -163,7 +168,59 @@ def burst_serve(run: MixRun, seconds: float) -> None:
             time.sleep(off)
 
 
-MIXES = {"kv_compress": kv_compress, "db_bulk": db_bulk, "burst_serve": burst_serve}
+def net_stream(run: MixRun, seconds: float) -> None:
+    port = free_port()
+    server = subprocess.Popen(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(port)], cwd=run.dir,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    run.procs = [server]
+    try:
+        time.sleep(0.5)
+        p = seconds / 3
+        stream = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(int(p) + 5)]
+        run.phase(p, [[*stream, "-b", "2G"]])
+        time.sleep(p)
+        data = run.data_file(32)
+        run.phase(p, [[*stream, "-b", "600M"], f"while :; do zstd -q -1 -f -c {data} > /dev/null; done"])
+    finally:
+        run.kill([server])
+
+
+NGINX_CONF = """daemon off; worker_processes 1; pid {dir}/nginx.pid; error_log {dir}/error.log;
+events {{ worker_connections 256; }}
+http {{ access_log off; sendfile on;
+  client_body_temp_path {dir}/tmp; proxy_temp_path {dir}/tmp; fastcgi_temp_path {dir}/tmp;
+  uwsgi_temp_path {dir}/tmp; scgi_temp_path {dir}/tmp;
+  server {{ listen 127.0.0.1:{port}; root {dir}/www; }} }}
+"""
+
+
+def web_compile(run: MixRun, seconds: float) -> None:
+    port = free_port()
+    (run.dir / "www").mkdir()
+    (run.dir / "tmp").mkdir()
+    (run.dir / "www" / "index.html").write_text("<html><body>" + "mimesys " * 200 + "</body></html>\n")
+    (run.dir / "www" / "big.bin").write_bytes(os.urandom(1 << 20))
+    (run.dir / "nginx.conf").write_text(NGINX_CONF.format(dir=run.dir, port=port))
+    server = subprocess.Popen(["nginx", "-c", str(run.dir / "nginx.conf"), "-p", str(run.dir)], cwd=run.dir,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # a source tree to build: the stressors' C sources, copied (a real compiler on real code)
+    src = run.dir / "src"
+    shutil.copytree(HERE.parents[1] / "stressors", src, ignore=shutil.ignore_patterns("build"))
+    build = f"while :; do make -s -C {src} BUILD={run.dir}/build >/dev/null 2>&1; rm -rf {run.dir}/build; done"
+    try:
+        time.sleep(0.5)
+        p = seconds / 3
+        url = f"http://127.0.0.1:{port}"
+        run.phase(p, [["wrk", "-t", "1", "-c", "8", "-d", f"{int(p) + 5}s", f"{url}/index.html"],
+                      ["wrk", "-t", "1", "-c", "2", "-d", f"{int(p) + 5}s", f"{url}/big.bin"]])
+        run.phase(p, [build])
+        run.phase(p, [build, ["wrk", "-t", "1", "-c", "2", "-d", f"{int(p) + 5}s", f"{url}/index.html"]])
+    finally:
+        run.kill([server])
+
+
+MIXES = {"kv_compress": kv_compress, "db_bulk": db_bulk, "burst_serve": burst_serve, "net_stream": net_stream,
+         "web_compile": web_compile}
 
 
 def run_mix(name: str, seconds: float, workdir: Path = Path("/var/tmp")) -> None:

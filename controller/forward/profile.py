@@ -64,6 +64,7 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     v = trace.select(names).astype(np.float64)                       # [T, N]
     idle = np.nanmedian(v[rows["idle"]], axis=0)
     idle = np.nan_to_num(idle, nan=0.0)
+    noise = np.clip(np.nan_to_num(np.nanpercentile(v[rows["idle"]], 90, axis=0), nan=0.0) - idle, 0.0, None)
     solo = np.nan_to_num(v[rows["solo"]], nan=0.0)                   # [M, N]
     full = np.nan_to_num(v[rows["all"]], nan=0.0)
     response = np.clip(solo - idle, 0.0, None)
@@ -100,7 +101,7 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     capacity = np.where(np.array(unit_list) == "fraction", 1.0, capacity)
     return FirstOrder(names, unit_list, list(catalog_names), list(thread_cores), idle, response, own, other, capacity,
                       classes=list(classes) if classes else None,
-                      footprint=np.asarray(footprint, np.float64) if footprint is not None else None)
+                      footprint=np.asarray(footprint, np.float64) if footprint is not None else None, noise=noise)
 
 
 BUSY_IDLE = 0.25   # a core busier than this with nothing of ours running: the host was not idle

@@ -1,0 +1,91 @@
+"""Fidelity as a person reading the overlay judges it.
+
+Two figures beside the device-scaled DTW (dtw.py), both on the *target's own* scale:
+
+- `own_scale_scores`: the normalized DTW of each metric with the metric's full scale set to
+  the target's own peak (1 for fractions), floored by the idle margin of agentd/activity.py
+  for cause metrics, values capped at 1. Traffic where the target had little costs in
+  proportion to what the target had, not to what the device could do.
+- `idle_window_additions`: per resource (disk reads, disk writes, loopback, NIC), the windows
+  where the target left it idle — within ±`slack` windows, so a replay a second late is not
+  blamed — and the executed trace shows it above max(idle threshold, 5 % of the target's own
+  peak). The rule every planner keeps (agentd/activity.py), checked on what was measured.
+
+Summary figures: `resource_mean` = mean over per-core CPU, disk read/write bytes and loopback
+bytes (each a metric family the issue that introduced this scored: CPU, disk, loopback).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from agentd.activity import IDLE_FLOOR, idle_thresholds, resource_of
+
+from .dtw import DEFAULT_BAND, normalized_dtw
+
+ADDED_SHARE = 0.05
+RESOURCE_METRICS = ("disk.read_Bps", "disk.write_Bps", "net.lo.tx_Bps")
+
+
+def own_scale(name: str, unit: str, target: np.ndarray) -> float:
+    if unit == "fraction":
+        return 1.0
+    a = target[np.isfinite(target)]
+    peak = float(a.max()) if a.size else 0.0
+    floor = IDLE_FLOOR.get(unit, 0.0) if resource_of(name) is not None else 0.0
+    return max(peak, floor, 1e-12)
+
+
+def own_scale_scores(target, executed, metrics: list[str], *, band: int | None = DEFAULT_BAND) -> dict[str, float]:
+    """metric -> normalized DTW on the target's own scale (NaN where either side lacks it)."""
+    units = {m.name: m.unit for m in target.metrics}
+    out = {}
+    for name in metrics:
+        if name not in target.names or name not in executed.names:
+            out[name] = math.nan
+            continue
+        a = target.column(name).astype(np.float64)
+        s = own_scale(name, units.get(name, ""), a)
+        out[name] = normalized_dtw(a, executed.column(name), unit="", peak=s, band=band).distance
+    return out
+
+
+def resource_mean(scores: dict[str, float]) -> tuple[float, float]:
+    """(per-core CPU mean, mean over the per-core CPU mean and each resource metric scored)."""
+    cores = [v for k, v in scores.items() if k.startswith("cpu.util.core") and math.isfinite(v)]
+    cpu = float(np.mean(cores)) if cores else math.nan
+    parts = ([cpu] if cores else []) + [scores[k] for k in RESOURCE_METRICS if math.isfinite(scores.get(k, math.nan))]
+    return cpu, float(np.mean(parts)) if parts else math.nan
+
+
+def idle_window_additions(target, executed, *, slack: int = 1) -> dict[str, dict]:
+    """resource -> {"idle_windows": n, "added_windows": n, "max_added_share": x} for every cause
+    metric both traces have; share = executed / the target's own peak (or the idle threshold)."""
+    units = {m.name: m.unit for m in target.metrics}
+    out: dict[str, dict] = {}
+    for name in target.names:
+        r = resource_of(name)
+        if r is None or name not in executed.names or len(name.split(".")) > 2 + (r == "net.lo"):
+            continue   # cause metrics only, host-wide totals (not per device)
+        a = target.column(name).astype(np.float64)
+        b = executed.column(name).astype(np.float64)
+        T = min(len(a), len(b))
+        if T < 2 or not np.isfinite(a).any() or not np.isfinite(b).any():
+            continue
+        a, b = a[:T], b[:T]
+        thr = float(idle_thresholds([name], [units.get(name, "")])[0])
+        peak = float(np.nanmax(a))
+        limit = max(thr, ADDED_SHARE * peak)
+        # idle around t: every target window within ±slack at or below the threshold
+        quiet = np.array([np.all(~np.isfinite(a[max(0, t - slack):t + slack + 1])
+                                 | (a[max(0, t - slack):t + slack + 1] <= thr)) for t in range(T)])
+        added = quiet & np.isfinite(b) & (b > limit)
+        entry = out.setdefault(r, {"idle_windows": 0, "added_windows": 0, "max_added_share": 0.0})
+        entry["idle_windows"] = max(entry["idle_windows"], int(quiet.sum()))
+        entry["added_windows"] += int(added.sum())
+        if added.any():
+            share = float(np.max(b[added]) / max(peak, thr))
+            entry["max_added_share"] = round(max(entry["max_added_share"], share), 4)
+    return out

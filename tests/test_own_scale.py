@@ -1,0 +1,51 @@
+"""Scoring on the target's own scale and added activity where the target was idle
+(controller/evaluate/own_scale.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentd.metrics import MetricSpec
+from agentd.trace import Trace
+from controller.evaluate.own_scale import idle_window_additions, own_scale_scores, resource_mean
+
+NAMES = ["cpu.util.core0", "disk.read_Bps", "disk.write_Bps", "net.lo.tx_Bps", "disk.vda.read_Bps", "disk.busy"]
+UNITS = ["fraction", "B/s", "B/s", "B/s", "B/s", "fraction"]
+
+
+def _trace(cols: dict) -> Trace:
+    T = len(next(iter(cols.values())))
+    v = np.zeros((T, len(NAMES)), np.float32)
+    for n, c in cols.items():
+        v[:, NAMES.index(n)] = c
+    return Trace(v, [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)])
+
+
+def test_a_little_traffic_where_the_target_had_little_costs_in_full():
+    T = 20
+    target = _trace({"cpu.util.core0": np.full(T, 0.5), "disk.write_Bps": np.full(T, 2e6)})
+    same = own_scale_scores(target, target, NAMES[:4])
+    assert all(v == pytest.approx(0.0, abs=1e-9) for v in same.values())
+    # 20 MB/s of reads where the target read nothing: 1 % of a 2 GB/s device, all of its own scale
+    ex = _trace({"cpu.util.core0": np.full(T, 0.5), "disk.write_Bps": np.full(T, 2e6),
+                 "disk.read_Bps": np.full(T, 20e6)})
+    s = own_scale_scores(target, ex, NAMES[:4])
+    assert s["disk.read_Bps"] == pytest.approx(1.0) and s["disk.write_Bps"] == pytest.approx(0.0, abs=1e-9)
+    cpu, res = resource_mean(s)
+    assert cpu == pytest.approx(0.0, abs=1e-9) and res == pytest.approx(0.25)   # cpu, read, write, lo
+
+
+def test_added_activity_counts_windows_where_the_target_was_idle_with_a_windows_slack():
+    T = 12
+    reads = np.where((np.arange(T) >= 4) & (np.arange(T) < 8), 100e6, 0.0)
+    target = _trace({"disk.read_Bps": reads, "net.lo.tx_Bps": np.full(T, 1e3)})
+    late = _trace({"disk.read_Bps": np.roll(reads, 1), "net.lo.tx_Bps": np.full(T, 2e3)})
+    got = idle_window_additions(target, late)
+    assert got["disk.read"]["added_windows"] == 0           # one window late: within the slack
+    assert got["net.lo"]["added_windows"] == 0             # the agent's own few KB/s: idle
+    bad = _trace({"disk.read_Bps": reads + np.where(np.arange(T) < 2, 30e6, 0.0), "net.lo.tx_Bps": np.full(T, 50e6)})
+    got = idle_window_additions(target, bad)
+    assert got["disk.read"]["added_windows"] == 2 and got["disk.read"]["max_added_share"] == pytest.approx(0.3)
+    assert got["net.lo"]["added_windows"] == T
+    assert "disk.busy" not in got and set(got) == {"disk.read", "disk.write", "net.lo"}
