@@ -24,3 +24,22 @@ for best in ("inverse", "select"):
     for k, x, y, f in worse: print(f"    {k}: {x:.3f} vs single {y:.3f} (floor {f:.3f})")
     for other in ("nearest", "model"):
         if other in M: print(f"  beats {other}? {b['mean'] < M[other]['mean']} ({b['mean']:.3f} vs {M[other]['mean']:.3f})")
+# Issue 25's must-show, on the target's own scale (controller/evaluate/own_scale.py)
+O = d.get("own_scale")
+if O:
+    OM, OF = O["methods"], O["floor"]
+    print(f"own scale (CPU, disk, loopback; the target's own peak): floor resource mean {OF['resource_mean']:.3f} "
+          f"per-core {OF['per_core_cpu']:.3f}")
+    for m in sorted(OM, key=lambda k: OM[k]["resource_mean"] if OM[k]["resource_mean"] is not None else 9):
+        o = OM[m]
+        print(f"  {m:10s} resource mean {o['resource_mean']:.3f} per-core {o['per_core_cpu']:.3f} "
+              f"idle windows with added activity {o['idle_windows_added']} (max share {o['max_added_share']}) by_mix " +
+              " ".join(f"{k}={v['per_core_cpu']:.3f}/{v['resource_mean']:.3f}" for k, v in o["by_mix"].items()))
+    if "single" in OM:
+        s = OM["single"]
+        for best in ("inverse", "select"):
+            if best not in OM: continue
+            b = OM[best]
+            print(f"{best}: resource mean/single = {b['resource_mean']/s['resource_mean']:.2f} (<=0.5?), per-core "
+                  f"{b['per_core_cpu']:.3f} vs single {s['per_core_cpu']:.3f} (<=?), idle windows with added activity "
+                  f"{sum(b['idle_windows_added'].values())} (0?)")

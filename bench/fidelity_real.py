@@ -173,6 +173,46 @@ def aggregate(eval_dirs: list[Path], floor: dict) -> dict:
                                           "per_metric": floor_metric}}
 
 
+def replay_prediction_error(fm_dir: Path, eval_dirs: list[Path], methods=("inverse", "select")) -> dict:
+    """The forward model's predictions of the replayed plans against their measured replays: per
+    metric the mean |predicted − measured| in units of the metric's full scale, corrected and
+    first order, and per core the mean signed error (bias), over every run of `methods`."""
+    from agentd.forward.model import load_forward_model
+    from agentd.plan import Plan
+    from agentd.trace import Trace
+    fm = load_forward_model(fm_dir)
+    errs: dict = {"corrected": {}, "first_order": {}}
+    bias: dict = {}
+    runs = 0
+    for d in eval_dirs:
+        for run in json.loads((d / "results.json").read_text())["runs"]:
+            if run["method"] not in methods or run.get("error"):
+                continue
+            key = next((p.stem for p in (d / "executed").glob("*.h5")
+                        if p.stem.endswith("__" + run["method"]) and p.stem.startswith(run["trace"])), None)
+            if key is None or not (d / "plans" / f"{key}.h5").exists():
+                continue
+            plan, meas = Plan.read(d / "plans" / f"{key}.h5"), Trace.read(d / "executed" / f"{key}.h5")
+            T = min(plan.T, meas.T)
+            if T < 2:
+                continue
+            runs += 1
+            got = meas.select(fm.metric_names)[:T]
+            for label, first_only in (("corrected", False), ("first_order", True)):
+                pred = fm.predict_plan(plan.compositions[:T], first_order_only=first_only)[0]
+                e = (pred - got) / fm.scales
+                for n, name in enumerate(fm.metric_names):
+                    col = e[:, n][np.isfinite(e[:, n])]
+                    if col.size:
+                        errs[label].setdefault(name, []).append(float(np.mean(np.abs(col))))
+                        if not first_only and name.startswith("cpu.util.core"):
+                            bias.setdefault(f"{run['method']}:{run['trace']}:{name}", float(np.mean(col)))
+    mean = {label: {k: float(np.mean(v)) for k, v in per.items()} for label, per in errs.items()}
+    return {"runs": runs, "mean_abs_error_full_scale": mean, "cpu_bias": bias,
+            "median_over_metrics": {label: float(np.median(list(v.values()))) if v else None
+                                    for label, v in mean.items()}}
+
+
 def plot(summary: dict, path: Path, title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -283,6 +323,14 @@ def main() -> None:
         re = {p.stem: Trace.read(tdir / f"{p.stem}.rerun.h5") for p in targets}
         summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
         summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band))
+        summary["replay_prediction"] = replay_prediction_error(fm, eval_dirs)
+        pe = summary["replay_prediction"]
+        print(f"forward model on the replayed plans ({pe['runs']} runs): mean |predicted − measured| / full scale, "
+              f"median over metrics: corrected {pe['median_over_metrics']['corrected']}, first order "
+              f"{pe['median_over_metrics']['first_order']}", file=sys.stderr)
+        for name in sorted(pe["mean_abs_error_full_scale"]["corrected"]):
+            print(f"  {name:28s} corrected {pe['mean_abs_error_full_scale']['corrected'][name]:.4f}   first order "
+                  f"{pe['mean_abs_error_full_scale']['first_order'].get(name, float('nan')):.4f}", file=sys.stderr)
         summary.update({"bench": "fidelity_real", "label": args.label, "samples": samples,
                         "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
                         "replays": args.replays, "train_steps": args.train_steps, "simulated": False,

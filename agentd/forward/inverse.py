@@ -56,7 +56,8 @@ from .model import ForwardModel, load_forward_model
 @dataclass(frozen=True)
 class InverseSettings:
     outer: int = 3               # re-linearizations (φ and the correction at the current plan)
-    iterations: int = 150        # projected-gradient steps per outer pass
+    iterations: int = 150        # projected-gradient steps of the first outer pass
+    refine_iterations: int = 60  # ... and of each later one (warm-started at the previous plan)
     idle_weight: float = 2e-3    # λ_idle
     unobserved_cost: float = 4.0  # λ_idle × this for stressors whose resource no metric observes
     change_weight: float = 0.05  # λ_change
@@ -180,12 +181,16 @@ class InversePlanner:
         observed = mask > 0
         reweight = np.ones(first.N)
         passes = max(1, s.outer)
+        # only the stressors some window may use enter the solve (the rest stay 0)
+        use = np.flatnonzero(allowed.any(axis=0))
         for i in range(passes):
             phi = first.group_scale(a)                              # [T, N]
             if use_corr:
                 prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
                 corr = model.correction(a, prev)[0] / scales
-            a = self._fista(a, G, y - idle_s - corr, phi, mask * reweight, lam_c, s.iterations, allowed, cost)
+            if use.size:
+                a[:, use] = self._fista(a[:, use], G[use], y - idle_s - corr, phi, mask * reweight, lam_c,
+                                        s.iterations if i == 0 else s.refine_iterations, allowed[:, use], cost[use])
             if s.rms_reweight and i < passes - 1:
                 reweight = self.metric_reweight(a, y, observed, use_corr, scales)
         if s.cpu_first:
@@ -325,32 +330,37 @@ class InversePlanner:
         T, M, K = a0.shape
         cost = self._cost if cost is None else cost
         lam_i = (self.settings.idle_weight * cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
-        usable = allowed.any(axis=0) if allowed is not None else np.ones(M, bool)
         G = G.reshape(M * K, -1)                                       # [MK, N]
-        Gt = np.ascontiguousarray(G.T)
         w = mask * phi
-        # Lipschitz constant of the fit term's gradient: 2 ‖G diag(√max_t w φ)‖² (φ ≤ 1), over
-        # the stressors some window may use (the others never move)
+        # Lipschitz constant of the fit term's gradient: 2 ‖G diag(√max_t w φ)‖² (φ ≤ 1)
         wmax = np.max(w * phi, axis=0, initial=0.0)
-        Gu = (G.reshape(M, K, -1) * usable[:, None, None]).reshape(M * K, -1)
-        lip_fit = 2.0 * float(np.linalg.norm(Gu * np.sqrt(wmax), 2) ** 2)
+        lip_fit = 2.0 * float(np.linalg.norm(G * np.sqrt(wmax), 2) ** 2)
         lip = lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9
-        step = 1.0 / lip
-        x = a0.copy()
+        step = np.float32(1.0 / lip)
+        # the loop in float32: the answer is a fraction of a window good to far below 1e-4, and
+        # half the memory traffic is what a long trace's solve is bound by
+        f32 = np.float32
+        G32, Gt32 = G.astype(f32), np.ascontiguousarray(G.T, dtype=f32)
+        phi32, w32, res32 = phi.astype(f32), w.astype(f32), resid_target.astype(f32)
+        lam_i32, lam_c32 = lam_i.astype(f32), (2.0 * lam_c).astype(f32)[:, None, None]
+        keep = allowed[:, :, None].astype(f32) if allowed is not None else None
+        x = a0.astype(f32)
         z, t_k = x.copy(), 1.0
+        d = np.zeros_like(z)
         for _ in range(iterations):
-            r = phi * (z.reshape(T, -1) @ G) - resid_target            # [T, N]
-            grad = (2.0 * ((w * r) @ Gt) + lam_i).reshape(T, M, K)
-            d = np.zeros_like(z)
-            d[1:] = z[1:] - z[:-1]
-            cd = lam_c[:, None, None] * d                              # λ_t (a_t − a_{t−1})
-            grad += 2.0 * cd
-            grad[:-1] -= 2.0 * cd[1:]
-            v = z - step * grad
-            if allowed is not None:
-                v *= allowed[:, :, None]
-            x_new = project_columns(v)
+            r = phi32 * (z.reshape(T, -1) @ G32) - res32                # [T, N]
+            r *= w32
+            grad = ((2.0 * r) @ Gt32 + lam_i32).reshape(T, M, K)
+            np.subtract(z[1:], z[:-1], out=d[1:])
+            d *= lam_c32                                               # 2 λ_t (a_t − a_{t−1})
+            grad += d
+            grad[:-1] -= d[1:]
+            grad *= -step
+            grad += z                                                  # z − step · ∇
+            if keep is not None:
+                grad *= keep
+            x_new = project_columns(grad)
             t_new = (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k)) / 2.0
-            z = x_new + ((t_k - 1.0) / t_new) * (x_new - x)
+            z = x_new + f32((t_k - 1.0) / t_new) * (x_new - x)
             x, t_k = x_new, t_new
-        return x
+        return x.astype(np.float64)
