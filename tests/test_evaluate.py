@@ -290,3 +290,10 @@ def test_burst_structure_is_scored_for_every_method(tmp_path, catalog):
     assert (tmp_path / "eval" / "bursts.csv").read_text().startswith("trace,method,load_level,resource,statistic")
     assert (tmp_path / "eval" / "wave.png").exists()
     assert "burst error" in res.render()
+    # beside the DTW: the target's own scale, and windows with activity the target never had
+    for r in doc["runs"]:
+        assert set(r["own_scale"]) == {"mean", "per_core_cpu", "resource_mean", "per_metric"}
+        assert isinstance(r["idle_windows_added"], dict)
+    own = doc["own_scale_summary"]
+    assert own["duty"]["resource_mean"] < own["flat"]["resource_mean"]
+    assert "own scale" in res.render() and "added windows" in res.render()

@@ -122,7 +122,8 @@ class EvaluationResults:
         outdir.mkdir(parents=True, exist_ok=True)
         paths = {"json": outdir / "results.json", "csv": outdir / "results.csv",
                  "summary_csv": outdir / "summary.csv", "bursts_csv": outdir / "bursts.csv"}
-        doc = {"meta": self.meta, "summary": self.summary(), "runs": self.runs,
+        doc = {"meta": self.meta, "summary": self.summary(), "own_scale_summary": self.own_scale_summary(),
+               "runs": self.runs,
                "burst_summary": self.burst_summary(), "bursts": self.burst_rows,
                "rows": [{**asdict(r), "distance": None if math.isnan(r.distance) else r.distance,
                          "scale": None if math.isnan(r.scale) else r.scale} for r in self.rows]}
@@ -159,14 +160,33 @@ class EvaluationResults:
         s = self.summary()
         bs = self.burst_summary()
         metrics = list(dict.fromkeys(m for lv in s.values() for m in lv.get("all", {}) if m != "MEAN")) + ["MEAN"]
-        head = f"{'method':<18}" + "".join(f"{m[:16]:>17}" for m in metrics) + f"{'burst error':>17}"
+        own = self.own_scale_summary()
+        head = f"{'method':<18}" + "".join(f"{m[:16]:>17}" for m in metrics) + f"{'burst error':>17}" \
+            + f"{'own scale':>17}{'added windows':>17}"
         lines = [head]
         for method in s:
             row = s[method].get("all", {})
             b = bs.get(method, {}).get("all")
+            o = own.get(method, {})
             lines.append(f"{method:<18}" + "".join(f"{row[m]:>17.4f}" if m in row else f"{'-':>17}" for m in metrics)
-                         + (f"{b:>17.4f}" if b is not None else f"{'-':>17}"))
+                         + (f"{b:>17.4f}" if b is not None else f"{'-':>17}")
+                         + (f"{o['resource_mean']:>17.4f}" if o.get("resource_mean") is not None else f"{'-':>17}")
+                         + f"{o.get('added_windows', 0):>17d}")
         return "\n".join(lines)
+
+    def own_scale_summary(self) -> dict:
+        """method -> {"resource_mean": mean over runs of the CPU/disk/loopback score on the
+        target's own scale, "added_windows": windows with activity added where the target was
+        idle, summed over runs and resources} (evaluate/own_scale.py)."""
+        acc: dict = defaultdict(lambda: {"scores": [], "added_windows": 0})
+        for run in self.runs:
+            own = run.get("own_scale") or {}
+            if own.get("resource_mean") is not None:
+                acc[run["method"]]["scores"].append(own["resource_mean"])
+            for e in (run.get("idle_windows_added") or {}).values():
+                acc[run["method"]]["added_windows"] += int(e["added_windows"])
+        return {m: {"resource_mean": float(np.mean(v["scores"])) if v["scores"] else None,
+                    "added_windows": v["added_windows"]} for m, v in acc.items()}
 
 
 def _none(v):
