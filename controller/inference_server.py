@@ -182,7 +182,8 @@ def create_app(model_dir: Path | str, *, token: bytes, dataset: Path | str | Non
                max_body_bytes: int = 256 << 20) -> web.Application:
     """`agent`: an AgentClient for /v1/profile (from a fleet file); or agent_url + agent_token."""
     model_dir = Path(model_dir)
-    diffusion = load_generator(model_dir)
+    from agentd.planners import guarded
+    diffusion = guarded(load_generator(model_dir))   # no invented activity here either
     methods: dict[str, Generator] = {"diffusion": diffusion}
     if dataset is not None:
         from controller.baselines import KINDS, from_dataset
