@@ -65,6 +65,7 @@ class InverseSettings:
     rms_reweight: bool = True    # per-metric weights 1 / max(RMS_n, rms_floor) between outer passes
     rms_floor: float = 0.02
     first_order_only: bool = False
+    chunk_windows: int = 512     # windows solved at once: bounds the working set and the time between progress calls
     cpu_first: bool = True       # per-core CPU matched first (a compute filler or a scaled column)
     cpu_tolerance: float = 0.01  # |predicted − target| core busy fraction left alone
 
@@ -142,9 +143,7 @@ class InversePlanner:
         if not mask.any():
             raise ValidationError(f"the trace has none of the forward model's fitted metrics "
                                   f"({', '.join(n for n, w in zip(model.metric_names, self.weights) if w > 0)})")
-        a, info = self.solve(values)
-        if progress is not None:
-            progress(trace.T, trace.T)
+        a, info = self.solve(values, progress=progress)
         prov = {"generator": self.name, "forward_model": self.model_dir,
                 "forward_model_provenance": model.provenance, "corrected": model.has_correction
                 and not self.settings.first_order_only, "settings": self.settings.__dict__,
@@ -155,8 +154,15 @@ class InversePlanner:
         return Plan(project_to_valid(a), list(model.catalog_names), model.catalog_hash, window_s=model.window_s,
                     seed=int(seed), provenance=prov, host_fingerprint=dict(model.host_fingerprint)).validate()
 
-    def solve(self, values: np.ndarray) -> tuple[np.ndarray, dict]:
-        """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K], info."""
+    def solve(self, values: np.ndarray, progress=None) -> tuple[np.ndarray, dict]:
+        """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K] float32, info.
+
+        What needs the whole target is decided once (each metric's scale, the weights, which
+        stressors each window may use); the plan is then solved chunk by chunk
+        (settings.chunk_windows windows, each chunk starting from the last window of the one
+        before, which its change term and correction see as the previous window): the working
+        set is a chunk's, not T × M × K arrays several times over (gigabytes at /v1/generate's
+        window cap), and `progress(done, T)` after each chunk lets the caller stop it."""
         model, s = self.model, self.settings
         first = model.first
         T = values.shape[0]
@@ -164,41 +170,67 @@ class InversePlanner:
         weights = self.weights.copy()
         if any(np.isfinite(values[:, n]).any() for n, _ in self._cores) and "cpu.util" in first.metric_names:
             weights[first.metric_names.index("cpu.util")] = 0.0   # the cores say it, one by one
-        mask = (np.isfinite(values) & (weights > 0)).astype(np.float64) * weights
-        y = np.nan_to_num(values / scales, nan=0.0)
+        mask = ((np.isfinite(values) & (weights > 0)) * weights).astype(np.float32)
+        y = np.nan_to_num(values / scales, nan=0.0).astype(np.float32)
         diff = np.abs(np.diff(y, axis=0, prepend=y[:1])) * (mask > 0)
         nobs = np.maximum((mask > 0).sum(axis=1), 1)
         steady = np.exp(-diff.sum(axis=1) / nobs / s.steady_tolerance)
+        del diff
         steady[0] = 0.0
-        lam_c = s.change_weight * steady                           # [T]: couples t with t−1
-        idle_s = first.idle / scales
+        lam_c = (s.change_weight * steady).astype(np.float32)      # [T]: couples t with t−1
         allowed = self.allowed(values)
         cost = self.cost(values)
         G = first.gain / scales                                   # [M, K, N] in the target's scale
-        a = np.zeros((T, first.M, first.K))
-        corr = np.zeros((T, first.N))
+        a = np.zeros((T, first.M, first.K), np.float32)
+        err_sq, n_obs = 0.0, 0
+        chunk = max(1, int(s.chunk_windows))
+        for start in range(0, T, chunk):
+            end = min(T, start + chunk)
+            prev0 = a[start - 1:start] if start > 0 else np.zeros_like(a[:1])
+            a[start:end], e, n = self._solve_chunk(values[start:end], y[start:end], mask[start:end], lam_c[start:end],
+                                                   prev0, start > 0, allowed[start:end], cost, G, scales)
+            err_sq, n_obs = err_sq + e, n_obs + n
+            if progress is not None:
+                progress(end, T)
+        return a, {"rms": float(np.sqrt(err_sq / max(n_obs, 1)))}
+
+    def _solve_chunk(self, values, y, mask, lam_c, prev0, fixed_left, allowed, cost, G, scales):
+        """One chunk's windows -> (compositions [C, M, K] float32, sum of squared scaled errors of
+        its prediction, observed cells). prev0 [1, M, K]: the window before the chunk (idle before
+        the plan's first); `fixed_left`: the change term holds the chunk's first window to it."""
+        model, s = self.model, self.settings
+        first = model.first
+        C = y.shape[0]
+        idle_s = (first.idle / scales).astype(np.float32)
+        a = np.zeros((C, first.M, first.K))
+        corr = np.zeros((C, first.N), np.float32)
         use_corr = model.has_correction and not s.first_order_only
         observed = mask > 0
-        reweight = np.ones(first.N)
+        reweight = np.ones(first.N, np.float32)
         passes = max(1, s.outer)
+        left = prev0[0] if fixed_left else None
         # only the stressors some window may use enter the solve (the rest stay 0)
         use = np.flatnonzero(allowed.any(axis=0))
         for i in range(passes):
-            phi = first.group_scale(a)                              # [T, N]
+            phi = first.group_scale(a)                              # [C, N]
             if use_corr:
-                prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
-                corr = model.correction(a, prev)[0] / scales
+                corr = (model.correction(a, np.concatenate([prev0, a[:-1]]))[0] / scales).astype(np.float32)
             if use.size:
                 a[:, use] = self._fista(a[:, use], G[use], y - idle_s - corr, phi, mask * reweight, lam_c,
-                                        s.iterations if i == 0 else s.refine_iterations, allowed[:, use], cost[use])
+                                        s.iterations if i == 0 else s.refine_iterations, allowed[:, use], cost[use],
+                                        left=None if left is None else left[use])
             if s.rms_reweight and i < passes - 1:
-                reweight = self.metric_reweight(a, y, observed, use_corr, scales)
+                reweight = self.metric_reweight(a, y, observed, use_corr, scales, prev0).astype(np.float32)
         if s.cpu_first:
-            a = self.match_cpu(a, values, allowed, use_corr)
-        pred = model.predict_plan(a, first_order_only=not use_corr)[0] / scales
+            a = self.match_cpu(a, values, allowed, use_corr, prev0)
+        pred = self._predict(a, prev0, use_corr) / scales
         err = (pred - y) * observed
-        rms = float(np.sqrt((err ** 2).sum() / max(observed.sum(), 1)))
-        return a.astype(np.float32), {"rms": rms}
+        return a.astype(np.float32), float((err ** 2).sum()), int(observed.sum())
+
+    def _predict(self, a: np.ndarray, prev0: np.ndarray, use_corr: bool) -> np.ndarray:
+        """predict_plan for a chunk whose previous window is prev0 [1, M, K]."""
+        return self.model.predict(a, np.concatenate([prev0.astype(a.dtype), a[:-1]]),
+                                  first_order_only=not use_corr)[0]
 
     def target_scales(self, values: np.ndarray) -> np.ndarray:
         """[N] each metric's scale in the fit: the target's own range (p99 over its windows less
@@ -216,10 +248,12 @@ class InversePlanner:
         return np.maximum(span, np.maximum(floor, 1e-12))
 
     def metric_reweight(self, a: np.ndarray, y: np.ndarray, observed: np.ndarray, use_corr: bool,
-                        scales: np.ndarray) -> np.ndarray:
+                        scales: np.ndarray, prev0: np.ndarray | None = None) -> np.ndarray:
         """[N] factors 1 / max(RMS_n, floor) of the current plan's predicted error per metric
-        (scaled units), mean 1 over the metrics the target has: the IRLS step for Σ_n RMS_n."""
-        pred = self.model.predict_plan(a, first_order_only=not use_corr)[0] / scales
+        (scaled units), mean 1 over the metrics the target has: the IRLS step for Σ_n RMS_n.
+        prev0 [1, M, K]: the window before `a` (idle when None)."""
+        prev0 = np.zeros_like(a[:1]) if prev0 is None else prev0
+        pred = self._predict(a, prev0, use_corr) / scales
         n_obs = observed.sum(axis=0)
         has = n_obs > 0
         rms = np.sqrt((((pred - y) * observed) ** 2).sum(axis=0) / np.maximum(n_obs, 1))
@@ -281,16 +315,18 @@ class InversePlanner:
             return None
         return int(np.argmax(np.where(ok, first.own, -1.0)))
 
-    def match_cpu(self, a: np.ndarray, values: np.ndarray, allowed: np.ndarray, use_corr: bool) -> np.ndarray:
+    def match_cpu(self, a: np.ndarray, values: np.ndarray, allowed: np.ndarray, use_corr: bool,
+                  prev0: np.ndarray | None = None) -> np.ndarray:
         """CPU first: each plan thread's core is brought to the target's busy fraction — short
         by more than the tolerance, the compute filler takes the thread's idle time; over, the
         thread's stressors are scaled down together. Predicted with the same model; two passes,
         as the threads spill onto each other's cores."""
         first, tol = self.model.first, self.settings.cpu_tolerance
         filler = self.cpu_filler(allowed)
-        a = a.astype(np.float64).copy()
+        a = a.astype(np.float64)
+        prev0 = np.zeros_like(a[:1]) if prev0 is None else prev0
         for _ in range(2):
-            pred = self.model.predict_plan(a, first_order_only=not use_corr)[0]
+            pred = self._predict(a, prev0, use_corr)
             for n, j in self._cores:
                 threads = [k for k, c in enumerate(first.thread_cores) if c == j]
                 target = values[:, n]
@@ -322,11 +358,12 @@ class InversePlanner:
                     a[short, filler, k] += x[short]
         return a
 
-    def _fista(self, a0, G, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None):
+    def _fista(self, a0, G, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None, left=None):
         """Projected accelerated gradient on the linearized problem (φ fixed). G [M, K, N]: the
         gains in the fit's scale; mask [T, N]: the metric weights (0 where the target has no
         value); allowed [T, M]: the stressors each window may use (the rest stay at 0, exactly:
-        they are zeroed before each projection, which keeps it the projection onto that face)."""
+        they are zeroed before each projection, which keeps it the projection onto that face);
+        left [M, K]: a fixed window before a0's first (a chunk's neighbour), or None."""
         T, M, K = a0.shape
         cost = self._cost if cost is None else cost
         lam_i = (self.settings.idle_weight * cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
@@ -344,6 +381,7 @@ class InversePlanner:
         phi32, w32, res32 = phi.astype(f32), w.astype(f32), resid_target.astype(f32)
         lam_i32, lam_c32 = lam_i.astype(f32), (2.0 * lam_c).astype(f32)[:, None, None]
         keep = allowed[:, :, None].astype(f32) if allowed is not None else None
+        left32 = None if left is None else np.asarray(left, f32)
         x = a0.astype(f32)
         z, t_k = x.copy(), 1.0
         d = np.zeros_like(z)
@@ -352,6 +390,8 @@ class InversePlanner:
             r *= w32
             grad = ((2.0 * r) @ Gt32 + lam_i32).reshape(T, M, K)
             np.subtract(z[1:], z[:-1], out=d[1:])
+            if left32 is not None:
+                np.subtract(z[0], left32, out=d[0])                    # the chunk's fixed neighbour
             d *= lam_c32                                               # 2 λ_t (a_t − a_{t−1})
             grad += d
             grad[:-1] -= d[1:]
