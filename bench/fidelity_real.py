@@ -219,7 +219,8 @@ def plot(summary: dict, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
     methods = sorted(summary["methods"], key=lambda m: summary["methods"][m]["mean"])
     metrics = list(summary["floor"]["per_metric"])
-    fig, axes = plt.subplots(2, 1, figsize=(12, 8))
+    own = summary.get("own_scale")
+    fig, axes = plt.subplots(3 if own else 2, 1, figsize=(12, 11 if own else 8))
     axes[0].bar(methods + ["noise floor"], [summary["methods"][m]["mean"] for m in methods] + [summary["floor"]["mean"]],
                 color=["C0"] * len(methods) + ["grey"])
     axes[0].set_ylabel("mean normalized DTW\n(every scored metric)")
@@ -233,6 +234,15 @@ def plot(summary: dict, path: Path, title: str) -> None:
     axes[1].set_xticks(x + 0.4, metrics, rotation=70, fontsize=7)
     axes[1].legend(fontsize=7, ncol=4)
     axes[1].set_ylabel("DTW per metric")
+    if own:
+        om = sorted(own["methods"], key=lambda m: own["methods"][m]["resource_mean"] or 9)
+        vals = [own["methods"][m]["resource_mean"] for m in om] + [own["floor"]["resource_mean"]]
+        bars = axes[2].bar(om + ["noise floor"], vals, color=["C1"] * len(om) + ["grey"])
+        for b, m in zip(bars, om):
+            added = sum(own["methods"][m]["idle_windows_added"].values())
+            axes[2].annotate(f"{added} idle windows\nwith added activity", (b.get_x() + b.get_width() / 2, b.get_height()),
+                             ha="center", va="bottom", fontsize=7)
+        axes[2].set_ylabel("on the target's own scale\n(per-core CPU, disk, loopback)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
