@@ -67,11 +67,12 @@ def _series(doc, path) -> list[dict]:
             raise TraceImportError(path, f"{where} has resultType {data.get('resultType')!r}",
                                    expected='"matrix" (a range query, /api/v1/query_range)')
         for j, s in enumerate(data.get("result") or []):
-            if not isinstance(s, dict) or "metric" not in s or not isinstance(s.get("values"), list):
+            if not isinstance(s, dict) or "metric" not in s or not isinstance(s.get("values"), (list, np.ndarray)):
                 raise TraceImportError(path, f"{where}, result {j} lacks metric/values",
                                        expected='{"metric": {...}, "values": [[ts, "v"], ...]}')
             try:
-                vals = np.array([[float(t), float(v)] for t, v in s["values"]], dtype=np.float64).reshape(-1, 2)
+                vals = s["values"] if isinstance(s["values"], np.ndarray) else \
+                    np.array([[float(t), float(v)] for t, v in s["values"]], dtype=np.float64).reshape(-1, 2)
             except (TypeError, ValueError) as e:
                 raise TraceImportError(path, f"{where}, result {j} ({s['metric'].get('__name__')}): bad sample ({e})",
                                        expected='[unix_seconds, "number"] pairs') from None
@@ -79,10 +80,35 @@ def _series(doc, path) -> list[dict]:
     return out
 
 
+def _samples_array(values):
+    """[[ts, "v"], ...] as float64 [n, 2] at C speed, or None when it is not exactly that (the
+    caller then reports the bad sample by index)."""
+    if not values:
+        return None
+    try:
+        a = np.array(values, dtype=object)
+        if a.ndim != 2 or a.shape[1] != 2 or any(type(x) is bool for x in a[:, 0]):
+            return None
+        return a.astype(np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def _compact_series(obj: dict):
+    """json object_hook: a series' sample list becomes one float64 array as soon as it is
+    parsed, so a day of samples never lives as millions of Python lists at once (issue 22)."""
+    vals = obj.get("values")
+    if "metric" in obj and isinstance(vals, list):
+        arr = _samples_array(vals)
+        if arr is not None:
+            obj["values"] = arr
+    return obj
+
+
 def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None) -> tuple:
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_bytes(), object_hook=_compact_series)
     except OSError as e:
         raise TraceImportError(path, f"cannot read: {e.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -116,7 +142,23 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
         value at the end of the interval), NaN where the series has no sample pair."""
         out = np.full(n, np.nan)
         t, v = samples[:, 0], samples[:, 1]
-        for a in range(len(t) - 1):
+        if len(t) < 2:
+            return out
+        dt = np.diff(t)
+        if (dt >= 0).all():
+            # Sorted samples (what Prometheus answers): pair a covers grid intervals
+            # [idx[a], idx[a + 1]), which tile the series' span: one vectorized pass.
+            idx = np.searchsorted(grid, t)
+            counts = np.diff(idx)
+            keep = counts > 0
+            if counter:
+                inc = np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:])
+                val = inc[keep] / dt[keep]
+            else:
+                val = v[1:][keep]
+            out[idx[0]:idx[-1]] = np.repeat(val, counts[keep])
+            return out
+        for a in range(len(t) - 1):      # unsorted samples: pair by pair, later pairs win
             i0, i1 = np.searchsorted(grid, t[a]), np.searchsorted(grid, t[a + 1])
             if counter:
                 inc = v[a + 1] - v[a] if v[a + 1] >= v[a] else v[a + 1]
