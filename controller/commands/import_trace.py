@@ -108,9 +108,8 @@ def import_trace(file, fmt, url, start, end, step, page_points, output, host, fl
         trace.provenance["import_report"] = report.to_dict()
         trace.write(output)
         if report_json:
-            tmp = report_json.with_name(f".{report_json.name}.tmp")
-            tmp.write_text(json.dumps(report.to_dict(), indent=2))
-            tmp.replace(report_json)
+            from agentd.fsutil import atomic_write_text
+            atomic_write_text(report_json, json.dumps(report.to_dict(), indent=2))
     except MimesysError as e:
         raise click_error(e) from None
     click.echo(report.render(), err=as_json)
