@@ -3,8 +3,12 @@ user may control.
 
 Atomic write: a unique temporary name in the target's directory (O_EXCL, so a symlink or a
 file planted at a fixed `.tmp` name by the directory's owner is never followed or reused),
-fsync of the file, rename into place, fsync of the directory. A crash leaves either the old
-file or the new one, never a torn one, and never writes through someone else's link.
+written through the descriptor that created it (writers that need a path get
+/proc/self/fd/N, which cannot be redirected), fsync of the file, a check that the name still
+is that file, rename into place, fsync of the directory. A crash leaves either the old file
+or the new one, never a torn one, and never writes through someone else's link. Every file
+the agent, `replay`, `calibrate`, `record`, the textfile writer and the controller write
+goes through here (or staged_dir for a directory).
 """
 
 from __future__ import annotations
@@ -28,28 +32,57 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-@contextlib.contextmanager
-def atomic_path(path: Path | str, *, mode: int = 0o644) -> Iterator[Path]:
-    """Yield a fresh temporary path next to `path`; on success it is fsynced and renamed over
-    `path` (and the directory fsynced); on failure it is removed."""
+def create_temp_beside(path: Path | str, *, mode: int = 0o644, exact_mode: bool = False) -> tuple[int, Path]:
+    """(fd, name) of a new, empty temporary file next to `path` (O_EXCL, O_NOFOLLOW: never a
+    file or link someone planted). The caller owns fd. `mode` is filtered by the umask unless
+    `exact_mode` (a file another user must read whatever our umask, e.g. node_exporter's)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    os.close(fd)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    if exact_mode:
+        os.fchmod(fd, mode)      # on the descriptor: never a chmod of whatever the name is now
+    return fd, tmp
+
+
+def fd_path(fd: int, fallback: Path) -> Path:
+    """A name that opens exactly the file `fd` refers to: /proc/self/fd/N on Linux. Writers that
+    want a path (h5py, csv, savefig) reach our inode through it even if the directory's owner
+    replaces the temporary name with a link meanwhile."""
+    p = Path(f"/proc/self/fd/{fd}")
+    return p if p.exists() else fallback
+
+
+def replace_checked(fd: int, tmp: Path, path: Path) -> None:
+    """Rename `tmp` (the file `fd` is open on) over `path`, after checking the name still is
+    that file, then fsync the directory. Someone who swapped the name gets an error, not our
+    rename of their file."""
+    st, now = os.fstat(fd), os.lstat(tmp)
+    if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+        raise ValidationError(f"{str(tmp)!r} was replaced while it was written; {str(path)!r} left unchanged")
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str, *, mode: int = 0o644) -> Iterator[Path]:
+    """Yield a path to a fresh temporary file next to `path` (named by its descriptor, see
+    fd_path); on success it is fsynced and renamed over `path` (and the directory fsynced);
+    on failure it is removed."""
+    path = Path(path)
+    fd, tmp = create_temp_beside(path, mode=mode)
     try:
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
+        yield fd_path(fd, tmp)
+        os.fsync(fd)
+        replace_checked(fd, tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            st, now = os.fstat(fd), os.lstat(tmp)
+            if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):   # ours: remove it, not a substitute
+                os.unlink(tmp)
         raise
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -73,11 +106,21 @@ def staged_dir(out_dir: Path | str) -> Iterator[Path]:
         raise
 
 
-def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644) -> None:
-    with atomic_path(path, mode=mode) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644, exact_mode: bool = False) -> None:
+    path = Path(path)
+    fd, tmp = create_temp_beside(path, mode=mode, exact_mode=exact_mode)
+    try:
+        view = memoryview(data)
+        while view:                              # through our descriptor: no name is reopened
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        replace_checked(fd, tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: Path | str, text: str, *, mode: int = 0o644) -> None:
@@ -85,7 +128,8 @@ def atomic_write_text(path: Path | str, text: str, *, mode: int = 0o644) -> None
 
 
 def atomic_write_with(path: Path | str, write: Callable[[Path], None], *, mode: int = 0o644) -> None:
-    """`write(tmp)` fills the temporary file (e.g. a CSV or PNG writer that wants a path)."""
+    """`write(tmp)` fills the temporary file (e.g. a CSV or PNG writer that wants a path; the
+    path has no suffix: tell a writer that guesses the format from it, e.g. savefig(format=))."""
     with atomic_path(path, mode=mode) as tmp:
         write(tmp)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import wire
 from .errors import AuthError, ConfigError, MimesysError, ValidationError
+from .fsutil import atomic_write_bytes
 
 MAX_REPLY = 1 << 30   # a trace.h5 of a long run; the agent bounds what it writes
 
@@ -130,9 +131,7 @@ async def replay_via_agent(cfg, plan, command: list[str], repetitions: int, seed
                         data = await r.content.read(MAX_REPLY + 1)
                         if len(data) > MAX_REPLY:
                             raise ValidationError(f"the agent's trace of run {run_id} exceeds {MAX_REPLY} bytes")
-                        tmp = output.with_name(f".{output.name}.tmp")
-                        tmp.write_bytes(data)
-                        tmp.replace(output)
+                        atomic_write_bytes(output, data)   # replay may run as root: agentd.fsutil
                     else:
                         output = None
     except aiohttp.ClientError as e:

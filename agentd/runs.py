@@ -277,7 +277,9 @@ class RunManager:
         journal = None
         try:
             if run.options.record:
-                journal = open(run.dir / JOURNAL, "ab", buffering=0)
+                # An append log, not an atomic file; O_NOFOLLOW: never through a link in the run dir.
+                journal = os.fdopen(os.open(run.dir / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+                                            | os.O_CLOEXEC, 0o644), "ab", buffering=0)
             # aclosing: the backend's generator (and the runner it owns) is closed here, at
             # once, however this loop ends, not whenever the generator is collected.
             async with contextlib.aclosing(self.backend.execute(run.plan, run.options)) as windows:

@@ -90,8 +90,8 @@ class CompiledSchedule:
         return (-1, i) if i < w else ((i - w) // self.T, (i - w) % self.T)
 
     def write(self, path) -> None:
-        with open(path, "wb") as f:
-            f.write(self.data)
+        from .fsutil import atomic_write_bytes
+        atomic_write_bytes(path, self.data)
 
 
 def durations_ns(window: np.ndarray, window_ns: int) -> np.ndarray:

@@ -84,4 +84,6 @@ class ReplayTextfile:
         reg = CollectorRegistry(auto_describe=False)
         reg.register(self)
         data = generate_latest(reg)
-        atomic_write_bytes(self.path, data, mode=0o644)   # temp name ends .tmp, not .prom: never collected
+        # Temp name ends .tmp, not .prom: never collected. 0644 whatever our umask: node_exporter
+        # runs as another user. Written through its descriptor: the directory may be its owner's.
+        atomic_write_bytes(self.path, data, mode=0o644, exact_mode=True)

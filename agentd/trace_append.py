@@ -7,12 +7,15 @@ provenance with what was actually recorded."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from pathlib import Path
 
 import h5py
 import numpy as np
 
+from .fsutil import create_temp_beside, fd_path, replace_checked
 from .h5io import get_json, set_json
 from .metrics import MetricSpec
 from .trace import FORMAT, SCHEMA_VERSION, write_schema_datasets
@@ -27,8 +30,15 @@ class TraceAppender:
         self.n = len(metrics)
         self.flush_s = float(flush_s)
         self.rows = 0
-        tmp = self.path.with_name(f".{self.path.name}.new")
-        f = h5py.File(tmp, "w")
+        # A unique temp opened through its descriptor (agentd.fsutil): `record` may run as root
+        # into a directory others can write; a fixed `.new` name there could be a planted link.
+        self._fd, tmp = create_temp_beside(self.path)
+        try:
+            f = h5py.File(fd_path(self._fd, tmp), "w")
+        except BaseException:
+            os.close(self._fd)
+            tmp.unlink(missing_ok=True)
+            raise
         try:
             f.create_dataset("values", shape=(0, self.n), maxshape=(None, self.n), dtype=np.float32,
                              chunks=(CHUNK_ROWS, max(self.n, 1)))
@@ -42,12 +52,14 @@ class TraceAppender:
             set_json(f.attrs, "host_fingerprint", host_fingerprint)
             set_json(f.attrs, "provenance", {**provenance, "complete": False})
             f.flush()
+            os.fsync(self._fd)
+            # Under its real name from the first flush on: the point is that it survives us.
+            replace_checked(self._fd, tmp, self.path)
         except BaseException:
             f.close()
+            os.close(self._fd)
             tmp.unlink(missing_ok=True)
             raise
-        # Under its real name from the first flush on: the point is that it survives us.
-        tmp.replace(self.path)
         self.f = f
         self._last_flush = time.monotonic()
 
@@ -63,6 +75,7 @@ class TraceAppender:
 
     def flush(self) -> None:
         self.f.flush()
+        os.fsync(self._fd)          # on disk, not only in the page cache: survives power loss too
         self._last_flush = time.monotonic()
 
     def finish(self, **provenance) -> None:
@@ -71,6 +84,8 @@ class TraceAppender:
         set_json(self.f.attrs, "provenance", prov)
         self.f.flush()
         self.f.close()
+        os.fsync(self._fd)
+        os.close(self._fd)
 
     def abandon(self) -> None:
         """Close without marking complete (what was flushed stays readable)."""
@@ -78,3 +93,5 @@ class TraceAppender:
             self.f.close()
         except Exception:
             pass
+        with contextlib.suppress(OSError):
+            os.close(self._fd)

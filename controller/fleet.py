@@ -15,10 +15,15 @@ Fleet file (TOML; token and CA files are relative to the fleet file):
     name = "host5"                     # optional, defaults to the URL
     tls_sha256 = "F8:64:39:..."        # optional: pin the agent's certificate (`mimesys-agent tls init`)
     ca_file = "ca/host5.crt"           # optional: or verify it (chain and name) against this CA
+    allow_plain_http = false           # optional: true silences the warning for an http:// URL
 
 `tls_sha256` accepts exactly one certificate whatever signed it (self-signed agents);
 `ca_file` accepts any certificate the CA signed for the URL's host name. One or the other
 (an https:// URL with neither uses the system's CAs); both apply to https:// URLs only.
+An http:// URL to a host that is not loopback sends the bearer token in clear text: the
+client warns once per agent on stderr unless the entry says `allow_plain_http = true`.
+An entry without token_file gets a token from the environment only when its URL is loopback
+(controller/tokens.py).
 
 Streaming: a run's windows arrive on WS /v1/runs/{id}/trace. The agent replays the run's
 frames from the first on every connection, so after a dropped connection the client
@@ -107,10 +112,12 @@ class AgentSpec:
     name: str = ""
     ca_file: Path | None = None
     tls_sha256: bytes | None = None     # 32 bytes: the pinned certificate's SHA-256
+    allow_plain_http: bool = False      # the operator accepts a clear-text token to this http:// URL
 
     def token(self, explicit: Path | None = None) -> str:
         from .tokens import agent_token
-        return agent_token(self.name or self.url, explicit=explicit, fleet_entry=self.token_file)
+        return agent_token(self.name or self.url, explicit=explicit, fleet_entry=self.token_file,
+                           fleet_url=self.url)
 
     def ssl(self):
         """What aiohttp's `ssl=` takes for this agent: a Fingerprint pin, a CA context, or True."""
@@ -127,7 +134,8 @@ class AgentSpec:
         return True
 
     def client(self, *, token_file: Path | None = None, **kw) -> "AgentClient":
-        return AgentClient(self.url, self.token(token_file), name=self.name, ssl=self.ssl(), **kw)
+        return AgentClient(self.url, self.token(token_file), name=self.name, ssl=self.ssl(),
+                           allow_plain_http=self.allow_plain_http, **kw)
 
 
 @dataclass
@@ -160,10 +168,14 @@ class AgentClient:
 
     def __init__(self, url: str, token: str, *, name: str = "", session: aiohttp.ClientSession | None = None,
                  reconnects: int = 5, backoff_s: float = 0.2, stall_timeout_s: float = 60.0,
-                 ssl=True):
+                 ssl=True, allow_plain_http: bool = False):
         self.url = url.rstrip("/")
         self.ssl = ssl            # aiohttp's ssl= for every request (AgentSpec.ssl)
         self.name = name or self.url
+        if not allow_plain_http:
+            # Every request carries the token: say so once when it would cross a network unencrypted.
+            from .tokens import warn_plain_http
+            warn_plain_http(self.name, self.url)
         self._token = token
         self._session = session
         self._own_session = session is None
@@ -511,8 +523,13 @@ class FleetConfig:
             ca_path = None if ca is None else (path.parent / ca if not Path(ca).is_absolute() else Path(ca))
             if ca_path is not None and not ca_path.is_file():
                 raise ConfigError(f"{where}: ca_file {ca_path} does not exist")
+            plain = e.get("allow_plain_http", False)
+            if not isinstance(plain, bool):
+                raise ConfigError(f"{where}: allow_plain_http must be true or false")
+            if plain and not url.startswith("http://"):
+                raise ConfigError(f"{where}: allow_plain_http applies to http:// URLs; {url} is HTTPS")
             agents.append(AgentSpec(url, tpath, name, ca_path,
-                                    None if pin is None else normalize_sha256(pin, where)))
+                                    None if pin is None else normalize_sha256(pin, where), plain))
         return cls(tuple(agents), allow, path)
 
     def select(self, names: list[str] | tuple[str, ...]) -> "FleetConfig":
@@ -527,7 +544,7 @@ class FleetConfig:
         return dataclasses.replace(self, agents=tuple(a for a in self.agents if a.name in names))
 
 
-AGENT_KEYS = ("url", "token_file", "name", "ca_file", "tls_sha256")
+AGENT_KEYS = ("url", "token_file", "name", "ca_file", "tls_sha256", "allow_plain_http")
 
 
 @dataclass

@@ -272,9 +272,7 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
         live.close()
     checkpoint(end)
     if dctx.main:
-        (path.parent / "history.json").write_text(json.dumps(history))
-        plot_loss_curve(history, path.parent / "loss_curve.png",
-                        title=f"{Path(data.path).name}{' (simulated host)' if data.simulated else ''}")
+        _refresh_curve(history, path.parent, data)
     if dctx.world > 1:
         dist.barrier()
     val = history["val"][-1][1] if history["val"] else None
@@ -320,12 +318,10 @@ def tensorboard_writer(logdir: Path):
 def _refresh_curve(history: dict, outdir: Path, data) -> None:
     """loss_curve.png and history.json as of now (written whole then renamed: a reader never
     sees half a file)."""
-    tmp = outdir / ".history.json.tmp"
-    tmp.write_text(json.dumps(history))
-    tmp.replace(outdir / "history.json")
-    png = outdir / ".loss_curve.tmp.png"
-    plot_loss_curve(history, png, title=f"{Path(data.path).name}{' (simulated host)' if data.simulated else ''}")
-    png.replace(outdir / "loss_curve.png")
+    from agentd.fsutil import atomic_write_text, atomic_write_with
+    atomic_write_text(outdir / "history.json", json.dumps(history))
+    title = f"{Path(data.path).name}{' (simulated host)' if data.simulated else ''}"
+    atomic_write_with(outdir / "loss_curve.png", lambda tmp: plot_loss_curve(history, tmp, title=title))
 
 
 def _check_resumable(state: dict, data: TrainingData, train_cfg: TrainConfig, model_cfg: ModelConfig, path) -> None:
@@ -366,7 +362,7 @@ def plot_loss_curve(history: dict, png: Path, title: str = "") -> None:
     ax.set_title(f"training loss {title}".strip())
     ax.legend()
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=110, format="png")
     plt.close(fig)
 
 

@@ -96,3 +96,73 @@ def test_replay_textfile_is_always_whole_and_ends_with_the_final_state(tmp_path,
                           "--no-record", "--textfile-dir", str(tmp_path / "missing")],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode != 0 and "--textfile-dir" in out.stderr and "not a directory" in out.stderr
+
+
+# -- issue 22: validated ranges, bounded and checked pages ----------------------------------
+@pytest.mark.parametrize("start,end,step", [(0, 10, float("nan")), (1.7e9, 1.7e9 + 10, 1e-12), (0, float("inf"), 1),
+                                             (float("nan"), 10, 1), (0, 1e9, 0.01)])
+def test_pages_refuse_ranges_that_never_end_or_never_fit(start, end, step):
+    with pytest.raises(ValueError, match="step >=|samples per series"):
+        pages(start, end, step)
+
+
+@pytest.mark.parametrize("opt,value", [("--step", "nan"), ("--step", "1e-12"), ("--step", "inf"),
+                                       ("--start", "nan"), ("--end", "inf")])
+def test_import_url_refuses_a_step_or_time_that_would_page_forever(opt, value):
+    from click.testing import CliRunner
+    from controller.cli import main
+    args = {"--start": "1700000000", "--end": "1700000060", "--step": "15"}
+    args[opt] = value
+    r = CliRunner().invoke(main, ["import", "--url", "http://127.0.0.1:9", *[x for kv in args.items() for x in kv],
+                                  "-o", "/tmp/never.h5"])
+    assert r.exit_code != 0 and opt in r.output and "Traceback" not in r.output, r.output
+
+
+def _serve(handler_body):
+    import http.server
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):       # noqa: N802
+            body = handler_body(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def test_fetch_joins_pages_and_refuses_oversized_or_malformed_answers(monkeypatch):
+    import urllib.parse
+
+    import controller.importers.prometheus as prom
+    from controller.importers.base import TraceImportError
+    mode = {"kind": "ok"}
+
+    def body(path):
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+        a, b, step = float(q["start"][0]), float(q["end"][0]), float(q["step"][0])
+        ts = np.arange(a, b + step / 2, step)
+        if mode["kind"] == "malformed":
+            return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [7]}}).encode()
+        if mode["kind"] == "huge":
+            return b'{"status": "success", "data": {"result": []}, "pad": "' + b"x" * 4096 + b'"}'
+        return json.dumps(answer([("node_context_switches_total", {}, [(t, 100 * t) for t in ts])])).encode()
+    srv, url = _serve(body)
+    try:
+        tr, _ = prom.fetch(url, 1000.0, 1060.0, 1.0, page_points=7)
+        assert tr.T == 60 and np.allclose(tr.column("perf.ctx_switches_per_s"), 100)
+        mode["kind"] = "malformed"
+        with pytest.raises(TraceImportError, match=r"result 0: not a series"):
+            prom.fetch(url, 1000.0, 1060.0, 1.0)
+        mode["kind"] = "huge"
+        monkeypatch.setattr(prom, "MAX_PAGE_BYTES", 1024)
+        with pytest.raises(TraceImportError, match=r"exceeds 1024 bytes"):
+            prom.fetch(url, 1000.0, 1060.0, 1.0)
+    finally:
+        srv.shutdown()
+        srv.server_close()

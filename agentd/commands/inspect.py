@@ -124,8 +124,10 @@ def trace_plot(path, output, metrics):
     axes[-1, 0].set_xlabel(f"seconds since {_when(tr.started_unix_s)}")
     fig.suptitle(f"{path.name}{' (SIMULATED host)' if tr.simulated else ''}", fontsize=9)
     fig.tight_layout()
-    output = output or path.with_suffix(".png")
-    fig.savefig(output, dpi=90)
+    output = Path(output or path.with_suffix(".png"))
+    from ..fsutil import atomic_write_with
+    # The temporary name has no suffix: the format is the output's (matplotlib's default png).
+    atomic_write_with(output, lambda tmp: fig.savefig(tmp, dpi=90, format=output.suffix[1:].lower() or "png"))
     plt.close(fig)
     click.echo(f"plot: {output}")
 

@@ -165,8 +165,8 @@ def run_plan(plan_path, config_path, scratch_dir, scratch_budget_mib, cpus, seed
                    f"window start lateness max {t['max_start_lateness_ms']:.3f} ms, last {t['drift_ms']:.3f} ms")
     say(f"runner: {summary['exit']} {summary['exit_detail']}".rstrip())
     if report_path:
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(json.dumps(summary, indent=1) + "\n")
+        from ..fsutil import atomic_write_text
+        atomic_write_text(report_path, json.dumps(summary, indent=1) + "\n")   # often run as root
         say(f"report: {report_path}")
     if as_json:
         click.echo(json.dumps(summary, default=str))

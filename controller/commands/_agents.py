@@ -1,5 +1,9 @@
 """How every controller command names the agent(s) it talks to: `--fleet FILE [--agent NAME]`.
 
+The fleet file is named with --fleet or $MIMESYS_FLEET, never picked up from the current
+directory: a fleet file decides where the operator's tokens go, and a `fleet.toml` planted in
+a shared or downloaded directory must not redirect them (issue 22).
+
 The fleet file carries each agent's URL, token file and TLS settings (ca_file / tls_sha256),
 so a command needs nothing else. `--agent` picks one agent by name (a one-agent fleet needs
 no --agent). Before fleets, commands took `--agent URL --token-file FILE`: an --agent value
@@ -16,13 +20,13 @@ import click
 
 from agentd.errors import ConfigError
 
-DEFAULT_FLEET = "fleet.toml"
+HOW_TO_NAME_AN_AGENT = "pass --fleet FILE [--agent NAME], or set $MIMESYS_FLEET to the fleet file"
 
 
 def fleet_option(f):
     return click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                        help=f"Fleet file (TOML: agent URLs, token files, TLS pins) [default: $MIMESYS_FLEET, "
-                             f"else ./{DEFAULT_FLEET} if present].")(f)
+                        help="Fleet file (TOML: agent URLs, token files, TLS pins) [default: $MIMESYS_FLEET; "
+                             "never ./fleet.toml implicitly].")(f)
 
 
 def agent_options(f):
@@ -44,7 +48,7 @@ def resolve_fleet_file(fleet_file: Path | None) -> Path | None:
         if not Path(env).is_file():
             raise ConfigError(f"$MIMESYS_FLEET={env}: no such file")
         return Path(env)
-    return Path(DEFAULT_FLEET) if Path(DEFAULT_FLEET).is_file() else None
+    return None   # not ./fleet.toml: a file in the working directory does not choose where tokens go
 
 
 def one_agent(fleet_file: Path | None, agent: str | None, token_file: Path | None = None, *, required: bool = True):
@@ -58,8 +62,8 @@ def one_agent(fleet_file: Path | None, agent: str | None, token_file: Path | Non
     if path is None:
         if agent is None and not required:
             return None
-        raise ConfigError("no agent: pass --fleet FILE [--agent NAME] (or set $MIMESYS_FLEET, or put a "
-                          f"{DEFAULT_FLEET} here)")
+        raise ConfigError(f"no agent: {HOW_TO_NAME_AN_AGENT} (a fleet.toml in the current directory is "
+                          f"not read unless named)")
     cfg = FleetConfig.load(path)
     if agent is not None:
         spec = cfg.select([agent]).agents[0]

@@ -171,9 +171,8 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, a
         raise click_error(e) from None
     click.echo(render(doc), err=as_json)
     if output:
-        tmp = output.with_name(f".{output.name}.tmp")
-        tmp.write_text(json.dumps(doc, indent=1))
-        tmp.replace(output)
+        from agentd.fsutil import atomic_write_text
+        atomic_write_text(output, json.dumps(doc, indent=1))
         click.echo(f"result: {output}", err=as_json)
     if as_json:
         click.echo(json.dumps({**doc, "output": str(output) if output else None}, default=str))

@@ -1,4 +1,7 @@
-"""`mimesys fleet list|probe FLEET`: the agents of a fleet file and what they offer."""
+"""`mimesys fleet list|probe --fleet FILE`: the agents of a fleet file and what they offer.
+
+The fleet file is --fleet or $MIMESYS_FLEET, as for every command (commands/_agents.py):
+`probe` sends every agent its token, so a ./fleet.toml is never read unless named."""
 
 from __future__ import annotations
 
@@ -12,8 +15,20 @@ from agentd.cliopts import json_option
 from agentd.errors import MimesysError
 from agentd.exitstatus import ERROR, PARTIAL, click_error
 
-FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                          default="fleet.toml", show_default=True, help="Fleet file (TOML).")
+FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                          help="Fleet file (TOML) [default: $MIMESYS_FLEET; never ./fleet.toml implicitly].")
+
+
+def _fleet_file(fleet_file: Path | None) -> Path:
+    """The fleet file named by --fleet or $MIMESYS_FLEET; ConfigError saying how to name one."""
+    from agentd.errors import ConfigError
+
+    from ._agents import HOW_TO_NAME_AN_AGENT, resolve_fleet_file
+    path = resolve_fleet_file(fleet_file)
+    if path is None:
+        raise ConfigError(f"no fleet file: {HOW_TO_NAME_AN_AGENT} (a fleet.toml in the current directory is "
+                          f"not read unless named)")
+    return path
 AGENTS = click.option("--agent", "agents", multiple=True, metavar="NAME", help="Only this agent (repeat).")
 
 
@@ -30,7 +45,9 @@ def fleet():
 def list_(fleet_file, agents, as_json):
     """The agents the fleet file names (no network)."""
     from ..fleet import FleetConfig
+    from ..tokens import is_loopback_url
     try:
+        fleet_file = _fleet_file(fleet_file)
         cfg = FleetConfig.load(fleet_file).select(agents)
     except MimesysError as e:
         raise click_error(e) from None
@@ -41,7 +58,8 @@ def list_(fleet_file, agents, as_json):
     for a in cfg.agents:
         tls = ("pinned sha256 " + a.tls_sha256.hex()[:16] + "..." if a.tls_sha256 else
                f"ca_file {a.ca_file}" if a.ca_file else "system CAs" if a.url.startswith("https") else "plain HTTP")
-        click.echo(f"{a.name:24s} {a.url:32s} token: {a.token_file or '(lookup order)'}  TLS: {tls}")
+        token = a.token_file or ("(lookup order)" if is_loopback_url(a.url) else "(none: set token_file)")
+        click.echo(f"{a.name:24s} {a.url:32s} token: {token}  TLS: {tls}")
     click.echo(f"{len(cfg.agents)} agent(s); mixed hosts {'allowed' if cfg.allow_mixed_hosts else 'refused'}")
 
 
@@ -55,7 +73,7 @@ def probe(fleet_file, agents, as_json):
     from ..fleet import Fleet, FleetError
 
     async def main():
-        async with Fleet.from_file(fleet_file, agents=agents) as fl:
+        async with Fleet.from_file(_fleet_file(fleet_file), agents=agents) as fl:
             return fl, await fl.probe()
     try:
         fl, probes = asyncio.run(main())
@@ -118,7 +136,7 @@ def _agent_doc(a) -> dict:
            "system" if a.url.startswith("https") else "none")
     return {"name": a.name, "url": a.url, "token_file": str(a.token_file) if a.token_file else None,
             "tls": tls, "tls_sha256": a.tls_sha256.hex() if a.tls_sha256 else None,
-            "ca_file": str(a.ca_file) if a.ca_file else None}
+            "ca_file": str(a.ca_file) if a.ca_file else None, "allow_plain_http": a.allow_plain_http}
 
 
 def _fingerprint_line(fp: dict) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 from pathlib import Path
 
 import click
@@ -108,9 +109,8 @@ def import_trace(file, fmt, url, start, end, step, page_points, output, host, fl
         trace.provenance["import_report"] = report.to_dict()
         trace.write(output)
         if report_json:
-            tmp = report_json.with_name(f".{report_json.name}.tmp")
-            tmp.write_text(json.dumps(report.to_dict(), indent=2))
-            tmp.replace(report_json)
+            from agentd.fsutil import atomic_write_text
+            atomic_write_text(report_json, json.dumps(report.to_dict(), indent=2))
     except MimesysError as e:
         raise click_error(e) from None
     click.echo(report.render(), err=as_json)
@@ -130,9 +130,13 @@ def _time(text: str, opt: str) -> float:
     """Unix seconds or ISO 8601 (a time without a zone is UTC, as Prometheus reads it)."""
     import datetime
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(v):
+            raise ConfigError(f"{opt} {text!r}: expected Unix seconds or an ISO 8601 time")
+        return v
     try:
         t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -148,6 +152,7 @@ def _seconds(text: str) -> float:
         v = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
     except ValueError:
         v = -1
-    if v <= 0:
-        raise ConfigError(f"--step {text!r}: expected a positive number of seconds (or 15s, 1m, 1h)")
+    if not (math.isfinite(v) and v >= 0.001):     # nan/inf/1e-12 would page forever
+        raise ConfigError(f"--step {text!r}: expected a positive number of seconds, at least 0.001 "
+                          f"(or 15s, 1m, 1h)")
     return v

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agentd.fsutil import atomic_path, atomic_write_text, atomic_write_with
 from agentd.trace import Trace
 
 LEVELS = ((0.30, "low"), (0.60, "mid"), (math.inf, "high"))
@@ -128,31 +129,25 @@ class EvaluationResults:
                "rows": [{**asdict(r), "distance": None if math.isnan(r.distance) else r.distance,
                          "scale": None if math.isnan(r.scale) else r.scale} for r in self.rows]}
         _atomic_text(paths["json"], json.dumps(doc, indent=1, sort_keys=True))
-        tmp = paths["csv"].with_name(".results.csv.tmp")
-        with tmp.open("w", newline="") as fh:
+        with atomic_path(paths["csv"]) as tmp, tmp.open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["trace", "method", "load_level", "metric", "dtw_normalized", "scale", "scale_from", "reason"])
             for r in self.rows:
                 w.writerow([r.trace, r.method, r.load_level, r.metric, "" if math.isnan(r.distance) else f"{r.distance:.6f}",
                             "" if math.isnan(r.scale) else f"{r.scale:.6g}", r.scale_from, r.reason])
-        tmp.replace(paths["csv"])
-        tmp = paths["summary_csv"].with_name(".summary.csv.tmp")
-        with tmp.open("w", newline="") as fh:
+        with atomic_path(paths["summary_csv"]) as tmp, tmp.open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["method", "load_level", "metric", "mean_dtw_normalized"])
             for method, levels in self.summary().items():
                 for level, metrics in sorted(levels.items()):
                     for metric, v in metrics.items():
                         w.writerow([method, level, metric, f"{v:.6f}"])
-        tmp.replace(paths["summary_csv"])
-        tmp = paths["bursts_csv"].with_name(".bursts.csv.tmp")
-        with tmp.open("w", newline="") as fh:
+        with atomic_path(paths["bursts_csv"]) as tmp, tmp.open("w", newline="") as fh:
             w = csv.writer(fh)
             cols = ["trace", "method", "load_level", "resource", "statistic", "target", "executed", "error"]
             w.writerow(cols)
             for r in self.burst_rows:
                 w.writerow(["" if r[c] is None else (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c]) for c in cols])
-        tmp.replace(paths["bursts_csv"])
         return paths
 
     def render(self) -> str:
@@ -194,9 +189,7 @@ def _none(v):
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write_text(path, text)   # unique temp, fsync, rename (agentd.fsutil)
 
 
 def burst_table(target: dict, executed: dict[str, dict], errors: dict[str, float]) -> tuple[list[str], list[list[str]]]:
@@ -254,9 +247,6 @@ def overlay_png(path: Path, title: str, target: Trace, executed: dict[str, Trace
     axes[-1, 0].set_xlabel("time [s]")
     fig.suptitle(title + ("  (SIMULATED host)" if simulated else ""), fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=90)
+    atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=90, format="png"))
     plt.close(fig)
-    tmp.replace(path)
     return path

@@ -34,6 +34,7 @@ more than 11,000 points per series), joins the pages and imports the result like
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -42,7 +43,8 @@ import numpy as np
 from agentd.metrics import MetricSpec
 
 from . import register
-from .base import EXCLUDED_DISK, EXCLUDED_NET, ImportReport, IntervalData, TraceImportError, build_trace, unit_for
+from .base import (EXCLUDED_DISK, EXCLUDED_NET, MAX_IMPORT_WINDOWS, ImportReport, IntervalData, TraceImportError,
+                   build_trace, unit_for)
 
 _BUSY_MODES = {"user", "nice", "system", "irq", "softirq"}
 _DISK = {"node_disk_read_bytes_total": "disk.read_Bps", "node_disk_written_bytes_total": "disk.write_Bps",
@@ -67,11 +69,12 @@ def _series(doc, path) -> list[dict]:
             raise TraceImportError(path, f"{where} has resultType {data.get('resultType')!r}",
                                    expected='"matrix" (a range query, /api/v1/query_range)')
         for j, s in enumerate(data.get("result") or []):
-            if not isinstance(s, dict) or "metric" not in s or not isinstance(s.get("values"), list):
+            if not isinstance(s, dict) or "metric" not in s or not isinstance(s.get("values"), (list, np.ndarray)):
                 raise TraceImportError(path, f"{where}, result {j} lacks metric/values",
                                        expected='{"metric": {...}, "values": [[ts, "v"], ...]}')
             try:
-                vals = np.array([[float(t), float(v)] for t, v in s["values"]], dtype=np.float64).reshape(-1, 2)
+                vals = s["values"] if isinstance(s["values"], np.ndarray) else \
+                    np.array([[float(t), float(v)] for t, v in s["values"]], dtype=np.float64).reshape(-1, 2)
             except (TypeError, ValueError) as e:
                 raise TraceImportError(path, f"{where}, result {j} ({s['metric'].get('__name__')}): bad sample ({e})",
                                        expected='[unix_seconds, "number"] pairs') from None
@@ -79,10 +82,35 @@ def _series(doc, path) -> list[dict]:
     return out
 
 
+def _samples_array(values):
+    """[[ts, "v"], ...] as float64 [n, 2] at C speed, or None when it is not exactly that (the
+    caller then reports the bad sample by index)."""
+    if not values:
+        return None
+    try:
+        a = np.array(values, dtype=object)
+        if a.ndim != 2 or a.shape[1] != 2 or any(type(x) is bool for x in a[:, 0]):
+            return None
+        return a.astype(np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def _compact_series(obj: dict):
+    """json object_hook: a series' sample list becomes one float64 array as soon as it is
+    parsed, so a day of samples never lives as millions of Python lists at once (issue 22)."""
+    vals = obj.get("values")
+    if "metric" in obj and isinstance(vals, list):
+        arr = _samples_array(vals)
+        if arr is not None:
+            obj["values"] = arr
+    return obj
+
+
 def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None) -> tuple:
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_bytes(), object_hook=_compact_series)
     except OSError as e:
         raise TraceImportError(path, f"cannot read: {e.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -116,7 +144,23 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
         value at the end of the interval), NaN where the series has no sample pair."""
         out = np.full(n, np.nan)
         t, v = samples[:, 0], samples[:, 1]
-        for a in range(len(t) - 1):
+        if len(t) < 2:
+            return out
+        dt = np.diff(t)
+        if (dt >= 0).all():
+            # Sorted samples (what Prometheus answers): pair a covers grid intervals
+            # [idx[a], idx[a + 1]), which tile the series' span: one vectorized pass.
+            idx = np.searchsorted(grid, t)
+            counts = np.diff(idx)
+            keep = counts > 0
+            if counter:
+                inc = np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:])
+                val = inc[keep] / dt[keep]
+            else:
+                val = v[1:][keep]
+            out[idx[0]:idx[-1]] = np.repeat(val, counts[keep])
+            return out
+        for a in range(len(t) - 1):      # unsorted samples: pair by pair, later pairs win
             i0, i1 = np.searchsorted(grid, t[a]), np.searchsorted(grid, t[a + 1])
             if counter:
                 inc = v[a + 1] - v[a] if v[a + 1] >= v[a] else v[a + 1]
@@ -217,14 +261,20 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
 SERIES = ("node_cpu_seconds_total", *_DISK, "node_disk_io_time_seconds_total", *_NET,
           *(f"node_memory_{m}_bytes" for m in _MEM), "node_context_switches_total", *_PSI)
 MAX_POINTS = 11_000   # Prometheus refuses a range query with more points per series
+MIN_STEP_S = 0.001    # Prometheus' own resolution; a smaller step never advances a Unix time
+MAX_PAGE_BYTES = 256 << 20   # one query_range answer: 10 000 points x ~100 series is ~40 MB
 
 
 def pages(start: float, end: float, step: float, page_points: int = 10_000) -> list[tuple[float, float]]:
     """[start, end] in pages of at most page_points samples each; pages share no sample time."""
-    if step <= 0 or end < start:
-        raise ValueError(f"need start <= end and step > 0 (start={start}, end={end}, step={step})")
+    if not all(math.isfinite(x) for x in (start, end, step)) or step < MIN_STEP_S or end < start:
+        raise ValueError(f"need finite start <= end and step >= {MIN_STEP_S} s (start={start}, end={end}, "
+                         f"step={step})")
     if not 1 <= page_points <= MAX_POINTS:
         raise ValueError(f"page_points must be in [1, {MAX_POINTS}], got {page_points}")
+    if (end - start) / step >= MAX_IMPORT_WINDOWS:
+        raise ValueError(f"[{start}, {end}] at step {step} s is more than {MAX_IMPORT_WINDOWS} samples per series; "
+                         f"use a larger --step or a shorter range")
     out, t = [], start
     while t <= end:
         last = min(end, t + (page_points - 1) * step)
@@ -243,29 +293,54 @@ def fetch(url: str, start: float, end: float, step: float, *, machine: str | Non
     base = url.rstrip("/") + "/api/v1/query_range"
     sel = f'instance="{machine}"' if machine else ""
     query = "{" + ",".join(x for x in (f'__name__=~"{"|".join(SERIES)}"', sel) if x) + "}"
+    try:
+        page_ranges = pages(start, end, step, page_points)
+    except ValueError as e:
+        raise TraceImportError(url, str(e)) from None
     merged: dict[tuple, dict] = {}
-    for a, b in pages(start, end, step, page_points):
+    for a, b in page_ranges:
         q = urllib.parse.urlencode({"query": query, "start": repr(a), "end": repr(b), "step": repr(step)})
         try:
             with urllib.request.urlopen(f"{base}?{q}", timeout=timeout_s) as r:
-                ans = json.loads(r.read())
+                raw = r.read(MAX_PAGE_BYTES + 1)      # bounded: the server's answer is not trusted
+            if len(raw) > MAX_PAGE_BYTES:
+                raise TraceImportError(base, f"the answer for [{a}, {b}] exceeds {MAX_PAGE_BYTES} bytes",
+                                       expected="fewer series (--machine) or fewer points per page (--page-points)")
+            ans = json.loads(raw, object_hook=_compact_series)
         except urllib.error.HTTPError as e:
             try:
                 err = json.loads(e.read()).get("error", "")
             except Exception:
                 err = ""
             raise TraceImportError(base, f"HTTP {e.code} for [{a}, {b}]: {err or e.reason}") from None
-        except (urllib.error.URLError, OSError, json.JSONDecodeError) as e:
+        except (urllib.error.URLError, OSError) as e:
             raise TraceImportError(base, f"no answer for [{a}, {b}]: {getattr(e, 'reason', e)}") from None
-        if ans.get("status") != "success":
-            raise TraceImportError(base, f"status {ans.get('status')!r}: {ans.get('error', '')}")
-        for s in ans.get("data", {}).get("result", []):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            raise TraceImportError(base, f"the answer for [{a}, {b}] is not JSON: {type(e).__name__}") from None
+        if not isinstance(ans, dict) or ans.get("status") != "success":
+            status = ans.get("status") if isinstance(ans, dict) else type(ans).__name__
+            error = ans.get("error", "") if isinstance(ans, dict) else ""
+            raise TraceImportError(base, f"status {status!r} for [{a}, {b}]: {str(error)[:200]}")
+        result = (ans.get("data") or {}).get("result") if isinstance(ans.get("data"), dict) else None
+        if not isinstance(result, list):
+            raise TraceImportError(base, f"the answer for [{a}, {b}] has no data.result list",
+                                   expected='{"status": "success", "data": {"resultType": "matrix", "result": [...]}}')
+        for j, s in enumerate(result):
+            if not (isinstance(s, dict) and isinstance(s.get("metric"), dict)
+                    and isinstance(s.get("values"), (list, np.ndarray))
+                    and all(isinstance(v, str) for v in s["metric"].values())):
+                raise TraceImportError(base, f"the answer for [{a}, {b}], result {j}: not a series",
+                                       expected='{"metric": {"label": "value"}, "values": [[ts, "v"], ...]}')
             key = tuple(sorted(s["metric"].items()))
-            merged.setdefault(key, {"metric": s["metric"], "values": []})["values"] += s["values"]
+            merged.setdefault(key, {"metric": s["metric"], "parts": []})["parts"].append(s["values"])
     if not merged:
         raise TraceImportError(base, f"no node_exporter series between {start} and {end}"
                                      + (f" for instance {machine!r}" if machine else ""),
                                expected="a server scraping node_exporter (" + ", ".join(SERIES[:2]) + ", ...)")
+    for m in merged.values():   # the pages of one series, joined (arrays when every page parsed as one)
+        parts = [p for p in m.pop("parts") if len(p)]
+        m["values"] = (np.concatenate(parts) if parts and all(isinstance(p, np.ndarray) for p in parts) else
+                       [x for p in parts for x in (p.tolist() if isinstance(p, np.ndarray) else p)])
     doc = {"status": "success", "data": {"resultType": "matrix", "result": list(merged.values())}}
     trace, report = load_answers(doc, url, window_s=window_s or step, machine=machine)
     trace.provenance.update({"prometheus_url": url, "start": start, "end": end, "step": step,
