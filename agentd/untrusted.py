@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -155,6 +156,13 @@ def open_h5(source: "str | os.PathLike | bytes | io.IOBase", where: str,
     UntrustedFileError naming `where`."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         source = io.BytesIO(bytes(source))
+    elif isinstance(source, (str, os.PathLike)):
+        # HDF5 opens a path with open(2): a FIFO there (`replay /tmp/plan.h5`, planted by whoever
+        # may write /tmp) would block it forever, waiting for a writer. A path that cannot be
+        # stat'ed is left to h5py's own error.
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG(os.stat(source).st_mode):
+                raise UntrustedFileError(f"{where}: not a regular file (a FIFO or a device is not read)")
     try:
         f = h5py.File(source, "r")
     except (OSError, ValueError) as e:

@@ -96,3 +96,21 @@ def test_secret_spellings_are_caught():
     assert leaks(f"value {float(SECRET_VALUE)}".encode()) and leaks(repr(np.float32(SECRET_VALUE)).encode())
     assert leaks(np.full(4, SECRET_VALUE, "<u2").tobytes()) and not leaks(b"Error: plan.h5: no /compositions")
 
+
+def test_a_fifo_named_as_the_plan_is_refused_not_waited_on(harness):
+    """Found writing this fuzz: HDF5 opens a path with open(2), which blocks on a FIFO until a
+    writer comes, so `replay /tmp/x.h5` (root) hung forever on a FIFO anyone could plant there.
+    The same gate serves every plan and trace read by path (agentd/untrusted.py open_h5)."""
+    import os
+    fifo = harness.tmp / "fifo.h5"
+    os.mkfifo(fifo)
+    link = harness.tmp / "fifo-link.h5"
+    link.symlink_to(fifo)
+    for path in (fifo, link):
+        r = harness.replay(path, timeout_s=20)
+        assert r["status"] == exitstatus.ERROR, (r["status"], r["stderr"])
+        assert b"not a regular file" in r["stderr"] and not r["runner_started"] and not r["traceback"]
+    from agentd.errors import TraceError
+    from agentd.trace import Trace
+    with pytest.raises(TraceError, match="not a regular file"):
+        Trace.read(fifo)          # before the fix: blocked here, in-process
