@@ -9,7 +9,7 @@ server (a stall both show is the host's), and the agent's own event-loop lag.
 
 The agent uses the simulated host backend (labelled simulated): what is fuzzed is the body
 parsing and validation path, which is the same for every backend. A file with a feature the
-untrusted-HDF5 gate must refuse (bench/hostile_h5.py: H5Case.hostile) that is accepted anyway
+untrusted-HDF5 gate must refuse (tests/hostile_h5.py: H5Case.hostile) that is accepted anyway
 is counted (hostile_accepted).
 
 Then (issue 22) the same plan files, once the agent's figures are taken, are given to `replay`
@@ -42,9 +42,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))   # hostile_h5, shared with the tests
 
 from bench.hardening_agent import control_server, healthz_probing, healthz_summary, loop_lag, real_agent  # noqa: E402
-from bench.hostile_h5 import (CATALOG, M, SECRET_VALUE, ReplayHarness, h5_case, leaks,  # noqa: E402
+from hostile_h5 import (CATALOG, M, SECRET_VALUE, ReplayHarness, h5_case, leaks,  # noqa: E402
                               replay_verdict, write_secrets)
 
 @st.composite
@@ -104,7 +105,7 @@ def delete(agent, run_id) -> int:
 
 def replay_files(plans: list[tuple[Path, "H5Case"]], work: Path) -> dict:
     """Each plan file the agent was sent, given to `mimesys-agent replay FILE --no-record -- true`
-    (bench/hostile_h5.py: the real host backend, a sentinel for the runner)."""
+    (tests/hostile_h5.py: the real host backend, a sentinel for the runner)."""
     harness = ReplayHarness(work)
     statuses: Counter = Counter()
     wrong: list[str] = []

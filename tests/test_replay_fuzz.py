@@ -1,5 +1,5 @@
 """Hostile plan files given to `mimesys-agent replay` (issue 22): the short, deterministic
-in-suite part of bench/hardening_fuzz.py's replay phase, with the same builder (bench/hostile_h5.py).
+in-suite part of bench/hardening_fuzz.py's replay phase, with the same builder (tests/hostile_h5.py).
 
 replay reads a plan from disk, often as root, and then starts the runner. Each file here goes to
 `mimesys-agent replay FILE --no-record -- true` with the real host backend whose runner is a
@@ -11,19 +11,12 @@ the runner."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from agentd import exitstatus  # noqa: E402
-from bench.hostile_h5 import (M, PLAN_ATTRS, ReplayHarness, build, h5_spec, replay_verdict,  # noqa: E402
-                              write_secrets)
+from agentd import exitstatus
+from hostile_h5 import M, PLAN_ATTRS, ReplayHarness, build, h5_spec, replay_verdict, write_secrets
 
 SECONDS_PER_CASE = 15.0    # each case takes ~0.5 s on an idle 2-vCPU host; the bound is for a loaded one
 
@@ -92,7 +85,7 @@ def test_drawn_plan_files(harness, plan):
 
 def test_secret_spellings_are_caught():
     """The leak check itself: a replay that printed the secret's value would be caught."""
-    from bench.hostile_h5 import SECRET_VALUE, leaks
+    from hostile_h5 import SECRET_VALUE, leaks
     assert leaks(f"value {float(SECRET_VALUE)}".encode()) and leaks(repr(np.float32(SECRET_VALUE)).encode())
     assert leaks(np.full(4, SECRET_VALUE, "<u2").tobytes()) and not leaks(b"Error: plan.h5: no /compositions")
 

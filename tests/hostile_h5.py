@@ -1,6 +1,7 @@
 """Hostile HDF5 plan and trace files, built feature by feature, for the hardening fuzz: the one
 builder that bench/hardening_fuzz.py (agent bodies and `replay` files) and tests/test_replay_fuzz.py
-share, and the harness that hands a plan file to `mimesys-agent replay`.
+share, and the harness that hands a plan file to `mimesys-agent replay`. Under tests/ because the
+Debian-packages test run (packaging/test-debian-python.sh) copies tests/ but not bench/.
 
 A case is drawn as a spec (every choice made up front: dims, dtype, storage, filter, attributes),
 then built. Kept apart so a test can name a spec outright (each storage kind once) and hypothesis
