@@ -243,12 +243,15 @@ class Plan:
             raise PlanError(f"{where}: malformed JSON attribute: {e}") from e
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise PlanError(f"{where}: attribute catalog_names must be a JSON list of names")
+        seed = _scalar_attr(f, "seed", 0, int, where)
+        if not 0 <= seed < 1 << 64:   # as on the wire (from_wire); the schedule stores it as a u64
+            raise PlanError(f"{where}: attribute seed must be an integer in [0, 2^64)")
         return cls(
             compositions=np.asarray(read_array(ds, where), dtype=np.float32),
             catalog_names=names,
             catalog_hash=get_str(f.attrs, "catalog_hash", ""),
             window_s=_scalar_attr(f, "window_s", 1.0, float, where),
-            seed=_scalar_attr(f, "seed", 0, int, where),
+            seed=seed,
             provenance=provenance or {},
             host_fingerprint=fingerprint or {},
         )

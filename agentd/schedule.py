@@ -139,6 +139,8 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
     seed = int(plan.seed if seed is None else seed)
     if seed < 0:
         raise PlanError(f"seed={seed}: must be ≥ 0")
+    if seed >= 1 << 64:   # the header's u64: struct.error (a traceback in replay) otherwise
+        raise PlanError(f"seed={seed}: must be < 2^64")
     paces = paces_for(plan, catalog, pace_Bps or {})
     T, M, K = plan.compositions.shape
     window_ns = int(round(float(plan.window_s) * 1e9))

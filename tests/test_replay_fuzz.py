@@ -75,6 +75,23 @@ def test_a_hostile_plan_file_is_refused_on_reading(harness, name):
     assert len(lines) == 1 and lines[0].startswith("Error: "), lines
 
 
+@pytest.mark.parametrize("seed", [-1, 2.0 ** 70])
+def test_a_plan_seed_outside_u64_is_refused_on_reading(harness, seed, catalog):
+    """Found by this fuzz: the HDF5 reader took any seed attribute while the wire form wanted
+    [0, 2^64), and the schedule packs it as a u64, so `replay` of a plan with seed 2^70 ended in
+    a struct.error traceback at runner start (and the agent's sim backend ran it)."""
+    from agentd.errors import PlanError
+    from agentd.plan import Plan
+    from agentd.schedule import compile_plan
+    case = build(spec(attrs={**{k: 0 for k in PLAN_ATTRS}, "seed": PLAN_ATTRS["seed"].index(seed)}), harness.tmp)
+    r = replay(harness, case, "seed.h5")
+    assert r["status"] == exitstatus.ERROR and b"attribute seed must be an integer in [0, 2^64)" in r["stderr"]
+    with pytest.raises(PlanError, match="seed"):
+        Plan.from_bytes(case.data)     # the agent's path
+    plan = Plan.from_catalog(np.zeros((1, len(catalog), 1), np.float32), catalog, window_s=0.05)
+    with pytest.raises(PlanError, match="2\\^64"):
+        compile_plan(plan, catalog, seed=1 << 64)
+
 @settings(max_examples=6, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(plan=h5_spec("plan"))
