@@ -95,8 +95,9 @@ class H5Case:
 
 @st.composite
 def h5_spec(draw, kind: str) -> dict:
-    """Every choice of one case. A third are valid files with at most one feature varied, so the
-    accepting path (a run started; in replay, the runner reached) is exercised too."""
+    """Every choice of one case. A third are valid files with at most one attribute varied, so the
+    accepting path (a run started; in replay, the runner reached) and the checks after the gate
+    are exercised too: otherwise nearly every drawn file has some feature the gate refuses."""
     ndim = 3 if kind == "plan" else 2
     big = draw(st.booleans())
     dims = [draw(st.integers(0, 4 if not big else 200_000)) for _ in range(ndim)]
@@ -116,6 +117,11 @@ def h5_spec(draw, kind: str) -> dict:
         spec["window_start_ns"] = dims[0] if draw(st.booleans()) else draw(st.integers(0, 10**9))
     table = PLAN_ATTRS if kind == "plan" else TRACE_ATTRS
     spec["attrs"] = {k: 0 if valid else draw(st.integers(0, len(v) - 1)) for k, v in table.items()}
+    if valid and draw(st.booleans()):
+        # The one feature varied: an attribute, in a file the gate passes, so that what follows
+        # the gate (the reader's own checks, validation, the schedule) sees bad values too.
+        key = draw(st.sampled_from(sorted(table)))
+        spec["attrs"][key] = draw(st.integers(1, len(table[key]) - 1))
     return spec
 
 
