@@ -84,6 +84,25 @@ def test_projection_onto_thread_columns():
         assert (np.linalg.norm(x - q, axis=1) >= np.linalg.norm(x - p, axis=1) - 1e-9).all()
 
 
+def test_scaled_projection_is_the_projection_in_its_metric():
+    """project_columns_scaled is the Euclidean projection when every weight is 1, and in general
+    the point of the constraint set closest in Σ w (v − x)²: checked against a fine search."""
+    from agentd.forward.inverse import project_columns_scaled
+    rng = np.random.default_rng(3)
+    x = rng.normal(0.4, 0.6, size=(50, 5, 2))
+    assert np.allclose(project_columns_scaled(x, np.ones((5, 2))), project_columns(x), atol=1e-9)
+    inv_w = rng.uniform(0.05, 3.0, size=(3, 1))
+    for v in rng.normal(0.5, 0.5, size=(20, 3, 1)):
+        got = project_columns_scaled(v[None], inv_w)[0]
+        assert got.min() >= 0 and got.sum() <= 1 + 1e-9
+        w = 1.0 / inv_w[:, 0]
+        grid = np.stack(np.meshgrid(*[np.linspace(0, 1, 41)] * 3, indexing="ij"), -1).reshape(-1, 3)
+        grid = grid[grid.sum(1) <= 1 + 1e-9]
+        best = grid[np.argmin(((grid - v[:, 0]) ** 2 * w).sum(1))]
+        cost = lambda y: float(((y - v[:, 0]) ** 2 * w).sum())  # noqa: E731
+        assert cost(got[:, 0]) <= cost(best) + 1e-9
+
+
 def test_fitted_metrics_skip_gauges_and_duplicated_breakdowns():
     w = dict(zip(NAMES, fitted_metrics(NAMES, UNITS)))
     assert w["mem.used_B"] == 0 and w["disk.vda.read_Bps"] == 0
@@ -229,12 +248,12 @@ def test_inverse_solves_in_float32_chunks_and_reports_each(monkeypatch):
     progress after each chunk."""
     from agentd.forward import inverse
     seen = []
-    real = inverse.project_columns
+    real = inverse.project_columns_scaled
 
-    def recording(x):
+    def recording(x, inv_w):
         seen.append((x.shape[0], x.dtype))
-        return real(x)
-    monkeypatch.setattr(inverse, "project_columns", recording)
+        return real(x, inv_w)
+    monkeypatch.setattr(inverse, "project_columns_scaled", recording)
     fm = toy_model()
     rng = np.random.default_rng(1)
     T = 40

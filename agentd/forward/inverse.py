@@ -112,6 +112,31 @@ def project_columns(x: np.ndarray) -> np.ndarray:
     return np.moveaxis(box.reshape(shape), -1, -2)
 
 
+def project_columns_scaled(x: np.ndarray, inv_w: np.ndarray) -> np.ndarray:
+    """[..., M, K] -> every thread's column projected onto {v ∈ [0, 1]^M : Σ v ≤ 1} in the norm
+    Σ_m w_m (v_m − x_m)², w = 1 / inv_w [M, K] > 0 (the preconditioned step's own metric):
+    v_m = clip(x_m − θ·inv_w_m, 0, 1) with θ ≥ 0 the smallest that fits the window. θ is exact
+    from the breakpoints x_m / inv_w_m, sorted, as in the Euclidean case (which is inv_w = 1);
+    the upper bound 1 only binds where a column holds a single entry above 1."""
+    v = np.moveaxis(x, -2, -1)                                    # [..., K, M]
+    shape = v.shape
+    v = v.reshape(-1, shape[-1])
+    iw = np.broadcast_to(np.moveaxis(inv_w, -2, -1)[None], (v.shape[0] // inv_w.shape[-1],) + inv_w.T.shape)
+    iw = iw.reshape(-1, shape[-1])
+    box = np.clip(v, 0.0, 1.0)
+    over = box.sum(axis=1) > 1.0
+    if over.any():
+        w, q = v[over], iw[over]
+        order = np.argsort(-(w / q), axis=1)
+        ws, qs = np.take_along_axis(w, order, 1), np.take_along_axis(q, order, 1)
+        theta_j = (np.cumsum(ws, axis=1) - 1.0) / np.cumsum(qs, axis=1)
+        cond = ws - theta_j * qs > 0
+        rho = w.shape[1] - 1 - np.argmax(cond[:, ::-1], axis=1)
+        theta = np.maximum(theta_j[np.arange(len(w)), rho], 0.0)
+        box[over] = np.clip(w - theta[:, None] * q, 0.0, 1.0)
+    return np.moveaxis(box.reshape(shape), -1, -2)
+
+
 class InversePlanner:
     """The forward model inverted, behind the Generator protocol (agentd/generate.py)."""
 
@@ -412,11 +437,17 @@ class InversePlanner:
         lam_i = (self.settings.idle_weight * cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
         G = G.reshape(M * K, -1)                                       # [MK, N]
         w = mask * phi
-        # Lipschitz constant of the fit term's gradient: 2 ‖G diag(√max_t w φ)‖² (φ ≤ 1)
+        # A diagonal (Jacobi) step per stressor and thread: errors on the target's own range make
+        # the gains differ by orders of magnitude between stressors (a disk writer against 100
+        # MB/s, a compute kernel against a busy fraction), and one global 1/L step would leave
+        # the small ones unmoved. d_i = the Gershgorin bound on row i of the fit's Hessian
+        # 2 G diag(max_t w φ) Gᵀ plus the change term's, so the scaled problem's curvature is ≤ 1;
+        # the projection is taken in the same metric (project_columns_scaled).
         wmax = np.max(w * phi, axis=0, initial=0.0)
-        lip_fit = 2.0 * float(np.linalg.norm(G * np.sqrt(wmax), 2) ** 2)
-        lip = lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9
-        step = np.float32(1.0 / lip)
+        Gw = np.abs(G) * np.sqrt(wmax)                                  # [MK, N]
+        curv = 2.0 * (Gw @ Gw.sum(axis=0)) + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9   # [MK]
+        inv_d = (1.0 / curv).astype(np.float32)
+        inv_d_mk = inv_d.reshape(M, K)
         # the loop in float32: the answer is a fraction of a window good to far below 1e-4, and
         # half the memory traffic is what a long trace's solve is bound by
         f32 = np.float32
@@ -438,11 +469,11 @@ class InversePlanner:
             d *= lam_c32                                               # 2 λ_t (a_t − a_{t−1})
             grad += d
             grad[:-1] -= d[1:]
-            grad *= -step
-            grad += z                                                  # z − step · ∇
+            grad *= -inv_d_mk
+            grad += z                                                  # z − D⁻¹ ∇
             if keep is not None:
                 grad *= keep
-            x_new = project_columns(grad)
+            x_new = project_columns_scaled(grad, inv_d_mk)
             t_new = (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k)) / 2.0
             z = x_new + f32((t_k - 1.0) / t_new) * (x_new - x)
             x, t_k = x_new, t_new
