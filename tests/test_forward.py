@@ -122,6 +122,77 @@ def test_inverse_does_not_add_what_the_target_lacks():
     assert a[:, 0, 0].mean() == pytest.approx(0.8, abs=0.05) and a[:, 0, 1].mean() == pytest.approx(0.3, abs=0.05)
 
 
+def _many_threads_model(K=16) -> ForwardModel:
+    """toy_model's stressors and metrics on K threads (alternating over the two cores)."""
+    t = toy_first_order()
+    fo = FirstOrder(NAMES, UNITS, STRESSORS, [0, 1] * (K // 2), t.idle, t.response, own=t.own, other=t.other,
+                    capacity=t.capacity)
+    return ForwardModel(fo, np.where(fo.fraction, 1.0, fo.capacity), "sha256:toy", simulated=True)
+
+
+def test_inverse_solves_in_float32_chunks_and_reports_each(monkeypatch):
+    """Issue 23: the inverse planner works on chunks of windows in float32 (never the whole
+    T x M x K in float64), still recovers a reachable target across chunk boundaries, and calls
+    progress after each chunk."""
+    from agentd.forward import inverse
+    seen = []
+    real = inverse.project_columns
+
+    def recording(x):
+        seen.append((x.shape[0], x.dtype))
+        return real(x)
+    monkeypatch.setattr(inverse, "project_columns", recording)
+    fm = toy_model()
+    rng = np.random.default_rng(1)
+    T = 40
+    truth = np.zeros((T, 4, 2))
+    for t in range(T):
+        truth[t, :, 0] = rng.dirichlet(np.ones(4)) * rng.uniform(0.2, 0.9)
+        truth[t, 0, 1] = rng.uniform(0, 1)
+    values = fm.predict_plan(truth)[0]
+    trace = Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)], simulated=True)
+    calls = []
+    plan = InversePlanner(fm, inverse.InverseSettings(chunk_windows=16)).generate(
+        trace, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(16, 40), (32, 40), (40, 40)]
+    assert seen and {n for n, _ in seen} <= {16, 8} and {d for _, d in seen} == {np.dtype(np.float32)}
+    achieved = fm.predict_plan(plan.compositions)[0]
+    w = fitted_metrics(NAMES, UNITS) > 0
+    assert (np.abs(achieved - values)[:, w] / fm.scales[w]).mean() < 0.02
+
+
+def test_inverse_working_memory_is_one_chunks_and_progress_can_stop_it():
+    """6000 windows x 4 stressors x 16 threads: the solve's peak allocation stays within 3x
+    its float32 result (all at once it was ~10 such arrays in float64), and a progress callback
+    that raises (a /v1/generate whose client left) stops it after the first chunk."""
+    import tracemalloc
+
+    from agentd.forward.inverse import InverseSettings
+    fm = _many_threads_model()
+    T = 6000
+    values = fm.predict_plan(np.random.default_rng(0).uniform(0, 0.05, (T, 4, 16)))[0]
+    planner = InversePlanner(fm, InverseSettings(outer=2, iterations=10, chunk_windows=512))
+    tracemalloc.start()
+    try:
+        a, info = planner.solve(values)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert a.dtype == np.float32 and a.shape == (T, 4, 16) and info["rms"] < 0.05
+    assert peak < 3 * a.nbytes, f"peak {peak / 2**20:.1f} MiB for a {a.nbytes / 2**20:.1f} MiB result"
+
+    class Stop(Exception):
+        pass
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        raise Stop
+    with pytest.raises(Stop):
+        planner.solve(values, progress=progress)
+    assert calls == [512]
+
+
 def test_inverse_refuses_a_trace_without_its_metrics():
     fm = toy_model()
     with pytest.raises(ValidationError, match="none of the forward model's fitted metrics"):

@@ -62,6 +62,7 @@ class InverseSettings:
     rms_reweight: bool = True    # per-metric weights 1 / max(RMS_n, rms_floor) between outer passes
     rms_floor: float = 0.02
     first_order_only: bool = False
+    chunk_windows: int = 512     # windows solved at once: bounds the working set and the time between progress calls
 
 
 def fitted_metrics(names: list[str], units: list[str]) -> np.ndarray:
@@ -119,9 +120,7 @@ class InversePlanner:
         if not mask.any():
             raise ValidationError(f"the trace has none of the forward model's fitted metrics "
                                   f"({', '.join(n for n, w in zip(model.metric_names, self.weights) if w > 0)})")
-        a, info = self.solve(values)
-        if progress is not None:
-            progress(trace.T, trace.T)
+        a, info = self.solve(values, progress=progress)
         prov = {"generator": self.name, "forward_model": self.model_dir,
                 "forward_model_provenance": model.provenance, "corrected": model.has_correction
                 and not self.settings.first_order_only, "settings": self.settings.__dict__,
@@ -132,45 +131,82 @@ class InversePlanner:
         return Plan(project_to_valid(a), list(model.catalog_names), model.catalog_hash, window_s=model.window_s,
                     seed=int(seed), provenance=prov, host_fingerprint=dict(model.host_fingerprint)).validate()
 
-    def solve(self, values: np.ndarray) -> tuple[np.ndarray, dict]:
-        """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K], info."""
+    def solve(self, values: np.ndarray, progress=None) -> tuple[np.ndarray, dict]:
+        """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K] float32, info.
+
+        Solved chunk by chunk (settings.chunk_windows windows; each chunk starts from the last
+        window of the one before, which its change term and correction see as the previous
+        window) in float32: the working set is a chunk's, not T x M x K float64 arrays several
+        times over (gigabytes at /v1/generate's window cap), and `progress(done, T)` after each
+        chunk lets the caller stop it (a /v1/generate whose client went away)."""
         model, s = self.model, self.settings
         first = model.first
         T = values.shape[0]
         scales = model.scales
-        mask = (np.isfinite(values) & (self.weights > 0)).astype(np.float64) * self.weights
-        y = np.nan_to_num(values / scales, nan=0.0)
+        mask = (np.isfinite(values) & (self.weights > 0)).astype(np.float32) * self.weights.astype(np.float32)
+        y = np.nan_to_num(values / scales, nan=0.0).astype(np.float32)
         diff = np.abs(np.diff(y, axis=0, prepend=y[:1])) * (mask > 0)
         nobs = np.maximum((mask > 0).sum(axis=1), 1)
         steady = np.exp(-diff.sum(axis=1) / nobs / s.steady_tolerance)
         steady[0] = 0.0
-        lam_c = s.change_weight * steady                           # [T]: couples t with t−1
-        idle_s = first.idle / scales
+        lam_c = (s.change_weight * steady).astype(np.float32)      # [T]: couples t with t−1
+        del diff
         allowed = self.allowed(values)
         cost = self.cost(values)
-        a = np.zeros((T, first.M, first.K))
-        corr = np.zeros((T, first.N))
+        a = np.zeros((T, first.M, first.K), np.float32)
+        err_sq, n_obs = 0.0, 0
+        chunk = max(1, int(s.chunk_windows))
+        for start in range(0, T, chunk):
+            end = min(T, start + chunk)
+            left = a[start - 1] if start > 0 else None
+            a[start:end], e, n = self._solve_chunk(y[start:end], mask[start:end], lam_c[start:end], left,
+                                                   allowed, cost)
+            err_sq, n_obs = err_sq + e, n_obs + n
+            if progress is not None:
+                progress(end, T)
+        return a, {"rms": float(np.sqrt(err_sq / max(n_obs, 1)))}
+
+    def _solve_chunk(self, y, mask, lam_c, left, allowed, cost) -> tuple[np.ndarray, float, int]:
+        """One chunk's windows: (compositions [C, M, K] float32, sum of squared scaled errors of
+        its prediction, observed cells). `left` [M, K] is the window before the chunk (None at
+        the start: idle before the plan, as predict_plan has it)."""
+        model, s = self.model, self.settings
+        first = model.first
+        C = y.shape[0]
+        scales = model.scales
+        idle_s = (first.idle / scales).astype(np.float32)
+        a = np.zeros((C, first.M, first.K), np.float32)
+        prev0 = np.zeros_like(a[:1]) if left is None else left[None].astype(np.float32)
+        corr = np.zeros((C, first.N), np.float32)
         use_corr = model.has_correction and not s.first_order_only
         observed = mask > 0
-        reweight = np.ones(first.N)
+        reweight = np.ones(first.N, np.float32)
         passes = max(1, s.outer)
         for i in range(passes):
-            phi = first.group_scale(a)                              # [T, N]
+            phi = first.group_scale(a).astype(np.float32)               # [C, N]
             if use_corr:
-                prev = np.concatenate([np.zeros_like(a[:1]), a[:-1]])
-                corr = model.correction(a, prev)[0] / scales
-            a = self._fista(a, y - idle_s - corr, phi, mask * reweight, lam_c, s.iterations, allowed, cost)
+                prev = np.concatenate([prev0, a[:-1]])
+                corr = (model.correction(a, prev)[0] / scales).astype(np.float32)
+            a = self._fista(a, y - idle_s - corr, phi, mask * reweight, lam_c, s.iterations, allowed, cost,
+                            left=None if left is None else prev0[0])
             if s.rms_reweight and i < passes - 1:
-                reweight = self.metric_reweight(a, y, observed, use_corr)
-        pred = model.predict_plan(a, first_order_only=not use_corr)[0] / scales
+                reweight = self.metric_reweight(a, y, observed, use_corr, prev0).astype(np.float32)
+        pred = self._predict(a, prev0, use_corr) / scales
         err = (pred - y) * observed
-        rms = float(np.sqrt((err ** 2).sum() / max(observed.sum(), 1)))
-        return a.astype(np.float32), {"rms": rms}
+        return a, float((err.astype(np.float64) ** 2).sum()), int(observed.sum())
 
-    def metric_reweight(self, a: np.ndarray, y: np.ndarray, observed: np.ndarray, use_corr: bool) -> np.ndarray:
+    def _predict(self, a: np.ndarray, prev0: np.ndarray, use_corr: bool) -> np.ndarray:
+        """predict_plan for a chunk whose previous window is prev0 [1, M, K]."""
+        prev = np.concatenate([prev0, a[:-1]])
+        return self.model.predict(a, prev, first_order_only=not use_corr)[0]
+
+    def metric_reweight(self, a: np.ndarray, y: np.ndarray, observed: np.ndarray, use_corr: bool,
+                        prev0: np.ndarray | None = None) -> np.ndarray:
         """[N] factors 1 / max(RMS_n, floor) of the current plan's predicted error per metric
-        (scaled units), mean 1 over the metrics the target has: the IRLS step for Σ_n RMS_n."""
-        pred = self.model.predict_plan(a, first_order_only=not use_corr)[0] / self.model.scales
+        (scaled units), mean 1 over the metrics the target has: the IRLS step for Σ_n RMS_n.
+        prev0 [1, M, K]: the window before `a` (idle when None)."""
+        prev0 = np.zeros_like(a[:1]) if prev0 is None else prev0
+        pred = self._predict(a, prev0, use_corr) / self.model.scales
         n_obs = observed.sum(axis=0)
         has = n_obs > 0
         rms = np.sqrt((((pred - y) * observed) ** 2).sum(axis=0) / np.maximum(n_obs, 1))
@@ -204,20 +240,26 @@ class InversePlanner:
             excess = max(0.0, float(np.nanmedian(values[:, n])) - float(first.idle[n]))
         return ok & ~(first.unobserved() & (first.footprint > excess))
 
-    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None):
-        """Projected accelerated gradient on the linearized problem (φ fixed). mask [T, N]: the
-        metric weights (0 where the target has no value)."""
+    def _fista(self, a0, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None, left=None):
+        """Projected accelerated gradient on the linearized problem (φ fixed), in a0's dtype
+        (float32 from solve). mask [T, N]: the metric weights (0 where the target has no value).
+        left [M, K]: a fixed window before a0's first (a chunk's neighbour), or None."""
         T, M, K = a0.shape
+        dt = a0.dtype
         cost = self._cost if cost is None else cost
-        lam_i = (self.settings.idle_weight * cost)[:, None].repeat(K, axis=1).reshape(-1)   # [MK]
-        G = self._G.reshape(M * K, -1)                                 # [MK, N]
+        lam_i = (self.settings.idle_weight * cost)[:, None].repeat(K, axis=1).reshape(-1).astype(dt)   # [MK]
+        G64 = self._G.reshape(M * K, -1)                               # [MK, N]
+        G = G64.astype(dt)
         Gt = np.ascontiguousarray(G.T)
-        w = mask * phi
+        w = (mask * phi).astype(dt)
         # Lipschitz constant of the fit term's gradient: 2 ‖G diag(√max_t w φ)‖² (φ ≤ 1)
-        wmax = np.max(w * phi, axis=0, initial=0.0)
-        lip_fit = 2.0 * float(np.linalg.norm(G * np.sqrt(wmax), 2) ** 2)
+        wmax = np.max(w * phi, axis=0, initial=0.0).astype(np.float64)
+        lip_fit = 2.0 * float(np.linalg.norm(G64 * np.sqrt(wmax), 2) ** 2)
         lip = lip_fit + 8.0 * float(lam_c.max(initial=0.0)) + 1e-9
-        step = 1.0 / lip
+        step = dt.type(1.0 / lip)
+        lam_c = lam_c.astype(dt)
+        resid_target = resid_target.astype(dt, copy=False)
+        phi = phi.astype(dt, copy=False)
         x = a0.copy()
         z, t_k = x.copy(), 1.0
         for _ in range(iterations):
@@ -225,6 +267,8 @@ class InversePlanner:
             grad = (2.0 * ((w * r) @ Gt) + lam_i).reshape(T, M, K)
             d = np.zeros_like(z)
             d[1:] = z[1:] - z[:-1]
+            if left is not None:
+                d[0] = z[0] - left                                     # the chunk's fixed neighbour
             cd = lam_c[:, None, None] * d                              # λ_t (a_t − a_{t−1})
             grad += 2.0 * cd
             grad[:-1] -= 2.0 * cd[1:]
@@ -232,6 +276,6 @@ class InversePlanner:
             if allowed is not None:
                 x_new *= allowed[None, :, None]
             t_new = (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k)) / 2.0
-            z = x_new + ((t_k - 1.0) / t_new) * (x_new - x)
+            z = x_new + dt.type((t_k - 1.0) / t_new) * (x_new - x)
             x, t_k = x_new, t_new
         return x
