@@ -278,6 +278,8 @@ def main(argv=None) -> None:
                     help="public /metrics scrapes per second asked by the flood (all of its clients)")
     ap.add_argument("--out", type=Path, help="also append the full result (RSS/fd samples included) here")
     ap.add_argument("--note", default="", help="e.g. what else loaded the host")
+    ap.add_argument("--keep", type=Path, help="copy the agent's log and the /healthz probe log here "
+                    "(the soak's own directory is removed): what a stall's cause is read from")
     args = ap.parse_args(argv)
     seconds = args.seconds if args.seconds is not None else args.minutes * 60
     with tempfile.TemporaryDirectory(prefix="mimesys-soak-") as d:
@@ -285,6 +287,12 @@ def main(argv=None) -> None:
         with real_agent(Path(d), speedup=1.0, extra_toml=extra) as agent, control_server() as control:
             result = asyncio.run(soak(agent, seconds, args.seed, control, Path(d), args.flood_rps))
             result["agent_alive_at_end"] = agent.proc.poll() is None
+        if args.keep is not None:
+            import shutil
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for name in ("agent.log", "healthz.txt", "flood.json"):
+                if (Path(d) / name).exists():
+                    shutil.copy(Path(d) / name, args.keep / name)
     result["note"] = args.note
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
