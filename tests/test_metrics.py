@@ -234,7 +234,7 @@ def test_loop_lag_buckets_are_cumulative():
     assert lag.max_s == 9.0 and lag.sum_s == pytest.approx(9.3032)
 
 
-def test_metrics_scrapes_are_capped_shared_and_off_the_run_executor(tmp_path, monkeypatch):
+def test_metrics_scrapes_are_capped_shared_and_off_the_run_executor(tmp_path, monkeypatch, caplog):
     """A public /metrics flood (issue 23): at most api.metrics_max_requests scrapes in the agent
     at once (503 beyond, counted), scrapes that arrive during a render share it, and the render
     runs on the metrics thread, never the default executor that writes a finished run's trace."""
@@ -273,3 +273,5 @@ def test_metrics_scrapes_are_capped_shared_and_off_the_run_executor(tmp_path, mo
     assert len(set(texts)) == 1 and renders == 2            # three scrapes, one render; then the last one
     assert threads and all(t.startswith("metrics") for t in threads)
     assert after[("mimesys_metrics_scrapes_refused_total", frozenset())] == 4
+    # load shed on purpose is counted, not logged as an error per refusal (a flood is not a log flood)
+    assert not [r for r in caplog.records if r.levelno >= 30 and "metrics_max_requests" in r.getMessage()]
