@@ -91,6 +91,9 @@ class ApiSection:
     public_healthz: bool = False                     # let /healthz answer without a token
     public_metrics: bool = False                     # let /metrics answer without a token (read-only)
     metrics_token_file: Path | None = None           # a second, read-only token: /metrics only
+    # /metrics scrapes the agent serves at once (Prometheus's --web.max-requests): more get 503.
+    # A public scrape needs no token, so without a cap anyone who reaches the port sets its load.
+    metrics_max_requests: int = 8
     max_body_mib: float = 64.0                       # request bodies above this get 413
     max_ws_message_kib: int = 64                     # WebSocket messages a client may send us
 
@@ -101,6 +104,8 @@ class ApiSection:
             raise ConfigError(f"{where}: api.tls_cert and api.tls_key go together (one is set, the other is not)")
         if self.max_body_mib <= 0 or self.max_ws_message_kib <= 0:
             raise ConfigError(f"{where}: api.max_body_mib and api.max_ws_message_kib must be positive")
+        if self.metrics_max_requests < 1:
+            raise ConfigError(f"{where}: api.metrics_max_requests must be >= 1, got {self.metrics_max_requests}")
 
     @property
     def max_body_bytes(self) -> int:

@@ -298,6 +298,51 @@ def test_serve_notifies_ready_and_pings_the_watchdog_from_the_loop(tmp_path):
     assert "STOPPING=1" in joined
 
 
+def test_a_stalled_loop_stops_the_watchdog_pings(tmp_path, monkeypatch):
+    """Issue 23: the watchdog is pinged only while the event loop turns. A stall of the loop
+    (here 0.6 s of blocking work on it, pings due every 0.05 s) is a gap in the pings; a pinger
+    on a thread of its own would have kept pinging through it and hidden a wedged agent from
+    systemd."""
+    import threading
+
+    from agentd import notify
+    sock_path = tmp_path / "notify.sock"
+    received = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(sock_path))
+        sock.settimeout(0.2)
+        done = threading.Event()
+
+        def receive():
+            while not done.is_set():
+                with contextlib.suppress(socket.timeout):
+                    if b"WATCHDOG=1" in sock.recv(4096):
+                        received.append(time.monotonic())
+        rx = threading.Thread(target=receive, daemon=True)
+        rx.start()
+        monkeypatch.setenv("NOTIFY_SOCKET", str(sock_path))
+        monkeypatch.setattr(notify, "_sd_daemon", None)          # the datagram path, whatever is installed
+
+        async def main():
+            task = asyncio.create_task(notify.watchdog_loop(0.05))
+            await asyncio.sleep(0.3)
+            t0 = time.monotonic()
+            time.sleep(0.6)                                       # the loop is held
+            t1 = time.monotonic()
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return t0, t1
+        t0, t1 = asyncio.run(main())
+        time.sleep(0.1)
+        done.set()
+        rx.join(5)
+    during = [t for t in received if t0 + 0.02 < t < t1 - 0.02]
+    assert sum(t < t0 for t in received) >= 2 and sum(t > t1 for t in received) >= 2, received
+    assert during == [], f"{len(during)} pings while the loop was held"
+
+
 def test_notify_fallback_socket_and_environment_detection(tmp_path):
     sock_path = tmp_path / "n.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:

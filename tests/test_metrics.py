@@ -232,3 +232,46 @@ def test_loop_lag_buckets_are_cumulative():
     assert cum["0.001"] == 1 and cum["0.005"] == 2 and cum["0.25"] == 2 and cum["0.5"] == 3
     assert cum["+Inf"] == 4 == lag.samples and len(cum) == len(BUCKETS) + 1
     assert lag.max_s == 9.0 and lag.sum_s == pytest.approx(9.3032)
+
+
+def test_metrics_scrapes_are_capped_shared_and_off_the_run_executor(tmp_path, monkeypatch, caplog):
+    """A public /metrics flood (issue 23): at most api.metrics_max_requests scrapes in the agent
+    at once (503 beyond, counted), scrapes that arrive during a render share it, and the render
+    runs on the metrics thread, never the default executor that writes a finished run's trace."""
+    import threading
+
+    from agentd.api import prometheus
+    release, threads = threading.Event(), []
+    real = prometheus.render
+
+    def blocked_render(app):
+        threads.append(threading.current_thread().name)
+        if not release.wait(20):
+            raise RuntimeError("test: render never released")
+        return real(app)
+    monkeypatch.setattr(prometheus, "render", blocked_render)
+
+    async def main():
+        cfg = make_config(tmp_path, "sim", api={"public_metrics": True, "metrics_max_requests": 3})
+        app = create_app(cfg, create_backend(cfg), token=TOKEN)
+        async with TestServer(app, host="127.0.0.1") as server, TestClient(server) as c:
+            held = [asyncio.create_task(c.get("/metrics")) for _ in range(3)]
+            scrapes = app[prometheus.SCRAPES]
+            deadline = time.monotonic() + 20
+            while scrapes.in_agent < 3:
+                assert time.monotonic() < deadline, "three scrapes never reached the agent"
+                await asyncio.sleep(0.01)
+            over = [await c.get("/metrics") for _ in range(4)]     # while the three are held
+            release.set()
+            answered = await asyncio.gather(*held)
+            texts = [await r.text() for r in answered]
+            async with c.get("/metrics") as r:
+                after = samples(await r.text())
+            return [r.status for r in over], [r.status for r in answered], texts, scrapes.renders, after
+    over, answered, texts, renders, after = asyncio.run(main())
+    assert over == [503] * 4 and answered == [200] * 3
+    assert len(set(texts)) == 1 and renders == 2            # three scrapes, one render; then the last one
+    assert threads and all(t.startswith("metrics") for t in threads)
+    assert after[("mimesys_metrics_scrapes_refused_total", frozenset())] == 4
+    # load shed on purpose is counted, not logged as an error per refusal (a flood is not a log flood)
+    assert not [r for r in caplog.records if r.levelno >= 30 and "metrics_max_requests" in r.getMessage()]

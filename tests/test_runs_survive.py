@@ -156,3 +156,44 @@ def test_a_run_that_would_not_fit_on_disk_is_refused(tmp_path, catalog, monkeypa
         assert run.state is RunState.DONE
         await backend.close()
     asyncio.run(main())
+
+
+def test_run_files_are_fsynced_and_pruned_off_the_loop(tmp_path, catalog, sim_paced, monkeypatch):
+    """run.json is written with two fsyncs at a run's start and end, and ending a run removes
+    the oldest runs' directories: on a busy disk an fsync waits for what the whole filesystem
+    has to write (a 31 s loop stall in the 30-minute soak of 2026-11-26, issue 23), so none of
+    it may run on the event loop's thread."""
+    import shutil
+
+    from agentd import fsutil
+    on_loop = {"fsync": 0, "rmtree": 0}
+    off_loop = {"fsync": 0, "rmtree": 0}
+    real_fsync, real_rmtree = os.fsync, shutil.rmtree
+
+    def where(kind):
+        (on_loop if threading.current_thread() is threading.main_thread() else off_loop)[kind] += 1
+
+    def fsync(fd):
+        where("fsync")
+        return real_fsync(fd)
+
+    def rmtree(path, *a, **kw):
+        where("rmtree")
+        return real_rmtree(path, *a, **kw)
+    monkeypatch.setattr(fsutil.os, "fsync", fsync)
+    monkeypatch.setattr(runs_mod.shutil, "rmtree", rmtree)
+
+    async def main():
+        cfg = make_config(tmp_path)
+        backend = create_backend(cfg)
+        mgr = RunManager(backend, catalog, state_dir=cfg.agent.state_dir, max_threads=2, keep=1)
+        for _ in range(2):                       # the second run's end prunes the first
+            run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3, window_s=0.05), RunOptions())
+            await asyncio.wait({run.task})
+            assert run.state is RunState.DONE
+        await backend.close()
+        return sorted(p.name for p in mgr.runs_dir.iterdir())
+    left = asyncio.run(main())
+    assert len(left) == 1
+    assert off_loop["fsync"] >= 8 and off_loop["rmtree"] >= 1, off_loop
+    assert on_loop == {"fsync": 0, "rmtree": 0}, on_loop

@@ -49,6 +49,7 @@ def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
     app[STARTED_AT] = time.monotonic()
     app[LOOP_LAG] = LoopLag()
     app[prometheus.REGISTRY] = prometheus.create_registry(app)
+    app[prometheus.SCRAPES] = prometheus.Scrapes(config.api.metrics_max_requests)
     app.cleanup_ctx.extend([_loop_lag_ctx, _backend_ctx, _runs_ctx, _monitor_ctx])
     app.on_shutdown.append(_end_streams)
     setup_routes(app)
@@ -71,6 +72,7 @@ async def _loop_lag_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     app[GENERATOR]["executor"].shutdown(wait=False, cancel_futures=True)
+    app[prometheus.SCRAPES].close()
     await app[BACKEND].close()
 
 

@@ -59,9 +59,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    # A scrape keeps the host sampled until a few intervals after the last one.
+    body = await request.app[prometheus.SCRAPES].render(request.app)   # capped, off the run executor
+    # A scrape keeps the host sampled until a few intervals after the last one (one sample per
+    # interval however many scrape; a refused scrape holds nothing).
     request.app[MONITOR].hold(max(60.0, 4 * request.app[CONFIG].monitor.interval_s))
-    body = await asyncio.to_thread(prometheus.render, request.app)   # process metrics read /proc
     return web.Response(body=body, headers={"Content-Type": prometheus.CONTENT_TYPE})
 
 

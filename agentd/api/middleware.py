@@ -38,7 +38,11 @@ async def errors_middleware(request: web.Request, handler):
     try:
         return await handler(request)
     except MimesysError as e:
-        if e.http_status >= 500:
+        if e.http_status == 503:
+            # Load shed on purpose (scrapes or monitor clients over their cap): a line per
+            # refusal would turn a flood into a log flood.
+            log.debug("%s %s: %s", request.method, request.path, e)
+        elif e.http_status >= 500:
             log.error("%s %s: %s", request.method, request.path, e)
         return error_response(e.http_status, str(e), getattr(e, "details", None))
     except web.HTTPException as e:

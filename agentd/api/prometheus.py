@@ -18,6 +18,8 @@ What is exposed (docs/design.md "Monitoring"):
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import math
 import platform
 
@@ -27,12 +29,59 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, Hist
                                     StateSetMetricFamily, SummaryMetricFamily)
 
 from .. import __version__
+from ..errors import MimesysError
 from ..promnames import prom_name
 from ..samplers.samplerset import SAMPLER_STATES
 from .state import BACKEND, LOOP_LAG, MONITOR, RUNS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 REGISTRY = web.AppKey("metrics_registry", CollectorRegistry)
+
+
+class TooManyScrapes(MimesysError):
+    http_status = 503
+
+
+class Scrapes:
+    """How /metrics is rendered: on one thread of its own (never the default executor, which
+    decodes bodies and writes a finished run's trace), at most `max_requests` scrapes in the
+    agent at once (503 beyond, like Prometheus's --web.max-requests), and a scrape that arrives
+    while a render is under way takes that render's text instead of starting another. A flood
+    of public scrapes therefore costs one render at a time, whatever its size."""
+
+    def __init__(self, max_requests: int):
+        self.max_requests = max_requests
+        self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics")
+        self.in_agent = 0          # scrapes being answered now
+        self.refused = 0           # scrapes answered 503, over the agent's lifetime
+        self.renders = 0           # renders started (fewer than scrapes under a flood)
+        self._render: asyncio.Future | None = None
+
+    async def render(self, app: web.Application) -> bytes:
+        if self.in_agent >= self.max_requests:
+            self.refused += 1
+            raise TooManyScrapes(f"{self.in_agent} /metrics scrapes are being answered; the limit is "
+                                 f"api.metrics_max_requests = {self.max_requests}")
+        self.in_agent += 1
+        try:
+            if self._render is None:
+                self.renders += 1
+                fut = asyncio.get_running_loop().run_in_executor(self.executor, render, app)
+                self._render = fut
+                fut.add_done_callback(self._done)
+            # shield: a scraper that hangs up must not cancel the render the others wait for
+            return await asyncio.shield(self._render)
+        finally:
+            self.in_agent -= 1
+
+    def _done(self, fut: asyncio.Future) -> None:
+        if self._render is fut:
+            self._render = None
+        if not fut.cancelled():
+            fut.exception()        # retrieved: an error reaches its waiters, not the loop's log
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 class AgentCollector:
@@ -53,6 +102,10 @@ class AgentCollector:
         yield _counter("mimesys_monitor_samples", "Samples taken by the monitor loop.", hub.frames_sampled)
         yield _counter("mimesys_monitor_missed_frames", "Monitor frames dropped because a client's queue was full.",
                        hub.missed_frames)
+        scrapes = app.get(SCRAPES)
+        if scrapes is not None:
+            yield _counter("mimesys_metrics_scrapes_refused", "/metrics scrapes answered 503 (over "
+                           "api.metrics_max_requests).", scrapes.refused)
         latest = max((runs.latest, hub.latest), key=lambda s: s.measured_at)
         yield from host_families(backend.metric_schema(), latest.values, latest.measured_at)
         lag = app[LOOP_LAG]
@@ -148,6 +201,9 @@ def host_families(schema, values, measured_at: float):
     yield from families.values()
     yield _gauge("mimesys_host_sample_timestamp_seconds", "Unix time of the window the mimesys_host_* values "
                  "come from.", measured_at)
+
+
+SCRAPES = web.AppKey("metrics_scrapes", Scrapes)
 
 
 def create_registry(app: web.Application) -> CollectorRegistry:
