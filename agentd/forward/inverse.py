@@ -345,29 +345,30 @@ class InversePlanner:
         a = np.where(a < 0.5 * q, 0.0, np.maximum(a, q))
         return a / np.maximum(a.sum(axis=1, keepdims=True), 1.0)
 
-    def _submission_bytes(self) -> list[float]:
-        """Each stressor's bytes per submission, from its catalog parameters (0 when unknown)."""
+    def _catalog_entries(self) -> list:
+        """This agent's catalog entry for each of the model's stressors (None where it lists no
+        such name: a model used away from its agent's catalog, where the profile decides alone)."""
         from ..catalog import load_catalog
         try:
-            params = {st.name: st.params for st in load_catalog().stressors}
+            by_name = {st.name: st for st in load_catalog().stressors}
         except Exception:
-            params = {}
+            by_name = {}
+        return [by_name.get(n) for n in self.model.first.catalog_names]
+
+    def _submission_bytes(self) -> list[float]:
+        """Each stressor's bytes per submission, from its catalog parameters (0 when unknown)."""
+        def num(p: dict, key: str, default: float = 0.0) -> float:
+            v = p.get(key, default)
+            return float(v) if isinstance(v, (int, float)) else 0.0
         out = []
-        for name in self.model.first.catalog_names:
-            p = params.get(name) or {}
-            num = lambda k, d=0: float(p.get(k, d)) if isinstance(p.get(k, d), (int, float)) else 0.0  # noqa: E731
-            out.append(max(num("io_bytes") * max(num("depth", 1), 1.0), num("ahead_bytes"), num("extent_bytes"),
-                           num("sync_every_bytes")))
+        for st in self._catalog_entries():
+            p = st.params if st is not None else {}
+            out.append(max(num(p, "io_bytes") * max(num(p, "depth", 1.0), 1.0), num(p, "ahead_bytes"),
+                           num(p, "extent_bytes"), num(p, "sync_every_bytes")))
         return out
 
     def _kernels(self) -> list[str | None]:
-        """Each stressor's kernel, from this agent's catalog where it lists the model's names."""
-        from ..catalog import load_catalog
-        try:
-            by_name = {st.name: st.kernel for st in load_catalog().stressors}
-        except Exception:   # a model used away from an agent's catalog: the profile decides alone
-            by_name = {}
-        return [by_name.get(n) for n in self.model.first.catalog_names]
+        return [st.kernel if st is not None else None for st in self._catalog_entries()]
 
     def cpu_filler(self, allowed: np.ndarray) -> int | None:
         """The stressor that fills CPU time with nothing else: a compute kernel that drives no
