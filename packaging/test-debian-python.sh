@@ -20,6 +20,8 @@ in_root sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 mkdir -p "$R/src"
 cp -r "$ROOT/agentd" "$ROOT/stressors" "$ROOT/tests" "$ROOT/systemd" "$ROOT/packaging" "$ROOT/pyproject.toml" "$R/src/"
 rm -rf "$R/src/stressors/build"
+# the soak bench that tests/test_soak_short.py runs (the rest of bench/ is not agent tests)
+mkdir -p "$R/src/bench" && cp "$ROOT/bench/soak.py" "$ROOT/bench/hardening_agent.py" "$R/src/bench/"
 # Agent tests: the test files that import neither the controller nor torch.
 tests=$(cd "$ROOT" && for f in tests/test_*.py; do grep -qE "controller|torch" "$f" || echo "$f"; done)
 echo "# Debian's libraries in the root:"

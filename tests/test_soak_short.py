@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_short_soak_wedges_nothing_and_loses_no_trace(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # this checkout first, and whatever else the suite runs with (Debian's stage: the vendored wheels)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--seconds", "15",
                            "--out", str(tmp_path / "soak.jsonl")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
