@@ -51,7 +51,9 @@ def real_agent(work: Path, *, speedup: float = 1.0, cpus: int = 2, extra_toml: s
     cfg.write_text(f'[agent]\nbackend = "sim"\nstate_dir = "{work}/state"\nscratch_dir = "{work}/state/scratch"\n'
                    f'model_dir = "{work}/model"\nrun_lock = "{work}/run.lock"\n'
                    f'[api]\nbind = "127.0.0.1"\nport = 0\ntoken_file = "{tok}"\n{extra_toml}')
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MIMESYS_SIM_SPEEDUP": str(speedup), "MIMESYS_SIM_CPUS": str(cpus)}
+    # this checkout first, then whatever the caller runs with (Debian's test stage: the vendored wheels)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "MIMESYS_SIM_SPEEDUP": str(speedup), "MIMESYS_SIM_CPUS": str(cpus)}
     log = (work / "agent.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "agentd.cli", "serve", "--config", str(cfg)],
                             stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env)
