@@ -138,17 +138,22 @@ def healthz_prober(agent_url: str, control_url: str, headers: dict, out: str, pe
 
 
 @contextlib.contextmanager
-def healthz_probing(agent_url: str, control_url: str, headers: dict, out: Path, period_s: float = 0.25):
-    """healthz_prober in a process of its own for the duration of the block."""
+def in_own_process(target, *args):
+    """target(*args) in a spawned process of its own for the duration of the block (a prober or
+    a load generator must not share the event loop or the GIL of what it measures)."""
     import multiprocessing
-    proc = multiprocessing.get_context("spawn").Process(
-        target=healthz_prober, args=(agent_url, control_url, headers, str(out), period_s), daemon=True)
+    proc = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
     proc.start()
     try:
         yield
     finally:
         proc.terminate()
         proc.join(10)
+
+
+def healthz_probing(agent_url: str, control_url: str, headers: dict, out: Path, period_s: float = 0.25):
+    """healthz_prober in a process of its own for the duration of the block."""
+    return in_own_process(healthz_prober, agent_url, control_url, headers, str(out), period_s)
 
 
 def healthz_summary(path: Path, t_from: float = 0.0, t_to: float = float("inf")) -> dict:

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import random
-import contextlib
 import sys
 import tempfile
 import time
@@ -37,7 +35,8 @@ from agentd import wire  # noqa: E402
 from agentd.catalog import load_catalog  # noqa: E402
 from agentd.plan import Plan  # noqa: E402
 from agentd.trace import Trace  # noqa: E402
-from bench.hardening_agent import control_server, healthz_probing, healthz_summary, loop_lag, real_agent  # noqa: E402
+from bench.hardening_agent import (control_server, healthz_probing, healthz_summary, in_own_process,  # noqa: E402
+                                   loop_lag, real_agent)
 
 FLOOD_CLIENTS = 16      # concurrent scrapers: more than the agent's api.metrics_max_requests
 METRICS_MAX_REQUESTS = 8
@@ -199,16 +198,9 @@ async def loop_lag_buckets(url: str, headers: dict) -> dict:
             if smp.name == "mimesys_event_loop_lag_seconds_bucket"}
 
 
-@contextlib.contextmanager
 def flooding(url: str, clients: int, rps: float, out: Path):
-    proc = multiprocessing.get_context("spawn").Process(target=metrics_flooder, args=(url, clients, rps, str(out)),
-                                                        daemon=True)
-    proc.start()
-    try:
-        yield
-    finally:
-        proc.terminate()
-        proc.join(10)
+    """metrics_flooder in a process of its own for the duration of the block."""
+    return in_own_process(metrics_flooder, url, clients, rps, str(out))
 
 
 async def soak(agent, seconds: float, seed: int, control_url: str, work: Path, flood_rps: float) -> dict:

@@ -109,16 +109,20 @@ def test_fitted_metrics_skip_gauges_and_duplicated_breakdowns():
     assert w["net.lo.tx_Bps"] == 1 and w["disk.read_Bps"] == 1 and w["cpu.util.core0"] == 1
 
 
-def test_inverse_recovers_a_reachable_target():
-    fm = toy_model()
+def _reachable_target(fm: ForwardModel, T: int = 40):
+    """(values [T, N], trace): what the toy model predicts for random compositions a plan can hold."""
     rng = np.random.default_rng(1)
-    T = 40
     truth = np.zeros((T, 4, 2))
     for t in range(T):
         truth[t, :, 0] = rng.dirichlet(np.ones(4)) * rng.uniform(0.2, 0.9)
         truth[t, 0, 1] = rng.uniform(0, 1)
     values = fm.predict_plan(truth)[0]
-    trace = Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)], simulated=True)
+    return values, Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)], simulated=True)
+
+
+def test_inverse_recovers_a_reachable_target():
+    fm = toy_model()
+    values, trace = _reachable_target(fm)
     plan = InversePlanner(fm).generate(trace)
     achieved = fm.predict_plan(plan.compositions)[0]
     w = fitted_metrics(NAMES, UNITS) > 0
@@ -255,14 +259,7 @@ def test_inverse_solves_in_float32_chunks_and_reports_each(monkeypatch):
         return real(x, inv_w)
     monkeypatch.setattr(inverse, "project_columns_scaled", recording)
     fm = toy_model()
-    rng = np.random.default_rng(1)
-    T = 40
-    truth = np.zeros((T, 4, 2))
-    for t in range(T):
-        truth[t, :, 0] = rng.dirichlet(np.ones(4)) * rng.uniform(0.2, 0.9)
-        truth[t, 0, 1] = rng.uniform(0, 1)
-    values = fm.predict_plan(truth)[0]
-    trace = Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)], simulated=True)
+    values, trace = _reachable_target(fm)
     calls = []
     plan = InversePlanner(fm, inverse.InverseSettings(chunk_windows=16)).generate(
         trace, progress=lambda done, total: calls.append((done, total)))
