@@ -263,6 +263,8 @@ def main() -> None:
     ap.add_argument("--replays", type=int, default=2)
     ap.add_argument("--methods", default="single,nearest,knn,model,inverse,select")
     ap.add_argument("--band", type=int, default=10)
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="Record, profile, collect and fit, then stop: the replays can run later (the host quiet again).")
     args = ap.parse_args()
 
     from mixes import MIXES, missing_tools
@@ -310,6 +312,9 @@ def main() -> None:
         score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
                                capture_output=True, text=True).stdout
         (work / "forward-score.json").write_text(score)
+        if args.prepare_only:
+            print(f"prepared in {time.monotonic() - t_start:.0f} s: targets, profile, campaign, forward model", file=sys.stderr)
+            return
         specs = {"single": "single", "nearest": "nearest", "knn": "knn", "model": f"model={onnx}",
                  "inverse": f"inverse=inverse:{fm}", "inverse-first-order": f"inverse-first-order=inverse-first-order:{fm}",
                  "select": f"select=select:{onnx},{fm}"}
@@ -322,7 +327,7 @@ def main() -> None:
             done = (d / "results.json").exists() and \
                 not any(r.get("error") for r in json.loads((d / "results.json").read_text())["runs"])
             if not done:
-                sh([*CTL, "evaluate", "--agent", agent.url, "--token-file", agent.token_file,
+                sh([*CTL, "evaluate", "--agent", agent.url, "--token-file", agent.token_file, "--scale", "device",
                     *[a for t in targets for a in ("--trace", t)], *[a for m in methods for a in ("--method", m)],
                     "--dataset", ds, "--seed", r, "--band", args.band, "-o", d])
             eval_dirs.append(d)

@@ -49,3 +49,25 @@ def test_added_activity_counts_windows_where_the_target_was_idle_with_a_windows_
     assert got["disk.read"]["added_windows"] == 2 and got["disk.read"]["max_added_share"] == pytest.approx(0.3)
     assert got["net.lo"]["added_windows"] == T
     assert "disk.busy" not in got and set(got) == {"disk.read", "disk.write", "net.lo"}
+
+
+def test_evaluate_scores_on_the_targets_own_scale_by_default():
+    """`mimesys evaluate`'s table and MEAN: reads where the target read nothing cost in full on
+    the default scale, and almost nothing against the device's 2 GB/s (the old default)."""
+    from controller.evaluate.driver import EvalOptions, score_peaks
+    from controller.evaluate.dtw import compare
+    from pathlib import Path
+
+    T = 20
+    target = _trace({"cpu.util.core0": np.full(T, 0.5), "disk.write_Bps": np.full(T, 2e6)})
+    replay = _trace({"cpu.util.core0": np.full(T, 0.5), "disk.write_Bps": np.full(T, 2e6),
+                     "disk.read_Bps": np.full(T, 20e6)})
+    assert EvalOptions(outdir=Path(".")).scale == "own"
+    host = {"disk.read_Bps": 2e9, "disk.write_Bps": 1e9}
+    own = compare(target, replay, NAMES[:3], peaks=score_peaks(target, NAMES[:3], host, "own"))
+    device = compare(target, replay, NAMES[:3], peaks=score_peaks(target, NAMES[:3], host, "device"))
+    assert own["disk.read_Bps"].distance == pytest.approx(1.0)
+    assert device["disk.read_Bps"].distance == pytest.approx(0.01)
+    assert own["cpu.util.core0"].distance == device["cpu.util.core0"].distance == 0.0
+    with pytest.raises(ValueError, match="scale 'peak'"):
+        score_peaks(target, NAMES[:3], host, "peak")

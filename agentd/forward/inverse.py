@@ -155,7 +155,9 @@ class InversePlanner:
         self._thresholds = first.idle + self._margins
         self._drives = activity.stressor_drives(self._kernels(), response=first.response, names=names,
                                                 margins=self._margins)
+        self._delays = activity.stressor_delays(self._kernels())
         self._cores = [(n, core_index(name)) for n, name in enumerate(names) if core_index(name) is not None]
+        self._core_metrics = [n for n, _ in self._cores]
         self._quanta = self.quanta()
         # What a unit of each stressor costs beyond its fit: the same for all, except that a stressor
         # driving a resource no metric observes (memory bandwidth without a PMU) costs more — its
@@ -241,7 +243,7 @@ class InversePlanner:
         for i in range(passes):
             phi = first.group_scale(a)                              # [C, N]
             if use_corr:
-                corr = (model.correction(a, np.concatenate([prev0, a[:-1]]))[0] / scales).astype(np.float32)
+                corr = (self._correction(a, np.concatenate([prev0, a[:-1]])) / scales).astype(np.float32)
             if use.size:
                 a[:, use] = self._fista(a[:, use], G[use], y - idle_s - corr, phi, mask * reweight, lam_c,
                                         s.iterations if i == 0 else s.refine_iterations, allowed[:, use], cost[use],
@@ -250,15 +252,25 @@ class InversePlanner:
                 reweight = self.metric_reweight(a, y, observed, use_corr, scales, prev0).astype(np.float32)
         a = self.round_to_quanta(a)
         if s.cpu_first:   # then rounded again: the filler's top-up is no exception (≤ 5 ms of CPU)
-            a = self.round_to_quanta(self.match_cpu(a, values, allowed, use_corr, prev0))
+            a = self.round_to_quanta(self.match_cpu(a, values, allowed, prev0))
         pred = self._predict(a, prev0, use_corr) / scales
         err = (pred - y) * observed
         return a.astype(np.float32), float((err ** 2).sum()), int(observed.sum())
 
     def _predict(self, a: np.ndarray, prev0: np.ndarray, use_corr: bool) -> np.ndarray:
-        """predict_plan for a chunk whose previous window is prev0 [1, M, K]."""
-        return self.model.predict(a, np.concatenate([prev0.astype(a.dtype), a[:-1]]),
-                                  first_order_only=not use_corr)[0]
+        """predict_plan for a chunk whose previous window is prev0 [1, M, K], the cores from the
+        plan's columns alone (match_cpu says why)."""
+        first = self.model.first
+        x = first.predict(a)
+        if not use_corr:
+            return x
+        return first.clip(x + self._correction(a, np.concatenate([prev0.astype(a.dtype), a[:-1]])))
+
+    def _correction(self, a: np.ndarray, a_prev: np.ndarray) -> np.ndarray:
+        """The learned correction [C, N] in metric units, 0 on the cores."""
+        corr = self.model.correction(a, a_prev)[0]
+        corr[:, self._core_metrics] = 0.0
+        return corr
 
     def target_scales(self, values: np.ndarray) -> np.ndarray:
         """[N] each metric's scale in the fit: the target's own range (p99 over its windows less
@@ -311,7 +323,8 @@ class InversePlanner:
         first = self.model.first
         T = values.shape[0]
         idle = activity.idle_windows(values, first.metric_names, self._thresholds)
-        ok = activity.allowed(idle, self._drives, T, first.M)
+        ok = activity.allowed(idle, self._drives, T, first.M, self._delays,
+                              activity.writeback_windows(self.model.window_s))
         if first.footprint is None:
             return ok
         n = first.memory_metric()
@@ -384,18 +397,32 @@ class InversePlanner:
             return None
         return int(np.argmax(np.where(ok, first.own, -1.0)))
 
-    def match_cpu(self, a: np.ndarray, values: np.ndarray, allowed: np.ndarray, use_corr: bool,
+    def match_cpu(self, a: np.ndarray, values: np.ndarray, allowed: np.ndarray,
                   prev0: np.ndarray | None = None) -> np.ndarray:
         """CPU first: each plan thread's core is brought to the target's busy fraction — short
         by more than the tolerance, the compute filler takes the thread's idle time; over, the
-        thread's stressors are scaled down together. Predicted with the same model; two passes,
-        as the threads spill onto each other's cores."""
+        thread's stressors are scaled down together. Two passes, as the threads spill onto each
+        other's cores.
+
+        A core's busy fraction is predicted from the plan's columns alone (the first-order
+        model: each stressor's measured share of its own core and of the others, over the host's
+        idle level), never through the learned correction: the column sum is what the runner
+        executes, while a correction fitted on a campaign absorbs whatever else ran on the host
+        then (measured: a correction learned beside other work predicted core 1 0.3 busier than
+        the replays ran it, and CPU-first left the thread half idle). The idle level is the lower
+        of the profile's and the target's own 1st percentile: a target recorded on a quieter host
+        than the profile's shows it."""
         first, tol = self.model.first, self.settings.cpu_tolerance
         filler = self.cpu_filler(allowed)
         a = a.astype(np.float64)
         prev0 = np.zeros_like(a[:1]) if prev0 is None else prev0
+        base = np.zeros(first.N)
+        for n, _ in self._cores:
+            col = values[:, n]
+            if np.isfinite(col).any():
+                base[n] = min(0.0, float(np.nanpercentile(col, 1)) - float(first.idle[n]))
         for _ in range(2):
-            pred = self._predict(a, prev0, use_corr)
+            pred = self._predict(a, prev0, False) + base
             for n, j in self._cores:
                 threads = [k for k, c in enumerate(first.thread_cores) if c == j]
                 target = values[:, n]

@@ -65,6 +65,9 @@ def resolve_method(spec: str, dataset: str | None):
                show_default=True, help="Results directory.")
 @click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True,
               help="Sakoe-Chiba band of the DTW, in windows.")
+@click.option("--scale", default="own", type=click.Choice(("own", "device")), show_default=True,
+              help="Each metric's full scale: the target's own peak (traffic where the target had none counts "
+                   "in full, as in an overlay) or the host's calibrated peak.")
 @click.option("--metric", "metrics", multiple=True,
               help="Metric to score, or 'paper' for the MIMESYS paper's set; repeat (default: every metric the "
                    "target carries).")
@@ -78,8 +81,8 @@ def resolve_method(spec: str, dataset: str | None):
               help="Override a target's load level (default: from its mean CPU utilization).")
 @json_option
 @click.pass_context
-def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdir, band, metrics, seed, warmup_windows,
-             core_strategy, load_levels, progress, as_json):
+def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdir, band, scale, metrics, seed,
+             warmup_windows, core_strategy, load_levels, progress, as_json):
     """Score generated plans against target traces (DTW per metric), or run `colocation`."""
     if ctx.invoked_subcommand is not None:
         return
@@ -102,7 +105,7 @@ def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdi
 
         opts = EvalOptions(outdir=outdir, band=band, seed=seed, warmup_windows=warmup_windows,
                            metrics=tuple(metrics) or None, core_strategy=core_strategy, load_levels=levels,
-                           progress=progress)
+                           progress=progress, scale=scale)
 
         async def main():
             try:
@@ -183,17 +186,20 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, a
 @click.option("--trace", "traces", multiple=True, required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The targets of that run.")
 @click.option("--band", default=10, type=click.IntRange(1, 100000), show_default=True)
+@click.option("--scale", default="own", type=click.Choice(("own", "device")), show_default=True,
+              help="Each metric's full scale: the target's own peak or the host's calibrated peak.")
 @click.option("--metric", "metrics", multiple=True, help="Metrics to score, or 'paper' (default: every metric the target carries).")
 @click.option("--load-level", "load_levels", multiple=True, metavar="TRACE=low|mid|high")
 @json_option(help="Print only JSON on stdout: outdir, meta and runs (the rewritten results.json); "
                   "the table goes to stderr.")
-def rescore_cmd(outdir, traces, band, metrics, load_levels, as_json):
+def rescore_cmd(outdir, traces, band, scale, metrics, load_levels, as_json):
     """Score an earlier evaluation's executed traces again (other metrics or band), without replaying."""
     from controller.evaluate.driver import EvalOptions, rescore
     try:
         levels = dict(item.partition("=")[::2] for item in load_levels)
         res = rescore({p.stem: Trace.read(p) for p in traces}, outdir,
-                      EvalOptions(outdir=outdir, band=band, metrics=tuple(metrics) or None, load_levels=levels))
+                      EvalOptions(outdir=outdir, band=band, metrics=tuple(metrics) or None, load_levels=levels,
+                                  scale=scale))
     except (MimesysError, OSError, ValueError) as e:
         raise click_error(e) from None
     click.echo(res.render(), err=as_json)

@@ -37,7 +37,7 @@ from agentd.trace import Trace
 from ..importers.base import ImportReport
 from ..mapping import HostProfile, MappingOptions, map_trace
 from .activity import added_activity
-from .own_scale import idle_window_additions, own_scale_scores, resource_mean
+from .own_scale import idle_window_additions, own_scale, own_scale_scores, resource_mean
 from .dtw import DEFAULT_BAND, compare
 from .report import EvaluationResults, burst_table, load_level, overlay_png
 
@@ -60,6 +60,28 @@ class EvalOptions:
     load_levels: dict = field(default_factory=dict)   # target name -> level, overriding the measured one
     plots: bool = True
     progress: bool = True
+    scale: str = "own"      # each metric's full scale: "own" (the target's own peak) or "device" (the host's)
+
+
+SCALES = ("own", "device")
+NORMALIZATION = {
+    "own": "per metric: x / full scale (1 for fractions, else the target's own peak, floored by the host's idle "
+           "noise for disk and network traffic: traffic where the target had none counts in full), clipped to "
+           "[0,1]; DTW (dtaidistance, Sakoe-Chiba band) divided by sqrt(path length)",
+    "device": "per metric: x / full scale (1 for fractions, else the host's calibrated peak, else max over target "
+              "and executed), clipped to [0,1]; DTW (dtaidistance, Sakoe-Chiba band) divided by sqrt(path length)"}
+
+
+def score_peaks(target: Trace, metrics: list[str], host_peaks: dict, scale: str) -> dict:
+    """metric -> the full scale `compare` divides by: the host's calibrated peaks ("device") or
+    the target's own peak ("own", evaluate/own_scale.py: how a person reads the overlay)."""
+    if scale == "device":
+        return host_peaks
+    if scale != "own":
+        raise ValueError(f"scale {scale!r}: expected one of {', '.join(SCALES)}")
+    units = {m.name: m.unit for m in target.metrics}
+    return {name: own_scale(name, units.get(name, ""), target.column(name).astype(np.float64))
+            for name in metrics if name in target.names}
 
 
 def safe_name(name: str) -> str:
@@ -96,9 +118,7 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
         "agent": getattr(client, "url", ""), "backend": info.get("backend"), "simulated": bool(info.get("simulated")),
         "host_cpus": host.cpus, "band_windows": options.band, "seed": options.seed,
         "warmup_windows": options.warmup_windows, "peaks_used_for_scale": host.peaks,
-        "normalization": "per metric: x / full scale (1 for fractions, else the host's calibrated peak, else "
-                         "max over target and executed), clipped to [0,1]; DTW (dtaidistance, Sakoe-Chiba band) "
-                         "divided by sqrt(path length)",
+        "scale": options.scale, "normalization": NORMALIZATION[options.scale],
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     outdir = options.outdir
     pairs = [(t, m) for t in targets for m in methods]
@@ -127,7 +147,8 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
                 ex.provenance = {**ex.provenance, "target": tname, "method": mname}
                 ex.write(outdir / "executed" / f"{key}.h5")
                 executed[mname] = ex
-                scores = compare(target, ex, metrics, peaks=host.peaks, band=options.band)
+                scores = compare(target, ex, metrics, peaks=score_peaks(target, metrics, host.peaks, options.scale),
+                                 band=options.band)
                 results.add(tname, mname, level, scores)
                 finite = [r.distance for r in scores.values() if math.isfinite(r.distance)]
                 entry["mean_dtw"] = float(np.mean(finite)) if finite else None
@@ -189,7 +210,8 @@ def rescore(targets: dict[str, Trace], outdir: Path, options: EvalOptions) -> Ev
     meta = dict(prev.get("meta", {}))
     peaks = {k: float(v) for k, v in (meta.get("peaks_used_for_scale") or {}).items()}
     results = EvaluationResults(meta={**meta, "rescored": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                      "band_windows": options.band})
+                                      "band_windows": options.band, "scale": options.scale,
+                                      "normalization": NORMALIZATION[options.scale]})
     results.runs = [r for r in prev.get("runs", []) if r.get("trace") in targets]
     for tname, raw in targets.items():
         prefix = f"{safe_name(tname)}__"
@@ -204,7 +226,8 @@ def rescore(targets: dict[str, Trace], outdir: Path, options: EvalOptions) -> Ev
         level = options.load_levels.get(tname) or load_level(raw)
         metrics = scored_metrics(target, options)
         for mname, ex in executed.items():
-            results.add(tname, mname, level, compare(target, ex, metrics, peaks=peaks, band=options.band))
+            results.add(tname, mname, level, compare(target, ex, metrics, band=options.band,
+                                                     peaks=score_peaks(target, metrics, peaks, options.scale)))
         table = score_bursts(results, tname, level, target, executed, peaks)
         for r in results.runs:
             if r.get("trace") == tname and r.get("method") in executed:
