@@ -155,6 +155,7 @@ class InversePlanner:
         self._thresholds = first.idle + self._margins
         self._drives = activity.stressor_drives(self._kernels(), response=first.response, names=names,
                                                 margins=self._margins)
+        self._drives_any = np.logical_or.reduce(list(self._drives.values()))   # [M]: drives some resource
         self._delays = activity.stressor_delays(self._kernels())
         self._cores = [(n, core_index(name)) for n, name in enumerate(names) if core_index(name) is not None]
         self._core_metrics = [n for n, _ in self._cores]
@@ -387,9 +388,7 @@ class InversePlanner:
         """The stressor that fills CPU time with nothing else: a compute kernel that drives no
         resource, the one with the highest busy share on its own core."""
         first = self.model.first
-        drives_any = np.zeros(first.M, bool)
-        for d in self._drives.values():
-            drives_any |= d
+        drives_any = self._drives_any
         classes = first.classes or [None] * first.M
         ok = allowed.all(axis=0) & ~drives_any & np.array([c == "cpu" for c in classes]) & (first.own > 0.5) \
             & ~first.unobserved()
@@ -401,8 +400,8 @@ class InversePlanner:
                   prev0: np.ndarray | None = None) -> np.ndarray:
         """CPU first: each plan thread's core is brought to the target's busy fraction — short
         by more than the tolerance, the compute filler takes the thread's idle time; over, the
-        thread's stressors are scaled down together. Two passes, as the threads spill onto each
-        other's cores.
+        thread's compute that drives nothing is scaled down first, then its IO. Two passes, as
+        the threads spill onto each other's cores.
 
         A core's busy fraction is predicted from the plan's columns alone (the first-order
         model: each stressor's measured share of its own core and of the others, over the host's
@@ -414,6 +413,7 @@ class InversePlanner:
         than the profile's shows it."""
         first, tol = self.model.first, self.settings.cpu_tolerance
         filler = self.cpu_filler(allowed)
+        drives_any = self._drives_any
         a = a.astype(np.float64)
         prev0 = np.zeros_like(a[:1]) if prev0 is None else prev0
         base = np.zeros(first.N)
@@ -430,11 +430,16 @@ class InversePlanner:
                     continue
                 k = threads[0]
                 d = np.where(np.isfinite(target), target - pred[:, n], 0.0)
-                busy = a[:, :, k] @ first.own                              # [T] this thread's share
                 over = d < -tol
                 if over.any():
-                    f = np.where(busy > 0, np.clip((busy + d) / np.maximum(busy, 1e-9), 0.0, 1.0), 1.0)
-                    a[over, :, k] *= f[over, None]
+                    # compute that drives nothing gives way first: the IO on the thread is what
+                    # the target's other resources asked for
+                    excess = np.where(over, -d, 0.0)
+                    for group in (~drives_any, drives_any):
+                        part = a[:, group, k] @ first.own[group]                # [T]
+                        f = np.where(part > 0, np.clip((part - excess) / np.maximum(part, 1e-9), 0.0, 1.0), 1.0)
+                        a[:, group, k] *= f[:, None]
+                        excess = np.maximum(excess - part * (1.0 - f), 0.0)
                 short = d > tol
                 if filler is not None and short.any():
                     # the filler takes the thread's idle time; where that is not enough, the
