@@ -481,7 +481,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
                                "--dataset", dataset, "--seed", s.seed, "-o", evaluation], step="evaluate")
         rec.detail = f"{evaluation}"
 
-    with d.step("summary", "DTW per metric (normalized to [0,1], lower is closer)"):
+    with d.step("summary", "DTW per metric (each on the target's own peak, in [0,1], lower is closer)"):
         _print_results(evaluation)
         pngs = sorted(str(p.relative_to(out)) for p in out.rglob("*.png"))
         click.echo(f"\nPNGs under {out}:\n  " + "\n  ".join(pngs) if pngs else "\n(no PNGs were written)")
@@ -569,7 +569,8 @@ def _print_results(evaluation: Path) -> None:
         for method, per in sorted(methods.items(), key=lambda kv: _mean(kv[1].values())):
             cols = [_mean(v for m, v in per.items() if m.split(".")[0] == g) for g in groups]
             click.echo(f"  {method:{width}s} " + " ".join(f"{v:8.3f}" for v in cols) + f" {_mean(per.values()):8.3f}")
-    click.echo("  (per metric: results.csv; a resource's column is the mean DTW of its metrics; mean = over all metrics)")
+    click.echo("  (per metric: results.csv, each scaled by the target's own peak, so traffic where the target had "
+               "none counts in full; a resource's column is the mean DTW of its metrics; mean = over all metrics)")
     meta = evaluation / "results.json"
     if meta.is_file():
         simulated = json.loads(meta.read_text()).get("meta", {}).get("simulated")
