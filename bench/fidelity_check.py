@@ -29,7 +29,8 @@ O = d.get("own_scale")
 if O:
     OM, OF = O["methods"], O["floor"]
     print(f"own scale (CPU, disk, loopback; the target's own peak): floor resource mean {OF['resource_mean']:.3f} "
-          f"per-core {OF['per_core_cpu']:.3f}")
+          f"per-core {OF['per_core_cpu']:.3f}, idle windows with activity added by the same mix again "
+          f"{OF.get('idle_windows_added', '-')} (the host's own background)")
     for m in sorted(OM, key=lambda k: OM[k]["resource_mean"] if OM[k]["resource_mean"] is not None else 9):
         o = OM[m]
         print(f"  {m:10s} resource mean {o['resource_mean']:.3f} per-core {o['per_core_cpu']:.3f} "

@@ -97,14 +97,17 @@ def floor_scores(targets: dict, reruns: dict, peaks: dict, band: int) -> dict:
 
 
 def own_floor(targets: dict, reruns: dict, band: int) -> dict:
-    """The same mix run again, scored on the target's own scale: {mix: {per_core_cpu, resource_mean}}."""
+    """The same mix run again, scored on the target's own scale: {mix: {per_core_cpu, resource_mean,
+    idle_windows_added}} — the last the noise floor of the added-activity count: the host's own
+    background (page-cache misses, journal commits) shows in windows where the target was idle."""
     from controller.evaluate.driver import EvalOptions, scored_metrics
-    from controller.evaluate.own_scale import own_scale_scores, resource_mean
+    from controller.evaluate.own_scale import idle_window_additions, own_scale_scores, resource_mean
     out = {}
     for name, tr in targets.items():
         cpu, res = resource_mean(own_scale_scores(tr, reruns[name], scored_metrics(tr, EvalOptions(outdir=Path("."))),
                                                   band=band))
-        out[name] = {"per_core_cpu": cpu, "resource_mean": res}
+        added = {r: e["added_windows"] for r, e in idle_window_additions(tr, reruns[name]).items()}
+        out[name] = {"per_core_cpu": cpu, "resource_mean": res, "idle_windows_added": added}
     return out
 
 
@@ -134,7 +137,11 @@ def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
                        "idle_windows_added": m["added"], "max_added_share": m["max_share"]}
     return {"methods": out,
             "floor": {"per_core_cpu": mean([f["per_core_cpu"] for f in floor.values()]),
-                      "resource_mean": mean([f["resource_mean"] for f in floor.values()]), "by_mix": floor}}
+                      "resource_mean": mean([f["resource_mean"] for f in floor.values()]),
+                      "idle_windows_added": {r: sum(f.get("idle_windows_added", {}).get(r, 0) for f in floor.values())
+                                             for r in sorted({r for f in floor.values()
+                                                              for r in f.get("idle_windows_added", {})})},
+                      "by_mix": floor}}
 
 
 def aggregate(eval_dirs: list[Path], floor: dict) -> dict:
