@@ -220,6 +220,26 @@ def test_cpu_first_follows_the_columns_not_a_correction_that_learned_other_load(
     assert np.abs(columns[:, 0] - v[:, 0]).max() <= 0.02, np.round(columns[:, 0], 3)
 
 
+def test_inverse_never_places_writeback_it_cannot_time():
+    """The page-cache writer's disk writes are the kernel's writeback, seconds later and in bursts:
+    the planner writes with a stressor whose IO lands in its own window, even where the solo
+    profile made the page-cache writer look cheaper (measured: predicted 120 MB/s, replayed 25-50)."""
+    names = ["cpu.util.core0", "disk.write_Bps"]
+    R = np.zeros((3, 2))
+    R[1, 1], R[2, 1] = 400e6, 200e6
+    fo = FirstOrder(names, ["fraction", "B/s"], ["cpu_int_crc32", "disk_pagecache_rw", "disk_seq_write_fdatasync"],
+                    [0], np.zeros(2), R, own=np.array([1.0, 0.1, 0.3]), other=np.zeros(3),
+                    capacity=np.array([1.0, 1e9]), classes=["cpu", "disk", "disk"], noise=np.array([0.01, 4e3]))
+    fm = ForwardModel(fo, np.where(fo.fraction, 1.0, fo.capacity), "sha256:toy", simulated=True)
+    T = 60                                                    # writes all along: past any writeback horizon
+    v = np.zeros((T, 2))
+    v[:, 0], v[:, 1] = 0.5, 100e6
+    trace = Trace(v.astype(np.float32), [MetricSpec(n, u) for n, u in zip(names, fo.units)])
+    a = InversePlanner(fm).generate(trace).compositions
+    assert a[:, 1].max() == 0.0
+    assert a[:, 2, 0].mean() > 0.3
+
+
 def test_no_stressor_runs_for_less_than_it_can_run_as_planned():
     """A plan's entries are 0 or at least the stressor's quantum (5 ms of a 1 s window, or one
     submission of an IO stressor): a few hundred microseconds of a queue-depth reader is not a
