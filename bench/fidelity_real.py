@@ -144,6 +144,27 @@ def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
                       "by_mix": floor}}
 
 
+def combine_evaluations(base: Path, update: Path, methods: list[str], out: Path) -> Path:
+    """An evaluation directory (results.json; plans/ and executed/ as links) with `methods` taken
+    from `update` and every other method from `base`: one method replayed again after a change
+    to it, beside the baselines' replays of the same targets."""
+    b, u = (json.loads((d / "results.json").read_text()) for d in (base, update))
+    doc = dict(b)
+    doc["runs"] = [r for r in b["runs"] if r["method"] not in methods] + [r for r in u["runs"] if r["method"] in methods]
+    doc["rows"] = [r for r in b["rows"] if r["method"] not in methods] + [r for r in u["rows"] if r["method"] in methods]
+    doc["meta"] = {**b["meta"], "combined": {"base": str(base), "update": str(update), "methods": methods}}
+    for sub in ("plans", "executed"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+        for src in (base, update):
+            for f in (src / sub).glob("*.h5"):
+                if (src is update) == (f.stem.rsplit("__", 1)[-1] in methods):
+                    link = out / sub / f.name
+                    link.unlink(missing_ok=True)
+                    link.symlink_to(f.resolve())
+    (out / "results.json").write_text(json.dumps(doc, indent=1))
+    return out
+
+
 def aggregate(eval_dirs: list[Path], floor: dict) -> dict:
     """Mean over mixes and replays, per method and metric; MEAN = mean over metrics."""
     per: dict = {}
@@ -270,6 +291,9 @@ def main() -> None:
     ap.add_argument("--replays", type=int, default=2)
     ap.add_argument("--methods", default="single,nearest,knn,model,inverse,select")
     ap.add_argument("--band", type=int, default=10)
+    ap.add_argument("--update", default="",
+                    help="Methods (comma-separated) to replay again after a change to them, into eval-rep<R>-update; "
+                         "the summary takes them from there and every other method from eval-rep<R>.")
     ap.add_argument("--prepare-only", action="store_true",
                     help="Record, profile, collect and fit, then stop: the replays can run later (the host quiet again).")
     args = ap.parse_args()
@@ -338,6 +362,17 @@ def main() -> None:
                     *[a for t in targets for a in ("--trace", t)], *[a for m in methods for a in ("--method", m)],
                     "--dataset", ds, "--seed", r, "--band", args.band, "-o", d])
             eval_dirs.append(d)
+        update = [m for m in args.update.split(",") if m]
+        if update:
+            for r, d in enumerate(list(eval_dirs)):
+                u = work / f"eval-rep{r}-update"
+                if not (u / "results.json").exists():
+                    sh([*CTL, "evaluate", "--agent", agent.url, "--token-file", agent.token_file, "--scale", "device",
+                        *[a for t in targets for a in ("--trace", t)],
+                        *[a for m in update for a in ("--method", specs[m])], "--dataset", ds, "--seed", r,
+                        "--band", args.band, "-o", u])
+                eval_dirs[r] = combine_evaluations(d, u, [specs[m].partition("=")[0] for m in update],
+                                                   work / f"eval-rep{r}-combined")
 
         from agentd.trace import Trace
         peaks = json.loads((eval_dirs[0] / "results.json").read_text())["meta"]["peaks_used_for_scale"]
@@ -356,6 +391,7 @@ def main() -> None:
         summary.update({"bench": "fidelity_real", "label": args.label, "samples": samples,
                         "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
                         "replays": args.replays, "train_steps": args.train_steps, "simulated": False,
+                        "updated_methods": update, "eval_dirs": [str(d) for d in eval_dirs],
                         "forward_score": {k: v for k, v in json.loads(score).items() if k != "metrics"},
                         "elapsed_s": round(time.monotonic() - t_start, 1)})
         (work / "fidelity.json").write_text(json.dumps(summary, indent=1))
