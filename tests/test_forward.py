@@ -53,7 +53,8 @@ def test_first_order_is_linear_below_capacity_and_maps_threads_to_cores():
     a[0, 0] = 0.5          # half a window of cpu on thread 0
     a[3, 1] = 0.25         # a quarter of net on thread 1
     x = fo.predict(a)
-    assert x[0] == pytest.approx(0.5 + 0.25 * 0.5)      # own cpu + net's spill from thread 1
+    # own cpu and net's spill from thread 1 share the core's time: a union, not a sum
+    assert x[0] == pytest.approx(1 - (1 - 0.5) * (1 - 0.25 * 0.5))
     assert x[1] == pytest.approx(0.25)                   # net on its own core
     assert x[6] == pytest.approx(0.25 * 2e9)
     assert x[7] == pytest.approx(1e9)                    # a gauge stays at idle
