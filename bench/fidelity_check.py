@@ -43,4 +43,5 @@ if O:
             b = OM[best]
             print(f"{best}: resource mean/single = {b['resource_mean']/s['resource_mean']:.2f} (<=0.5?), per-core "
                   f"{b['per_core_cpu']:.3f} vs single {s['per_core_cpu']:.3f} (<=?), idle windows with added activity "
-                  f"{sum(b['idle_windows_added'].values())} (0?)")
+                  f"{sum(b['idle_windows_added'].values())}, of them where the plan drove that resource "
+                  f"{sum(b.get('idle_windows_added_by_plan', {}).values()) if 'idle_windows_added_by_plan' in b else '-'} (0?)")

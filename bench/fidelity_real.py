@@ -111,6 +111,26 @@ def own_floor(targets: dict, reruns: dict, band: int) -> dict:
     return out
 
 
+def plan_attributed_additions(eval_dirs: list[Path], targets: dict) -> dict:
+    """{method: {resource: windows}}: the added-activity windows where the plan itself drove the
+    resource (controller/evaluate/own_scale.attribute_to_plan), from each run's plan and replay."""
+    from agentd.plan import Plan
+    from agentd.trace import Trace
+    from controller.evaluate.own_scale import attribute_to_plan, idle_window_additions
+    out: dict = {}
+    for d in eval_dirs:
+        for run in json.loads((d / "results.json").read_text())["runs"]:
+            key = f"{run['trace']}__{run['method']}"
+            if run.get("error") or run["trace"] not in targets or not (d / "executed" / f"{key}.h5").exists():
+                continue
+            add = attribute_to_plan(idle_window_additions(targets[run["trace"]], Trace.read(d / "executed" / f"{key}.h5")),
+                                    Plan.read(d / "plans" / f"{key}.h5"))
+            per = out.setdefault(run["method"], {})
+            for r, e in add.items():
+                per[r] = per.get(r, 0) + e.get("by_plan", 0)
+    return out
+
+
 def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
     """Per method, on the target's own scale (controller/evaluate/own_scale.py): per-core CPU and
     the CPU/disk/loopback mean per mix (mean over replays), their means over mixes, and the
@@ -294,6 +314,8 @@ def main() -> None:
     ap.add_argument("--update", default="",
                     help="Methods (comma-separated) to replay again after a change to them, into eval-rep<R>-update; "
                          "the summary takes them from there and every other method from eval-rep<R>.")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="No agent, nothing replayed or refitted: summarize the replays already in --out again.")
     ap.add_argument("--prepare-only", action="store_true",
                     help="Record, profile, collect and fit, then stop: the replays can run later (the host quiet again).")
     args = ap.parse_args()
@@ -304,22 +326,31 @@ def main() -> None:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
-    agent = LocalAgent(out / "agent")
-    agent.start()
+    agent = None if args.summarize_only else LocalAgent(out / "agent")
+
+    def needs_agent(what: str) -> LocalAgent:
+        if agent is None:
+            raise SystemExit(f"--summarize-only: {what} is missing under {out}; run the bench without it first")
+        return agent
+
+    if agent is not None:
+        agent.start()
     try:
-        sh([*AGENT, "calibrate", "--config", agent.config_file])
+        if agent is not None:
+            sh([*AGENT, "calibrate", "--config", agent.config_file])
         tdir = out / "targets"
         tdir.mkdir(exist_ok=True)
         for mix in MIXES:
             for suffix in ("", ".rerun"):
                 p = tdir / f"{mix}{suffix}.h5"
                 if not p.exists():
-                    record_mix(agent, mix, args.mix_seconds, p)
+                    record_mix(needs_agent(str(p)), mix, args.mix_seconds, p)
         profile = out / "profile.h5"
         if not profile.exists():
-            sh([*CTL, "forward", "profile", "--agent", agent.url, "--token-file", agent.token_file, "-o", profile])
+            sh([*CTL, "forward", "profile", "--agent", needs_agent(str(profile)).url, "--token-file", agent.token_file,
+                "-o", profile])
 
-        if args.collect_rounds is not None:
+        if args.collect_rounds is not None and agent is not None:
             t0 = time.monotonic()
             write_campaign_config(args.campaign, DemoSettings())   # a new campaign: the demo's settings
             sh([*CTL, "collect", args.campaign, "--rounds", args.collect_rounds,
@@ -339,10 +370,13 @@ def main() -> None:
                 "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
                 "--overwrite"])
             sh([*CTL, "export", work / "model", "--onnx", onnx, "--overwrite"])
-        sh([*CTL, "forward", "fit", ds, "--profile", profile, "-o", fm, "--overwrite"])
-        score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
-                               capture_output=True, text=True).stdout
-        (work / "forward-score.json").write_text(score)
+        if agent is not None or not (fm / "manifest.json").exists():
+            needs_agent(str(fm))
+            sh([*CTL, "forward", "fit", ds, "--profile", profile, "-o", fm, "--overwrite"])
+            score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
+                                   capture_output=True, text=True).stdout
+            (work / "forward-score.json").write_text(score)
+        score = (work / "forward-score.json").read_text()
         if args.prepare_only:
             print(f"prepared in {time.monotonic() - t_start:.0f} s: targets, profile, campaign, forward model", file=sys.stderr)
             return
@@ -358,7 +392,7 @@ def main() -> None:
             done = (d / "results.json").exists() and \
                 not any(r.get("error") for r in json.loads((d / "results.json").read_text())["runs"])
             if not done:
-                sh([*CTL, "evaluate", "--agent", agent.url, "--token-file", agent.token_file, "--scale", "device",
+                sh([*CTL, "evaluate", "--agent", needs_agent(str(d)).url, "--token-file", agent.token_file, "--scale", "device",
                     *[a for t in targets for a in ("--trace", t)], *[a for m in methods for a in ("--method", m)],
                     "--dataset", ds, "--seed", r, "--band", args.band, "-o", d])
             eval_dirs.append(d)
@@ -367,7 +401,7 @@ def main() -> None:
             for r, d in enumerate(list(eval_dirs)):
                 u = work / f"eval-rep{r}-update"
                 if not (u / "results.json").exists():
-                    sh([*CTL, "evaluate", "--agent", agent.url, "--token-file", agent.token_file, "--scale", "device",
+                    sh([*CTL, "evaluate", "--agent", needs_agent(str(u)).url, "--token-file", agent.token_file, "--scale", "device",
                         *[a for t in targets for a in ("--trace", t)],
                         *[a for m in update for a in ("--method", specs[m])], "--dataset", ds, "--seed", r,
                         "--band", args.band, "-o", u])
@@ -380,6 +414,8 @@ def main() -> None:
         re = {p.stem: Trace.read(tdir / f"{p.stem}.rerun.h5") for p in targets}
         summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
         summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band))
+        for method, per in plan_attributed_additions(eval_dirs, tr).items():
+            summary["own_scale"]["methods"].get(method, {})["idle_windows_added_by_plan"] = per
         summary["replay_prediction"] = replay_prediction_error(fm, eval_dirs)
         pe = summary["replay_prediction"]
         print(f"forward model on the replayed plans ({pe['runs']} runs): mean |predicted − measured| / full scale, "
@@ -398,7 +434,8 @@ def main() -> None:
         plot(summary, work / "fidelity.png", f"real mixes on this host, {args.label} ({samples} samples)")
         print(json.dumps(summary))
     finally:
-        agent.stop()
+        if agent is not None:
+            agent.stop()
 
 
 if __name__ == "__main__":

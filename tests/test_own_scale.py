@@ -71,3 +71,22 @@ def test_evaluate_scores_on_the_targets_own_scale_by_default():
     assert own["cpu.util.core0"].distance == device["cpu.util.core0"].distance == 0.0
     with pytest.raises(ValueError, match="scale 'peak'"):
         score_peaks(target, NAMES[:3], host, "peak")
+
+
+def test_added_windows_are_attributed_to_the_plan_only_where_it_drove_the_resource():
+    from agentd.catalog import load_catalog
+    from agentd.plan import Plan
+    from controller.evaluate.own_scale import attribute_to_plan
+
+    T = 12
+    target = _trace({"cpu.util.core0": np.full(T, 0.5)})
+    reads = np.zeros(T)
+    reads[[3, 9]] = 30e6                                   # two windows of reads the target never had
+    replay = _trace({"cpu.util.core0": np.full(T, 0.5), "disk.read_Bps": reads})
+    names = [s.name for s in load_catalog().stressors]
+    a = np.zeros((T, len(names), 1), np.float32)
+    a[:, names.index("cpu_int_crc32"), 0] = 0.4
+    a[2, names.index("disk_rand_read_4k"), 0] = 0.1        # the plan read next to window 3 only
+    add = attribute_to_plan(idle_window_additions(target, replay), Plan(a, names, "sha256:x"))
+    assert add["disk.read"]["windows"] == [3, 9]
+    assert add["disk.read"]["added_windows"] == 2 and add["disk.read"]["by_plan"] == 1

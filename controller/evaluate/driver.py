@@ -37,7 +37,7 @@ from agentd.trace import Trace
 from ..importers.base import ImportReport
 from ..mapping import HostProfile, MappingOptions, map_trace
 from .activity import added_activity
-from .own_scale import idle_window_additions, own_scale, own_scale_scores, resource_mean
+from .own_scale import attribute_to_plan, idle_window_additions, own_scale, own_scale_scores, resource_mean
 from .dtw import DEFAULT_BAND, compare
 from .report import EvaluationResults, burst_table, load_level, overlay_png
 
@@ -159,7 +159,7 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
                 entry["own_scale"] = {"mean": _finite(float(np.mean(fin)) if fin else math.nan),
                                       "per_core_cpu": _finite(cpu), "resource_mean": _finite(res),
                                       "per_metric": {k: _finite(v) for k, v in own.items()}}
-                entry["idle_windows_added"] = idle_window_additions(target, ex)
+                entry["idle_windows_added"] = attribute_to_plan(idle_window_additions(target, ex), plan)
             except (MimesysError, OSError, ValueError) as e:
                 entry["error"] = f"{type(e).__name__}: {e}"
             results.runs.append(entry)

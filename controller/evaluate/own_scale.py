@@ -10,6 +10,8 @@ Two figures beside the device-scaled DTW (dtw.py), both on the *target's own* sc
   where the target left it idle — within ±`slack` windows, so a replay a second late is not
   blamed — and the executed trace shows it above max(idle threshold, 5 % of the target's own
   peak). The rule every planner keeps (agentd/activity.py), checked on what was measured.
+  `attribute_to_plan` splits them: windows where the plan drove that resource, and the host's
+  own background (which a pure-CPU plan and the same workload run again show as well).
 
 Summary figures: `resource_mean` = mean over per-core CPU, disk read/write bytes and loopback
 bytes (each a metric family the issue that introduced this scored: CPU, disk, loopback).
@@ -82,10 +84,35 @@ def idle_window_additions(target, executed, *, slack: int = 1) -> dict[str, dict
         quiet = np.array([np.all(~np.isfinite(a[max(0, t - slack):t + slack + 1])
                                  | (a[max(0, t - slack):t + slack + 1] <= thr)) for t in range(T)])
         added = quiet & np.isfinite(b) & (b > limit)
-        entry = out.setdefault(r, {"idle_windows": 0, "added_windows": 0, "max_added_share": 0.0})
+        entry = out.setdefault(r, {"idle_windows": 0, "added_windows": 0, "max_added_share": 0.0, "windows": []})
         entry["idle_windows"] = max(entry["idle_windows"], int(quiet.sum()))
         entry["added_windows"] += int(added.sum())
+        entry["windows"] = sorted(set(entry["windows"]) | {int(t) for t in np.flatnonzero(added)})
         if added.any():
             share = float(np.max(b[added]) / max(peak, thr))
             entry["max_added_share"] = round(max(entry["max_added_share"], share), 4)
     return out
+
+
+def attribute_to_plan(additions: dict, plan, *, slack: int = 1) -> dict:
+    """additions (idle_window_additions) with, per resource, `by_plan`: the added windows where
+    the plan ran a stressor that drives that resource within ±slack windows (or, for a kernel
+    whose effect lands later, within the writeback horizon before) — the rest is the host's own
+    background (page-cache misses, journal commits), which a pure-CPU plan shows as well."""
+    from agentd import activity
+    from agentd.catalog import load_catalog
+
+    kernel_of = {st.name: st.kernel for st in load_catalog().stressors}
+    kernels = [kernel_of.get(n) for n in plan.catalog_names]
+    drives, delays = activity.stressor_drives(kernels), activity.stressor_delays(kernels)
+    horizon = activity.writeback_windows(plan.window_s)
+    used = np.asarray(plan.compositions).sum(axis=2) > 0                 # [T, M]
+    for r, entry in additions.items():
+        if r not in drives:
+            continue
+        now = used[:, drives[r]].any(axis=1)
+        later = used[:, delays[r]].any(axis=1)
+        by_plan = [t for t in entry.get("windows", [])
+                   if now[max(0, t - slack):t + slack + 1].any() or later[max(0, t - horizon):t + 1].any()]
+        entry["by_plan"] = len(by_plan)
+    return additions
