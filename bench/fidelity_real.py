@@ -288,8 +288,10 @@ def plot(summary: dict, path: Path, title: str) -> None:
         bars = axes[2].bar(om + ["noise floor"], vals, color=["C1"] * len(om) + ["grey"])
         for b, m in zip(bars, om):
             added = sum(own["methods"][m]["idle_windows_added"].values())
-            axes[2].annotate(f"{added} idle windows\nwith added activity", (b.get_x() + b.get_width() / 2, b.get_height()),
-                             ha="center", va="bottom", fontsize=7)
+            by_plan = own["methods"][m].get("idle_windows_added_by_plan")
+            note = f"\n({sum(by_plan.values())} where the plan drove it)" if by_plan is not None else ""
+            axes[2].annotate(f"{added} idle windows\nwith added activity{note}",
+                             (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=7)
         axes[2].set_ylabel("on the target's own scale\n(per-core CPU, disk, loopback)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
