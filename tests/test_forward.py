@@ -183,15 +183,19 @@ def test_inverse_never_reads_where_the_target_read_nothing_however_busy_the_disk
     assert np.abs(pred[writing, 2] - 100e6).max() < 0.15 * 100e6
 
 
+def _busy_core_target(fm):
+    """A core busier than its disk work explains in some windows, less busy in others."""
+    v = np.zeros((8, 5))
+    v[:, 0] = np.array([0.9, 0.9, 0.2, 0.2, 0.6, 0.6, 0.05, 0.05])
+    v[:, 2] = np.array([100e6, 0, 100e6, 0, 0, 0, 0, 0])
+    return v, Trace(v.astype(np.float32), [MetricSpec(n, u) for n, u in zip(fm.metric_names, fm.first.units)])
+
+
 def test_cpu_first_matches_each_core_where_the_other_resources_cannot():
     """The target's core is busier than its disk work explains: the compute filler takes the
     rest, and a core the disk work alone would overdrive is scaled back."""
     fm = _derived_model()
-    T = 8
-    v = np.zeros((T, 5))
-    v[:, 0] = np.array([0.9, 0.9, 0.2, 0.2, 0.6, 0.6, 0.05, 0.05])
-    v[:, 2] = np.array([100e6, 0, 100e6, 0, 0, 0, 0, 0])
-    trace = Trace(v.astype(np.float32), [MetricSpec(n, u) for n, u in zip(fm.metric_names, fm.first.units)])
+    v, trace = _busy_core_target(fm)
     plan = InversePlanner(fm).generate(trace)
     pred = fm.predict_plan(plan.compositions)[0]
     assert np.abs(pred[:, 0] - v[:, 0]).max() <= 0.02, np.round(pred[:, 0], 3)
@@ -211,11 +215,7 @@ def test_cpu_first_follows_the_columns_not_a_correction_that_learned_other_load(
             return d
     fm.adaptation = OtherLoad()
     assert fm.has_correction
-    T = 8
-    v = np.zeros((T, 5))
-    v[:, 0] = np.array([0.9, 0.9, 0.2, 0.2, 0.6, 0.6, 0.05, 0.05])
-    v[:, 2] = np.array([100e6, 0, 100e6, 0, 0, 0, 0, 0])
-    trace = Trace(v.astype(np.float32), [MetricSpec(n, u) for n, u in zip(fm.metric_names, fm.first.units)])
+    v, trace = _busy_core_target(fm)
     plan = InversePlanner(fm).generate(trace)
     columns = fm.predict_plan(plan.compositions, first_order_only=True)[0]
     assert np.abs(columns[:, 0] - v[:, 0]).max() <= 0.02, np.round(columns[:, 0], 3)
