@@ -41,6 +41,17 @@ MANIFEST_FORMAT = "mimesys.model-export"
 MANIFEST_VERSION = 1
 
 
+def ddim_schedule(alpha_bar: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(timesteps [S] descending, ᾱ_t [S], ᾱ_prev [S]) with "leading+1" spacing, as
+    controller/model/schedule.DDIMSchedule.make (a test checks they agree)."""
+    T = len(alpha_bar)
+    if not 1 <= steps <= T:
+        raise ValidationError(f"sampling steps must be in 1..{T}, got {steps}")
+    ts = np.minimum((np.arange(steps, dtype=np.int64) * (T // steps) + 1)[::-1], T - 1)
+    prev = np.concatenate([alpha_bar[ts[1:]], [alpha_bar[0]]])
+    return ts.copy(), alpha_bar[ts].astype(np.float64), prev.astype(np.float64)
+
+
 @dataclass(frozen=True)
 class SamplerSettings:
     steps: int
