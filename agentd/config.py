@@ -35,7 +35,7 @@ MiB = 1 << 20
 class AgentSection:
     """What this host offers and where the agent keeps its files."""
 
-    backend: str = "host"                                  # a name in agentd.backends.BACKENDS
+    backend: str = "host"                                  # a name in agentd.backend_registry.BACKENDS
     cpus: tuple[int, ...] | None = None                    # CPUs plans may use; None = every online CPU
     state_dir: Path = Path("/var/lib/mimesys")             # runs/<id>/trace.h5 live here
     scratch_dir: Path = Path("/var/lib/mimesys/scratch")   # IO stressors' files; emptied at start
@@ -52,7 +52,7 @@ class AgentSection:
     replay_dir: Path | None = None                         # offline replays' scratch; None = <scratch_dir>/../replay
 
     def validate(self, where: str) -> None:
-        from .backends import BACKENDS
+        from .backend_registry import BACKENDS
         if self.backend not in BACKENDS:
             raise ConfigError(f"{where}: agent.backend = {self.backend!r}; valid backends: {', '.join(BACKENDS)}")
         if self.cpus is not None:

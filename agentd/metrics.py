@@ -44,10 +44,6 @@ class MetricSpec:
                    str(d.get("reason", "")), str(d.get("source", "")))
 
 
-def schema_names(schema: list[MetricSpec]) -> list[str]:
-    return [m.name for m in schema]
-
-
 def is_duplicated_breakdown(name: str, names) -> bool:
     """True for a per-device or per-interface metric whose host-wide total is also in `names`
     (disk.vda.read_Bps next to disk.read_Bps, net.eth0.tx_Bps next to net.tx_Bps): the same

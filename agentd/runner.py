@@ -25,7 +25,7 @@ import signal
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import numpy as np
 
@@ -335,7 +335,9 @@ async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, see
 
 
 @dataclass
-class RunResult:
+class RunnerRecord:
+    """Every event of one runner run, collected (not controller.fleet.RunResult: an agent's trace)."""
+
     windows: list[WindowDone] = field(default_factory=list)
     starts: list[WindowStarted] = field(default_factory=list)
     exit: RunnerExit | None = None
@@ -344,14 +346,18 @@ class RunResult:
     info: dict = field(default_factory=dict)
 
 
-async def run_to_completion(plan: Plan, config: RunnerConfig = RunnerConfig(), **kw) -> RunResult:
-    """Run a plan start to end and collect every event (tests, calibration, benchmarks)."""
+async def run_to_completion(plan: Plan, config: RunnerConfig = RunnerConfig(), *,
+                            on_window: Callable[[WindowDone], None] | None = None, **kw) -> RunnerRecord:
+    """Run a plan start to end and collect every event (`mimesys-agent run-plan`); `on_window`
+    is called after each window. kw: start_runner's (seed, repetitions, warmup_windows)."""
     handle = await start_runner(plan, config, **kw)
-    result = RunResult(t0_ns=handle.t0_ns, notes=handle.notes, info=handle.info)
+    result = RunnerRecord(t0_ns=handle.t0_ns, notes=handle.notes, info=handle.info)
     try:
         async for ev in handle.events():
             if isinstance(ev, WindowDone):
                 result.windows.append(ev)
+                if on_window is not None:
+                    on_window(ev)
             elif isinstance(ev, WindowStarted):
                 result.starts.append(ev)
             else:
@@ -359,4 +365,5 @@ async def run_to_completion(plan: Plan, config: RunnerConfig = RunnerConfig(), *
     finally:
         if handle.exit is None:
             await handle.stop()
+            result.exit = handle.exit
     return result

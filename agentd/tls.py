@@ -19,9 +19,6 @@ from pathlib import Path
 from .errors import ConfigError
 from .fsutil import atomic_write_bytes
 
-DEFAULT_DIR = Path("/etc/mimesys/tls")
-
-
 def fingerprint_of_der(der: bytes) -> str:
     """SHA-256 of a DER certificate as colon-separated upper-case hex (openssl's spelling)."""
     return ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())

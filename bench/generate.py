@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.catalog import load_catalog  # noqa: E402
-from agentd.generate import load_generator  # noqa: E402
+from agentd.planners.diffusion import load_generator  # noqa: E402
 from agentd.metrics import MetricSpec  # noqa: E402
 from agentd.trace import Trace  # noqa: E402
 from controller.export import export_onnx  # noqa: E402
@@ -97,7 +97,7 @@ def time_torch(pol: DiffusionPolicy, trace: Trace) -> float:
 
 
 def time_inverse(forward_dir: Path, target: Path | None, windows: int, repeats: int) -> dict:
-    from agentd.forward.inverse import InversePlanner
+    from agentd.planners.inverse import InversePlanner
     from agentd.metrics import MetricSpec as Spec
     planner = InversePlanner(forward_dir)
     fm = planner.model

@@ -97,7 +97,7 @@ def main():
 
     # 5. a second DELETE while the trace is written wedges the run
     from agentd.backend import RunOptions
-    from agentd.backends import create_backend
+    from agentd.backend_registry import create_backend
     from agentd.config import config_from_dict
     from agentd.runs import RunManager
     os.environ["MIMESYS_SIM_SPEEDUP"] = "1"

@@ -121,8 +121,8 @@ def main() -> None:
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
 
-    from agentd.generate import load_generator
-    from controller.baselines import from_dataset
+    from agentd.planners.diffusion import load_generator
+    from controller.planners.baselines import from_dataset
     from controller.evaluate.dtw import compare
     from controller.model.data import load_training_data
     from align_sim import app_traces

@@ -200,7 +200,7 @@ def simulated_dataset(n_chains: int, chain_len: int = 16, *, repetitions: int = 
     """
     from agentd.catalog import load_catalog
     from agentd.sim.model import SimModel, SimParams
-    from .campaign.proposals import random_compositions
+    from .compositions import random_compositions
 
     catalog = catalog or load_catalog()
     params = SimParams(n_cpus=n_cpus)

@@ -1,4 +1,4 @@
-"""The inference server (`mimesys serve --model DIR`): generate plans from traces over HTTP,
+"""The inference server (`mimesys serve --model PLANNER`): generate plans from traces over HTTP,
 and profile a generated plan on an agent while streaming its trace back.
 
 One app factory (create_app), one route table, thin handlers; errors become HTTP statuses
@@ -15,8 +15,9 @@ route. Bodies and frames are msgpack (agentd/wire.py).
 |      |             | {type: "header", ...agent's header}, {type: "window", ...} per executed window,
 |      |             | {type: "end", state: "done", trace: HDF5 bytes} or {type: "end", state: "failed", error} |
 
-`method` is "diffusion" (the ONNX model, default) or a baseline ("nearest", "knn", "single")
-when the server was given a dataset.
+`method` names one of the served planners (/v1/info lists them): the one `--model` names (the
+default), and, when the server was given a dataset, every dataset baseline of the planner
+registry. Each is built by the registry (agentd/planners/registry.py), behind its activity guard.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from agentd import wire
 from agentd.api import bodies
 from agentd.api.middleware import MAX_BODY, auth_middleware, errors_middleware
 from agentd.errors import ConfigError, NotImplementedYet, ValidationError
-from agentd.generate import Generator, load_generator
+from agentd.planners.base import Generator
+from agentd.planners.registry import kinds, load_planner
 from agentd.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -42,9 +44,9 @@ MAX_SERIES = 64
 
 @dataclass
 class ServerState:
-    model_dir: Path
-    methods: dict[str, Generator]
-    manifest: dict
+    model_dir: str                          # the planner spec `--model` gave
+    methods: dict[str, Generator]           # the first is the default
+    manifest: dict                          # the first planner's, where it has one
     agent: object | None = None            # controller.fleet.AgentClient for /v1/profile
     busy: asyncio.Lock = field(default_factory=asyncio.Lock)   # one profile run at a time
 
@@ -64,7 +66,7 @@ def trace_from_bytes(data: bytes, where: str) -> Trace:
 
 
 def _method(state: ServerState, obj: dict) -> tuple[str, Generator]:
-    name = obj.get("method") or "diffusion"
+    name = obj.get("method") or next(iter(state.methods))
     if not isinstance(name, str) or name not in state.methods:
         raise ValidationError(f"method {name!r} not served here; available: {', '.join(state.methods)}")
     return name, state.methods[name]
@@ -88,9 +90,11 @@ async def healthz(request: web.Request) -> web.Response:
 async def info(request: web.Request) -> web.Response:
     st = request.app[STATE]
     m = st.manifest
-    return reply({"model_dir": str(st.model_dir), "methods": list(st.methods), "metric_names": m["metric_names"],
-                  "catalog_names": m["catalog_names"], "catalog_hash": m["catalog_hash"], "threads": m["threads"],
-                  "window_s": m["window_s"], "sampler": {k: m["sampler"][k] for k in ("steps", "guidance", "eta")},
+    sampler = m.get("sampler") or {}
+    return reply({"model_dir": st.model_dir, "methods": list(st.methods), "metric_names": m.get("metric_names"),
+                  "catalog_names": m.get("catalog_names"), "catalog_hash": m.get("catalog_hash"),
+                  "threads": m.get("threads"), "window_s": m.get("window_s"),
+                  "sampler": {k: sampler[k] for k in ("steps", "guidance", "eta") if k in sampler},
                   "simulated_training_data": m.get("simulated_training_data", False),
                   "training_host_fingerprint": m.get("training_host_fingerprint", {}),
                   "profiling_agent": getattr(st.agent, "url", None)})
@@ -180,16 +184,16 @@ def setup_routes(app: web.Application) -> None:
 def create_app(model_dir: Path | str, *, token: bytes, dataset: Path | str | None = None,
                agent_url: str | None = None, agent_token: str | None = None, agent=None,
                max_body_bytes: int = 256 << 20) -> web.Application:
-    """`agent`: an AgentClient for /v1/profile (from a fleet file); or agent_url + agent_token."""
-    model_dir = Path(model_dir)
-    from agentd.planners import guarded
-    diffusion = guarded(load_generator(model_dir))   # no invented activity here either
-    methods: dict[str, Generator] = {"diffusion": diffusion}
+    """model_dir: a planner spec (a model export, a forward model, KIND:INPUTS); with a dataset,
+    its baselines are served too. `agent`: an AgentClient for /v1/profile (from a fleet file);
+    or agent_url + agent_token."""
+    main = load_planner(model_dir)
+    methods: dict[str, Generator] = {main.name: main}
     if dataset is not None:
-        from controller.baselines import KINDS, from_dataset
         from controller.model.data import load_training_data
-        data = load_training_data(dataset)
-        methods.update({k: from_dataset(k, data) for k in KINDS})
+        from controller.planners import BASELINE_GROUP
+        data = load_training_data(dataset)          # read once, shared by every baseline
+        methods.update({k: load_planner(k, dataset=data) for k in kinds(group=BASELINE_GROUP)})
     if agent is None and agent_url:
         if not agent_token:
             raise ConfigError("--agent needs --agent-token-file")
@@ -198,7 +202,7 @@ def create_app(model_dir: Path | str, *, token: bytes, dataset: Path | str | Non
     app = web.Application(middlewares=[errors_middleware, auth_middleware(token, False)],
                           client_max_size=max_body_bytes)
     app[MAX_BODY] = max_body_bytes
-    app[STATE] = ServerState(model_dir, methods, diffusion.manifest, agent)
+    app[STATE] = ServerState(str(model_dir), methods, dict(getattr(main, "manifest", None) or {}), agent)
 
     async def close_agent(app):
         yield

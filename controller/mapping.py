@@ -4,7 +4,7 @@ A trace recorded on a 20-core server cannot be replayed as-is on a 2-core VM. Th
 makes the translation explicit, and every step lands in the ImportReport.
 
 Target host (`HostProfile`): from an agent's `/v1/info` (`HostProfile.from_info`, fetched by
-controller/fleet.py) or from a saved JSON file (`HostProfile.from_file`: a saved /v1/info
+controller/fleet/) or from a saved JSON file (`HostProfile.from_file`: a saved /v1/info
 answer, a bare fingerprint, or the agent's calibration file, read with agentd.calibration.read:
 its `peaks` and the length of its `cpus` list). Fields used:
 - CPUs: the number of `cpu.util.core<i>` metrics in `schema`; else `max_threads`; else the

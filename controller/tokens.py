@@ -20,7 +20,7 @@ disclosed, and one another user may write is not this user's to send.
 
 A token about to travel over plain http:// to a host that is not loopback is announced on
 stderr, once per agent URL (anyone on the path can read it); `allow_plain_http = true` in the
-agent's fleet entry silences it (controller/fleet.py).
+agent's fleet entry silences it (controller/fleet/config.py).
 """
 
 from __future__ import annotations

@@ -367,5 +367,7 @@ def plot_loss_curve(history: dict, png: Path, title: str = "") -> None:
 
 
 if __name__ == "__main__":   # torchrun --nproc_per_node=2 -m controller.train DATASET -o MODEL
-    from controller.commands.train import train as train_command
-    train_command()
+    import sys
+
+    from controller.cli import main   # `mimesys train`, reached by name (no import of the command module: no circle)
+    main(["train", *sys.argv[1:]], prog_name="mimesys")

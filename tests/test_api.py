@@ -20,7 +20,7 @@ from agentd import wire
 from agentd.api import create_app
 from agentd.api.monitor import MonitorHub
 from agentd.backend import Backend, BackendInfo, MonitorSample
-from agentd.backends import create_backend
+from agentd.backend_registry import create_backend
 from agentd.config import config_from_dict
 from agentd.metrics import MetricSpec
 from agentd.plan import Plan

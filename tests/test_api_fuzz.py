@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agentd import wire
 from agentd.api import create_app
-from agentd.backends import create_backend
+from agentd.backend_registry import create_backend
 
 from test_api import AUTH, TOKEN, make_config
 

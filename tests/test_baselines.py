@@ -4,9 +4,9 @@ single stressor with duty cycle = per-core utilization."""
 import numpy as np
 import pytest
 
-from agentd.generate import Generator
+from agentd.planners.base import Generator
 from agentd.trace import Trace
-from controller.baselines import KnnInterpolation, from_dataset
+from controller.planners.baselines import KnnInterpolation, from_dataset
 from controller.model.data import load_training_data
 from test_model_toydata import TOY_METRICS, write_toy_dataset
 

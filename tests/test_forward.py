@@ -12,7 +12,7 @@ import pytest
 
 from agentd.errors import ConfigError, ValidationError
 from agentd.forward.firstorder import FirstOrder
-from agentd.forward.inverse import InversePlanner, fitted_metrics, project_columns
+from agentd.planners.inverse import InversePlanner, fitted_metrics, project_columns
 from agentd.forward.model import ForwardModel
 from agentd.metrics import MetricSpec
 from agentd.trace import Trace
@@ -88,7 +88,7 @@ def test_projection_onto_thread_columns():
 def test_scaled_projection_is_the_projection_in_its_metric():
     """project_columns_scaled is the Euclidean projection when every weight is 1, and in general
     the point of the constraint set closest in Σ w (v − x)²: checked against a fine search."""
-    from agentd.forward.inverse import project_columns_scaled
+    from agentd.planners.inverse import project_columns_scaled
     rng = np.random.default_rng(3)
     x = rng.normal(0.4, 0.6, size=(50, 5, 2))
     assert np.allclose(project_columns_scaled(x, np.ones((5, 2))), project_columns(x), atol=1e-9)
@@ -294,7 +294,7 @@ def test_inverse_solves_in_float32_chunks_and_reports_each(monkeypatch):
     """Issue 23: the inverse planner works on chunks of windows in float32 (never the whole
     T x M x K in float64), still recovers a reachable target across chunk boundaries, and calls
     progress after each chunk."""
-    from agentd.forward import inverse
+    from agentd.planners import inverse
     seen = []
     real = inverse.project_columns_scaled
 
@@ -320,7 +320,7 @@ def test_inverse_working_memory_is_one_chunks_and_progress_can_stop_it():
     that raises (a /v1/generate whose client left) stops it after the first chunk."""
     import tracemalloc
 
-    from agentd.forward.inverse import InverseSettings
+    from agentd.planners.inverse import InverseSettings
     fm = _many_threads_model()
     T = 6000
     values = fm.predict_plan(np.random.default_rng(0).uniform(0, 0.05, (T, 4, 16)))[0]

@@ -1,4 +1,4 @@
-"""Local generation with ONNX Runtime (agentd/generate.py, `mimesys-agent generate`):
+"""Local generation with ONNX Runtime (agentd/planners/diffusion.py, `mimesys-agent generate`):
 valid plans, sequential state-aware conditioning, NaN handling stated in provenance, the
 NumPy sampler equal to PyTorch's and to the fused graph, and no torch in the process."""
 
@@ -13,7 +13,8 @@ import torch
 from click.testing import CliRunner
 
 from agentd.commands.generate import generate as generate_cmd
-from agentd.generate import Generator, ddim_schedule, load_generator, project_to_valid
+from agentd.planners.base import Generator, project_to_valid
+from agentd.planners.diffusion import ddim_schedule, load_generator
 from agentd.plan import Plan
 from agentd.trace import Trace
 from controller.export import export_onnx
@@ -159,7 +160,7 @@ def test_select_planner_keeps_the_candidate_the_forward_model_prefers(exported, 
     model on the toy metrics: stressor m adds (m+1)/M of a core and 10 MB/s of writes × m)."""
     from agentd.forward.firstorder import FirstOrder
     from agentd.forward.model import ForwardModel
-    from agentd.forward.select import ForwardSelect
+    from agentd.planners.select import ForwardSelect
     from agentd.planners import load_planner
 
     names = [m.name for m in TOY_METRICS if m.available]

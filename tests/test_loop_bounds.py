@@ -19,7 +19,7 @@ from agentd.runner import RunnerConfig, start_runner
 from agentd.trace import Trace
 from test_api import AUTH, body, cpu_plan, make_config, run, sim_paced  # noqa: F401
 from agentd.api import create_app
-from agentd.backends import create_backend
+from agentd.backend_registry import create_backend
 from aiohttp.test_utils import TestClient, TestServer
 from test_api import TOKEN
 

@@ -14,7 +14,7 @@ from agentd import wire
 from agentd.api import create_app
 from agentd.api.state import BACKEND, RUNS
 from agentd.backend import RunOptions
-from agentd.backends import create_backend
+from agentd.backend_registry import create_backend
 from agentd.promnames import prom_name
 from agentd.telemetry import SegmentErrors
 

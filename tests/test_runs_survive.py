@@ -13,7 +13,7 @@ import pytest
 
 from agentd import runs as runs_mod
 from agentd.backend import RunOptions
-from agentd.backends import create_backend
+from agentd.backend_registry import create_backend
 from agentd.errors import InsufficientStorage, NotFound
 from agentd.runs import JOURNAL, RunManager, RunState, read_journal
 from agentd.trace import Trace

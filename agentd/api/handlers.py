@@ -226,7 +226,7 @@ async def _generator(app: web.Application):
     try:
         from ..planners import load_planner
     except ImportError as e:
-        raise NotImplementedYet(f"this agent build has no local generator (agentd.generate: {e})") from None
+        raise NotImplementedYet(f"this agent build has no local generator (agentd.planners: {e})") from None
     async with holder["lock"]:
         if holder.get("generator") is None:
             try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..backends import BACKENDS
+from ..backend_registry import BACKENDS
 from ..errors import MimesysError
 from ..exitstatus import click_error
 

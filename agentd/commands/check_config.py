@@ -39,7 +39,7 @@ def check_config(config_path, backend, probe, as_json):
         except MimesysError as e:
             problems.append(str(e))
     if probe:
-        from ..backends import create_backend
+        from ..backend_registry import create_backend
         try:
             be = create_backend(cfg)
             import asyncio

@@ -1,7 +1,6 @@
 """`mimesys-agent generate --model PLANNER --trace TRACE -o plan.h5`: turn a trace into a plan
-locally (ONNX Runtime and NumPy; no PyTorch, no network) with any planner of
-agentd/planners.py: an exported diffusion model, a forward model (the inverse planner), or
-`select:MODEL_DIR,FORWARD_DIR`."""
+locally (ONNX Runtime and NumPy; no PyTorch, no network) with any planner the agent's
+registry knows (agentd/planners/registry.py, which also writes the option's help)."""
 
 from __future__ import annotations
 
@@ -14,12 +13,12 @@ import click
 
 from ._common import friendly_errors
 from ..cliopts import progress_option
+from ..planners.registry import help_text
 
 
 @click.command("generate")
 @click.option("--model", "model_dir", required=True, metavar="PLANNER",
-              help="A model export (`mimesys export`) or forward-model directory (`mimesys forward fit`), or "
-                   "KIND:DIR[,DIR] with KIND one of diffusion, inverse, inverse-first-order, select.")
+              help="A planner: " + help_text(agent_only=True))
 @click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Target trace (HDF5, mimesys trace format).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Plan to write (HDF5).")
@@ -29,7 +28,7 @@ from ..cliopts import progress_option
 @click.option("--eta", type=click.FloatRange(0, 10), default=None, help="DDIM η (default: the model's).")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="ONNX Runtime threads (default: the manifest's).")
 @click.option("--candidates", type=click.IntRange(1, 1024), default=None,
-              help="Candidates per window for the select planner (default 8).")
+              help="Candidates per window, for a planner that samples several (default 8).")
 @progress_option
 @friendly_errors
 def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads, candidates, progress):
@@ -53,4 +52,4 @@ def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads,
     click.echo(json.dumps({"plan": str(output), "planner": plan.provenance.get("generator"), "windows": plan.T,
                            "threads": plan.K, "stressors": plan.M, "seconds": round(elapsed, 3),
                            "windows_per_s": round(plan.T / max(elapsed, 1e-9), 1),
-                           "sampler": plan.provenance.get("sampler"), "fused_graph": getattr(gen, "fused", None)}))
+                           "sampler": plan.provenance.get("sampler"), "fused_graph": plan.provenance.get("fused_graph")}))

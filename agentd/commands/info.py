@@ -18,7 +18,7 @@ from ._common import config_options, friendly_errors, load
 def info(config_path, backend, as_json):
     """Print the host fingerprint, the metric schema with availability, and sampler states."""
     from .. import __version__
-    from ..backends import create_backend
+    from ..backend_registry import create_backend
     from ..catalog import load_catalog
 
     cfg = load(config_path, backend)

@@ -58,7 +58,7 @@ async def _record(cfg, output: Path, windows: int, interval: float, progress: bo
     from tqdm import tqdm
 
     from .. import __version__
-    from ..backends import create_backend
+    from ..backend_registry import create_backend
     from ..trace_append import TraceAppender
 
     be = create_backend(cfg)

@@ -222,7 +222,7 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
 
     from .. import __version__
     from ..backend import RunOptions
-    from ..backends import create_backend
+    from ..backend_registry import create_backend
     from ..errors import MimesysError, ValidationError
     from ..trace import Trace, wall_clock_of_monotonic
 

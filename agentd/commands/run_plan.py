@@ -18,7 +18,7 @@ from ..cliopts import json_option, progress_option
 
 
 def summarize(result, catalog, window_ns: int) -> dict:
-    """Planned vs achieved per stressor, and the timing figures, from a RunResult."""
+    """Planned vs achieved per stressor, and the timing figures, from a RunnerRecord."""
     wins = result.windows
     M = len(catalog)
     planned = np.zeros(M, np.int64)
@@ -60,21 +60,9 @@ def summarize(result, catalog, window_ns: int) -> dict:
 
 
 async def _run(plan, cfg, seed, repetitions, warmup, progress):
-    from ..runner import RunResult, RunnerExit, WindowDone, start_runner
-    handle = await start_runner(plan, cfg, seed=seed, repetitions=repetitions, warmup_windows=warmup)
-    result = RunResult(t0_ns=handle.t0_ns, notes=handle.notes, info=handle.info)
-    try:
-        async for ev in handle.events():
-            if isinstance(ev, WindowDone):
-                result.windows.append(ev)
-                progress.update(1)
-            elif isinstance(ev, RunnerExit):
-                result.exit = ev
-    finally:
-        if handle.exit is None:
-            await handle.stop()
-            result.exit = handle.exit
-    return result
+    from ..runner import run_to_completion
+    return await run_to_completion(plan, cfg, on_window=lambda ev: progress.update(1), seed=seed,
+                                   repetitions=repetitions, warmup_windows=warmup)
 
 
 @click.command("run-plan")

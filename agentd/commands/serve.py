@@ -28,7 +28,7 @@ def serve(config_path, backend, bind, port, log_level):
 
     from .. import notify
     from ..api import create_app
-    from ..backends import create_backend
+    from ..backend_registry import create_backend
     from ..host_backend import clear_scratch
 
     where = notify.setup_logging(getattr(logging, log_level.upper()))

@@ -8,7 +8,7 @@ Pacing: `speedup` > 0 paces windows at window_s / speedup of wall time on absolu
 deadlines; `speedup` = 0 (the default) computes windows as fast as the event loop allows,
 yielding to it after every window so a cancel lands within one window.
 
-The agent builds it with `SimBackend.from_config(config)` (agentd.backends). The agent's
+The agent builds it with `SimBackend.from_config(config)` (agentd/backend_registry.py). The agent's
 config has no simulator table, so the simulator's own knobs come from the environment:
 MIMESYS_SIM_CPUS (default: len(agent.cpus) or 4), MIMESYS_SIM_SEED (0),
 MIMESYS_SIM_SPEEDUP (0 = unpaced), MIMESYS_SIM_NOISE (0.02), MIMESYS_SIM_PMU (1).

@@ -102,7 +102,7 @@ class SimExecutor:
 
 class FleetExecutor:
     """Real agents (or whatever the fleet file lists; an agent that reports itself simulated
-    makes every result simulated) through controller/fleet.py. Rollout plans are fleet jobs:
+    makes every result simulated) through controller/fleet/. Rollout plans are fleet jobs:
     one per agent at a time, a failed agent's plan reassigned, each result taken once."""
 
     def __init__(self, fleet, *, source: str = "fleet", repetitions: int = 1):

@@ -18,18 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import Delaunay, QhullError, cKDTree
 
+from ..compositions import MIN_FRACTION, feasible, random_compositions  # noqa: F401  (proposals' vocabulary)
+
 log = logging.getLogger(__name__)
-
-MIN_FRACTION = 0.02   # smaller slices are dropped: the runner cannot honour them usefully
-
-
-def feasible(a: np.ndarray) -> np.ndarray:
-    """Clip to [0, 1], drop slivers, scale every thread whose fractions sum above 1. [..., M, K]."""
-    a = np.clip(np.asarray(a, np.float64), 0.0, 1.0)
-    a = np.where(a < MIN_FRACTION, 0.0, a)
-    s = a.sum(axis=-2, keepdims=True)
-    a = np.where(s > 1.0, a / np.maximum(s, 1e-12), a)
-    return np.floor(a.astype(np.float32) * 1e4) / 1e4      # float32 sums stay <= 1
 
 
 def one_hot_sweep(M: int, K: int, intensities=(0.25, 0.5, 1.0), thread_counts=None) -> np.ndarray:
@@ -45,22 +36,6 @@ def one_hot_sweep(M: int, K: int, intensities=(0.25, 0.5, 1.0), thread_counts=No
                 a[m, :c] = x
                 out.append(a)
     return np.stack(out)
-
-
-def random_compositions(rng: np.random.Generator, n: int, M: int, K: int) -> np.ndarray:
-    """Sparse random compositions, the `--strategy random` baseline and half the novelty pool.
-
-    Each thread runs 0..3 stressors drawn uniformly, with Dirichlet(1) shares of a busy
-    fraction drawn uniformly from [0.2, 1]. [n, M, K]."""
-    a = np.zeros((n, M, K), np.float64)
-    for i in range(n):
-        for k in range(K):
-            j = rng.choice(4, p=(0.1, 0.4, 0.3, 0.2))
-            if j == 0:
-                continue
-            ms = rng.choice(M, size=j, replace=False)
-            a[i, ms, k] = rng.dirichlet(np.ones(j)) * rng.uniform(0.2, 1.0)
-    return feasible(a)
 
 
 def mutate(rng: np.random.Generator, base: np.ndarray) -> np.ndarray:

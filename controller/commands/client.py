@@ -26,8 +26,9 @@ from .serve import read_token
 
 def _common(f):
     f = click.option("--seed", type=int, default=0, show_default=True)(f)
-    f = click.option("--method", default="diffusion", show_default=True,
-                     help="diffusion, or a baseline the server serves (nearest, knn, single).")(f)
+    f = click.option("--method", default=None,
+                     help="One of the planners the server serves (its /v1/info lists them; default: the one it "
+                          "was started with).")(f)
     f = click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="Server token (default: $MIMESYS_TOKEN).")(f)
     f = click.option("--file", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -66,7 +67,7 @@ def generate_from_file(server, trace_path, token_file, method, seed, output, png
     try:
         trace = Trace.read(trace_path)
         obj = asyncio.run(_post(server, token, "/v1/generate",
-                                {"trace": trace_path.read_bytes(), "seed": seed, "method": method}))
+                                _body({"trace": trace_path.read_bytes(), "seed": seed}, method)))
         plan = Plan.from_bytes(obj["plan"], where=f"plan from {server}")
         plan.write(output)
         png = png or output.with_suffix(".png")
@@ -93,7 +94,8 @@ def profile_from_file(server, trace_path, token_file, method, seed, output, plan
     token = read_token(token_file)
     try:
         target = Trace.read(trace_path)
-        plan_bytes, executed = asyncio.run(_profile(server, token, trace_path.read_bytes(), seed, method, target.T))
+        plan_bytes, method, executed = asyncio.run(_profile(server, token, trace_path.read_bytes(), seed, method,
+                                                            target.T))
         plan = Plan.from_bytes(plan_bytes, where=f"plan from {server}")
         executed = trace_from_bytes(executed, f"executed trace from {server}")
         if plan_out:
@@ -109,7 +111,12 @@ def profile_from_file(server, trace_path, token_file, method, seed, output, plan
                            "simulated": bool(executed.simulated), "dtw": dtw}))
 
 
-async def _profile(server: str, token: str, trace: bytes, seed: int, method: str, windows: int):
+def _body(body: dict, method: str | None) -> dict:
+    """The request, naming the method only when asked (else the server's default)."""
+    return body if method is None else {**body, "method": method}
+
+
+async def _profile(server: str, token: str, trace: bytes, seed: int, method: str | None, windows: int):
     import aiohttp
 
     from agentd import wire
@@ -117,18 +124,18 @@ async def _profile(server: str, token: str, trace: bytes, seed: int, method: str
     plan = None
     async with aiohttp.ClientSession() as s:
         async with s.ws_connect(url, headers={"Authorization": f"Bearer {token}"}, max_msg_size=1 << 30) as ws:
-            await ws.send_bytes(wire.pack({"trace": trace, "seed": seed, "method": method}))
+            await ws.send_bytes(wire.pack(_body({"trace": trace, "seed": seed}, method)))
             with click.progressbar(length=windows, label="profiling", file=sys.stderr) as bar:
                 async for msg in ws:
                     if msg.type != aiohttp.WSMsgType.BINARY:
                         break
                     frame = wire.unpack(msg.data, where="profile frame")
                     if frame.get("type") == "plan":
-                        plan = frame["plan"]
+                        plan, method = frame["plan"], frame.get("method", method)
                     elif frame.get("type") == "window":
                         bar.update(1)
                     elif frame.get("type") == "end":
                         if frame.get("state") != "done":
                             raise click.ClickException(f"profiling failed: {frame.get('error')}")
-                        return plan, frame["trace"]
+                        return plan, method, frame["trace"]
     raise click.ClickException(f"{url}: the stream ended without a result")

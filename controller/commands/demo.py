@@ -17,8 +17,9 @@ failure is that command's own message) and re-implements none of them:
   9. import        `mimesys import` of a real trace from ../shared/traces onto this host
  10. record        a real local application (gzip, sqlite, sort) run while
                    `mimesys-agent record` samples the host
- 11. evaluate      `mimesys evaluate`: generate plans for both traces with the model and the
-                   baselines, replay each on the agent, DTW per metric, PNG overlays
+ 11. evaluate      `mimesys evaluate`: generate plans for both traces with every planner the
+                   registry builds from the model, the forward model and the dataset, replay
+                   each on the agent, DTW per metric, PNG overlays
  12. summary       the DTW table and what took how long
 
 A missing part stops the demo at preflight, naming it; no step is ever simulated or skipped
@@ -69,12 +70,11 @@ REQUIRED_PARTS = {
     "export": "controller.commands.export:export",
     "import": "controller.commands.import_trace:import_trace",
     "evaluate": "controller.commands.evaluate:evaluate",
-    "baselines": "controller.baselines:from_dataset",
-    "agent-side generation": "agentd.generate:OnnxGenerator",
+    "baselines": "controller.planners.baselines:from_dataset",
+    "agent-side generation": "agentd.planners.diffusion:OnnxGenerator",
     "forward": "controller.commands.forward:forward",
-    "planners": "agentd.planners:load_planner",
+    "planners": "agentd.planners.registry:specs_for",
 }
-BASELINES = ("nearest", "knn", "single")
 AGENT_CLI = "agentd.cli"
 CONTROLLER_CLI = "controller.cli"
 
@@ -474,11 +474,12 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
     evaluation = out / "evaluation"
     with d.step("evaluate", "generate with every method, replay on the agent, DTW") as rec:
-        planners = [f"model={onnx}", f"inverse=inverse:{forward}", f"select=select:{onnx},{forward}", *BASELINES]
-        methods = [a for b in planners for a in ("--method", b)]
+        from agentd.planners.registry import specs_for
+        planners = specs_for({"model": onnx, "forward": forward, "dataset": dataset})   # every method these make
+        methods = [a for name, spec in planners.items() for a in ("--method", f"{name}={spec}")]
         d.run(CONTROLLER_CLI, ["evaluate", "--agent", agent.url, "--token-file", agent.token_file,
                                "--trace", imported, "--trace", recorded, *methods,
-                               "--dataset", dataset, "--seed", s.seed, "-o", evaluation], step="evaluate")
+                               "--seed", s.seed, "-o", evaluation], step="evaluate")
         rec.detail = f"{evaluation}"
 
     with d.step("summary", "DTW per metric (each on the target's own peak, in [0,1], lower is closer)"):

@@ -1,13 +1,14 @@
 """`mimesys evaluate`: trace fidelity (the default) and `mimesys evaluate colocation`.
 
     mimesys evaluate --fleet fleet.toml --agent NAME --trace a.h5 --trace b.h5 --method model=MODEL_DIR \\
-        --method aligned=ALIGNED_DIR --method nearest --method knn --method single --dataset DS.h5 -o eval/
+        --method aligned=ALIGNED_DIR --method KIND:DS.h5 --method KIND --dataset DS.h5 -o eval/
     mimesys evaluate colocation --app CMD --mix CMD --plan PLAN [--fleet F --agent NAME] [--regex R]
 
-Methods: `NAME=DIR` is an exported ONNX model directory (agentd.generate.load_generator);
-`nearest`, `knn`, `single` (or `NAME=baseline:KIND`) are the baselines of controller/baselines.py,
-built from `--dataset`. Targets are mimesys traces (`mimesys import` converts foreign ones);
-one recorded on another machine is mapped onto the agent's host first.
+Methods: `NAME=PLANNER` or `PLANNER`, any spec of the planner registry
+(agentd/planners/registry.py; the dataset baselines of controller/planners/ included); a kind
+named bare (or `NAME=baseline:KIND`) takes its dataset from `--dataset`. Targets are mimesys
+traces (`mimesys import` converts foreign ones); one recorded on another machine is mapped
+onto the agent's host first.
 """
 
 from __future__ import annotations
@@ -19,36 +20,25 @@ from pathlib import Path
 import click
 
 from agentd.errors import ConfigError, MimesysError
+from agentd.planners.registry import help_text, kinds, load_planner
 from agentd.trace import Trace
 from agentd.cliopts import json_option, output_option, progress_option
 from agentd.exitstatus import ERROR, PARTIAL, click_error
+from controller.planners import BASELINE_GROUP
 
 from ._agents import agent_options, one_agent
 
-BASELINE_KINDS = ("nearest", "knn", "single")
-
 
 def resolve_method(spec: str, dataset: str | None):
-    """`KIND` or `NAME=baseline:KIND` (the dataset baselines), or `NAME=PLANNER` where PLANNER is
-    any agentd planner spec (agentd/planners.py: a model or forward-model directory,
-    `inverse:DIR`, `select:MODEL_DIR,FORWARD_DIR`, ...) -> (name, generator)."""
+    """`NAME=PLANNER` or `PLANNER` (named after itself), PLANNER any spec of the planner registry
+    (agentd/planners/registry.py); `--dataset` is the input of a kind named bare -> (name, generator)."""
     name, sep, target = spec.partition("=")
     if not sep:
-        name, target = spec, f"baseline:{spec}"
-    if target.startswith("baseline:"):
-        kind = target.split(":", 1)[1]
-        if kind not in BASELINE_KINDS:
-            raise ConfigError(f"--method {spec!r}: unknown baseline {kind!r}; known: {', '.join(BASELINE_KINDS)}")
-        if not dataset:
-            raise ConfigError(f"--method {spec!r}: baselines are built from a dataset; pass --dataset")
-        try:
-            from controller import baselines
-        except ImportError as e:
-            raise ConfigError(f"--method {spec!r}: controller.baselines is not available in this build ({e})") from None
-        return name, baselines.from_dataset(kind, dataset)
-    from agentd.planners import load_planner
+        name = target = spec
+        if target not in kinds() and ":" not in target and not Path(target).exists():
+            target = f"{BASELINE_GROUP}:{target}"      # `--method KIND`: the dataset baselines' old spelling
     try:
-        return name, load_planner(target)
+        return name, load_planner(target, dataset=dataset)
     except ConfigError as e:
         raise ConfigError(f"--method {spec!r}: {e}") from None
 
@@ -58,8 +48,7 @@ def resolve_method(spec: str, dataset: str | None):
 @click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Target trace (HDF5); repeat for several.")
 @click.option("--method", "methods", multiple=True,
-              help="NAME=PLANNER (a model export or forward-model directory, inverse:DIR, "
-                   "select:MODEL_DIR,FORWARD_DIR), or nearest|knn|single; repeat.")
+              help="[NAME=]PLANNER, repeat; PLANNER is " + help_text())
 @click.option("--dataset", default=None, type=click.Path(exists=True, dir_okay=False), help="Dataset for the baselines.")
 @output_option("outdir", "--outdir", default=Path("eval"), type=click.Path(file_okay=False, path_type=Path),
                show_default=True, help="Results directory.")

@@ -1,4 +1,4 @@
-"""`mimesys serve --model DIR --bind H --port P`: the inference server (controller/inference_server.py)."""
+"""`mimesys serve --model PLANNER --bind H --port P`: the inference server (controller/inference_server.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import click
 from agentd.errors import MimesysError
 from agentd.cliopts import renamed_option
 from agentd.exitstatus import click_error
+from agentd.planners.registry import help_text, kinds
+from controller.planners import BASELINE_GROUP
 
 from ._agents import fleet_option, one_agent
 
@@ -22,15 +24,15 @@ def read_token(token_file: Path | None, env: str = "MIMESYS_TOKEN") -> str:
 
 
 @click.command("serve")
-@click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Exported model directory (mimesys export MODEL -o DIR).")
+@click.option("--model", "model_dir", required=True, metavar="PLANNER",
+              help="The planner served by default: " + help_text())
 @renamed_option("--bind", "host", "--host", default="127.0.0.1", show_default=True,
                 help="Address to listen on (as the agent's api.bind).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Bearer token clients must send (default: $MIMESYS_TOKEN).")
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Also serve the baselines (nearest, knn, single) built from this dataset.")
+              help=f"Also serve the {BASELINE_GROUP}s ({', '.join(kinds(group=BASELINE_GROUP))}) built from this dataset.")
 @fleet_option
 @click.option("--agent", "agent", default=None, metavar="NAME",
               help="The fleet's agent that /v1/profile runs plans on (no agent: no /v1/profile).")

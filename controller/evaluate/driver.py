@@ -7,8 +7,7 @@ an agent, record what the host did, and score it against the target with normali
 imported trace from another machine) is first mapped onto the agent's host with
 controller.mapping (core count, capacity, schema), and the mapping report is kept.
 `methods`: name -> any object with `generate(trace, *, seed) -> Plan` (the Generator
-protocol of agentd/generate.py: the ONNX model, the aligned model, the baselines of
-controller/baselines.py). A method that fails on one target is recorded with its error and
+protocol of agentd/planners/base.py: whatever the planner registry built). A method that fails on one target is recorded with its error and
 the evaluation moves on. Outputs under `outdir`: results.json, results.csv, summary.csv,
 plans/<trace>__<method>.h5, executed/<trace>__<method>.h5 and <trace>.png overlays.
 Every method is also scored on burst structure (agentd/bursts.py: burst and idle durations and

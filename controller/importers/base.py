@@ -229,10 +229,6 @@ def unit_for(name: str) -> str:
     return ""
 
 
-def source_label(path: Path | str) -> str:
-    return str(path)
-
-
 def build_trace(data: IntervalData, window_s: float, report: ImportReport, path, *, provenance: dict,
                 host_fingerprint: dict | None = None) -> Trace:
     """Resample interval data onto the window grid and wrap it as a Trace; an input shorter than

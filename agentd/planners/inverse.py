@@ -45,12 +45,12 @@ import numpy as np
 
 from .. import activity
 from ..errors import ValidationError
-from ..generate import check_target, project_to_valid, target_matrix
+from .base import check_target, project_to_valid, target_matrix
 from ..metrics import is_duplicated_breakdown
 from ..plan import Plan
 from ..trace import Trace
-from .firstorder import CLASS_GROUP, core_index
-from .model import ForwardModel, load_forward_model
+from ..forward.firstorder import CLASS_GROUP, core_index
+from ..forward.model import ForwardModel, load_forward_model
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def project_columns_scaled(x: np.ndarray, inv_w: np.ndarray) -> np.ndarray:
 
 
 class InversePlanner:
-    """The forward model inverted, behind the Generator protocol (agentd/generate.py)."""
+    """The forward model inverted, behind the Generator protocol (planners/base.py)."""
 
     name = "inverse"
 

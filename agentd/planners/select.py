@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ValidationError
-from ..generate import OnnxGenerator, check_target, target_matrix
+from ..forward.model import ForwardModel, load_forward_model
 from ..plan import Plan
 from ..trace import Trace
+from .base import check_target, target_matrix
+from .diffusion import OnnxGenerator
 from .inverse import fitted_metrics
-from .model import ForwardModel, load_forward_model
 
 
 class ForwardSelect:

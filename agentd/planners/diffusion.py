@@ -1,4 +1,5 @@
-"""Local generation: trace -> plan with ONNX Runtime and a NumPy DDIM sampler (no PyTorch).
+"""The `diffusion` planner: trace -> plan with the exported diffusion model, ONNX Runtime and a
+NumPy DDIM sampler (no PyTorch).
 
 `load_generator(model_dir)` reads an export (controller/export.py: manifest.json + two ONNX
 graphs) and returns an `OnnxGenerator`. Its `generate(trace, seed=...)` walks the trace
@@ -16,45 +17,28 @@ the step noise the same way from the seed, so they produce the same plan.
 
 Input metrics are matched by name. A model metric the trace lacks, or a NaN in a window,
 is filled with the training mean inside the encoder graph (with its "missing" mask bit),
-and the plan's provenance says which metrics and how many windows. `Generator` is the
-protocol the baselines (controller/baselines.py) implement too.
+and the plan's provenance says which metrics and how many windows (and `fused_graph`,
+whether the fused graph made it).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 import numpy as np
 
-from . import manifest
-from .errors import TraceError, ValidationError
-from .plan import Plan
-from .trace import Trace
+from .. import manifest
+from ..errors import ValidationError
+from ..plan import Plan
+from ..trace import Trace
+from .base import check_target, project_to_valid, target_matrix
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "mimesys.model-export"
 MANIFEST_VERSION = 1
-
-
-@runtime_checkable
-class Generator(Protocol):
-    """Anything that turns a target trace into a plan."""
-
-    name: str
-
-    def generate(self, trace: Trace, *, seed: int = 0,
-                 progress: Callable[[int, int], None] | None = None) -> Plan: ...
-
-
-def project_to_valid(a: np.ndarray) -> np.ndarray:
-    """[..., M, K] -> float32, entries clipped to [0, 1], each thread's column scaled to sum ≤ 1."""
-    a = np.clip(np.nan_to_num(np.asarray(a, np.float32), nan=0.0), 0.0, 1.0)
-    s = a.sum(axis=-2, keepdims=True)
-    return (a / np.maximum(s, 1.0)).astype(np.float32)
 
 
 def ddim_schedule(alpha_bar: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -66,19 +50,6 @@ def ddim_schedule(alpha_bar: np.ndarray, steps: int) -> tuple[np.ndarray, np.nda
     ts = np.minimum((np.arange(steps, dtype=np.int64) * (T // steps) + 1)[::-1], T - 1)
     prev = np.concatenate([alpha_bar[ts[1:]], [alpha_bar[0]]])
     return ts.copy(), alpha_bar[ts].astype(np.float64), prev.astype(np.float64)
-
-
-def target_matrix(trace: Trace, metric_names: list[str]) -> tuple[np.ndarray, dict]:
-    """Trace values in the model's metric order [T, N] (NaN where missing), and a report:
-    which model metrics the trace lacks or has NaN in (windows), which trace metrics are unused."""
-    values = trace.select(metric_names)
-    have = set(trace.names)
-    nan_windows = {n: int(np.isnan(values[:, j]).sum()) for j, n in enumerate(metric_names)}
-    return values, {
-        "absent_in_trace": [n for n in metric_names if n not in have],
-        "nan_windows": {n: c for n, c in nan_windows.items() if c and n in have},
-        "ignored_trace_metrics": [n for n in trace.names if n not in set(metric_names)],
-    }
 
 
 @dataclass(frozen=True)
@@ -235,6 +206,7 @@ class OnnxGenerator:
             "generator": self.name, "model_dir": str(self.model_dir),
             "model_sha256": mm.get("sha256"), "model_git_revision": mm.get("git_revision"),
             "sampler": {"steps": self.settings.steps, "guidance": self.settings.guidance, "eta": self.settings.eta},
+            "fused_graph": self.fused,
             "seed": int(seed), "trace_windows": trace.T, "trace_provenance": trace.provenance,
             "trace_simulated": bool(trace.simulated),
             "simulated_training_data": bool(self.manifest.get("simulated_training_data", False)),
@@ -248,15 +220,6 @@ def read_manifest(model_dir: Path | str) -> dict:
                                   hint="export a model with `mimesys export MODEL --onnx DIR`",
                                   required=("metric_names", "catalog_names", "catalog_hash", "threads", "stressors",
                                             "sampler", "graphs", "action_scale", "window_s"))
-
-
-def check_target(trace: Trace, window_s: float, whose: str = "the model's") -> None:
-    """A target trace a planner can work from: some windows, of the planner's length."""
-    if trace.T == 0:
-        raise TraceError("trace has no windows")
-    if not math.isclose(float(trace.window_s), float(window_s), rel_tol=1e-6):
-        raise ValidationError(f"trace windows are {trace.window_s} s but {whose} are {window_s} s; "
-                              f"resample the trace first")
 
 
 def load_generator(model_dir: Path | str, **overrides) -> OnnxGenerator:

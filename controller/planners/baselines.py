@@ -1,5 +1,6 @@
-"""The baselines the model is compared with (the MIMESYS paper §7.2), behind the same
-Generator interface as the ONNX model (agentd/generate.py): `generate(trace, *, seed) -> Plan`.
+"""The dataset baselines the planners are compared with (the MIMESYS paper §7.2), behind the
+Generator interface of every planner (agentd/planners/base.py), registered as kinds of the
+planner registry by controller/planners/__init__.py (spec `KIND:DATASET`).
 
 - nearest: for each target window, the composition of the dataset sample whose measured
   metrics are closest (search-based baseline).
@@ -27,14 +28,16 @@ from sklearn.neighbors import NearestNeighbors
 
 from agentd.catalog import load_catalog
 from agentd.errors import ConfigError, ValidationError
-from agentd.generate import project_to_valid, target_matrix
 from agentd.plan import Plan
+from agentd.planners.base import project_to_valid, target_matrix
+from agentd.planners.registry import kinds, load_planner
 from agentd.trace import Trace
 
-from .model.data import TrainingData, load_training_data
-from .model.layout import MetricLayout, Normalizer
+from ..model.data import TrainingData, load_training_data
+from ..model.layout import MetricLayout, Normalizer
+from . import BASELINE_GROUP as GROUP
 
-KINDS = ("nearest", "knn", "single")
+KINDS = tuple(kinds(group=GROUP))    # registered by controller/planners/__init__.py before this module loads
 
 
 class _DatasetBaseline:
@@ -57,7 +60,7 @@ class _DatasetBaseline:
     def _choose(self, dist: np.ndarray, idx: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def generate(self, trace: Trace, *, seed: int = 0) -> Plan:
+    def generate(self, trace: Trace, *, seed: int = 0, progress=None) -> Plan:
         _check_window(trace, self.data.window_s)
         values, report = target_matrix(trace, self.metric_names)
         if not np.isfinite(values).any():
@@ -68,6 +71,8 @@ class _DatasetBaseline:
         index = self.index if seen.all() else NearestNeighbors(n_neighbors=self.k).fit(self.z_dataset[:, seen])
         dist, idx = index.kneighbors(self._z(values)[:, seen])
         comps = project_to_valid(self._choose(dist, idx))
+        if progress is not None:
+            progress(trace.T, trace.T)
         return _plan(comps, self.data, seed, self.name, trace, report, {"k": self.k, "dataset": self.data.path})
 
 
@@ -112,7 +117,7 @@ class SingleStressor:
         self.catalog_names, self.catalog_hash, self.threads = list(catalog_names), catalog_hash, int(threads)
         self.window_s, self.host_fingerprint = float(window_s), dict(host_fingerprint or {})
 
-    def generate(self, trace: Trace, *, seed: int = 0) -> Plan:
+    def generate(self, trace: Trace, *, seed: int = 0, progress=None) -> Plan:
         _check_window(trace, self.window_s)
         names = [f"cpu.util.core{k}" for k in range(self.threads)]
         util = trace.select(names)                                               # [T, K]
@@ -126,6 +131,8 @@ class SingleStressor:
         util = np.nan_to_num(util, nan=0.0)
         comps = np.zeros((trace.T, len(self.catalog_names), self.threads), np.float32)
         comps[:, self.m, :] = np.clip(util, 0.0, 1.0)
+        if progress is not None:
+            progress(trace.T, trace.T)
         prov = {"generator": self.name, "stressor": self.stressor, "duty_cycle_from": source,
                 "nan_windows_set_idle": filled, "seed": int(seed), "trace_windows": trace.T,
                 "trace_simulated": bool(trace.simulated)}
@@ -150,24 +157,33 @@ def _plan(comps, data: TrainingData, seed, name, trace: Trace, report: dict, ext
                 seed=int(seed), provenance=prov, host_fingerprint=dict(data.host_fingerprint)).validate()
 
 
+def _data(dataset: Path | str | TrainingData) -> TrainingData:
+    return dataset if isinstance(dataset, TrainingData) else load_training_data(dataset)
+
+
+def nearest(dataset: Path | str | TrainingData) -> NearestNeighbour:
+    return NearestNeighbour(_data(dataset))
+
+
+def knn(dataset: Path | str | TrainingData, *, k: int = 100) -> KnnInterpolation:
+    return KnnInterpolation(_data(dataset), k=int(k))
+
+
+def single(dataset: Path | str | TrainingData, *, stressor: str | None = None) -> SingleStressor:
+    """The single stressor only takes the catalog, thread count and window from the dataset."""
+    data = _data(dataset)
+    classes = {}
+    try:
+        classes = {s.name: s.resource_class for s in load_catalog().stressors}
+    except ValidationError:
+        pass
+    if not any(n in classes for n in data.catalog_names):   # no catalog here: guess the class from the name
+        classes = {n: re.split(r"[_.]", n)[0].replace("mem", "memory") for n in data.catalog_names}
+    return SingleStressor(data.catalog_names, data.catalog_hash, data.threads, stressor=stressor,
+                          resource_class_of=classes, window_s=data.window_s, host_fingerprint=data.host_fingerprint)
+
+
 def from_dataset(kind: str, dataset: Path | str | TrainingData, **kw):
-    """`kind` in KINDS -> a Generator built from the dataset (the single stressor only takes
-    the catalog, thread count and window from it). kw: k (knn), stressor (single)."""
-    from agentd.planners import guarded
-    data = dataset if isinstance(dataset, TrainingData) else load_training_data(dataset)
-    if kind == "nearest":
-        return guarded(NearestNeighbour(data))
-    if kind == "knn":
-        return guarded(KnnInterpolation(data, k=int(kw.get("k", 100))))
-    if kind == "single":
-        classes = {}
-        try:
-            classes = {s.name: s.resource_class for s in load_catalog().stressors}
-        except ValidationError:
-            pass
-        if not any(n in classes for n in data.catalog_names):   # no catalog here: guess the class from the name
-            classes = {n: re.split(r"[_.]", n)[0].replace("mem", "memory") for n in data.catalog_names}
-        return guarded(SingleStressor(data.catalog_names, data.catalog_hash, data.threads, stressor=kw.get("stressor"),
-                                      resource_class_of=classes, window_s=data.window_s,
-                                      host_fingerprint=data.host_fingerprint))
-    raise ConfigError(f"unknown baseline {kind!r}; known: {', '.join(KINDS)}")
+    """`kind` in KINDS -> its planner (behind the activity guard, as every planner of the
+    registry) built from the dataset. kw: k (knn), stressor (single)."""
+    return load_planner(f"{GROUP}:{kind}", dataset=dataset, **kw)

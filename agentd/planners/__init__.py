@@ -1,0 +1,15 @@
+"""The planner wing: every way of turning a target trace into a plan, one module per method,
+behind one registry.
+
+    registry.py    kinds, specs, help text, load_planner (every planner behind the activity guard)
+    base.py        the Generator protocol and the target helpers every planner uses
+    diffusion.py   the exported diffusion model (ONNX Runtime + a NumPy DDIM sampler)
+    inverse.py     the forward model (agentd/forward/) inverted
+    select.py      the diffusion model proposes, the forward model disposes
+
+The controller adds the dataset baselines (controller/planners/) to the same registry.
+"""
+
+from .registry import Kind, guarded, help_text, kinds, load_planner, register, specs_for
+
+__all__ = ["Kind", "guarded", "help_text", "kinds", "load_planner", "register", "specs_for"]
