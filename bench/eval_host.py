@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agentd.trace import Trace  # noqa: E402
-from controller.commands.evaluate import _token, resolve_method  # noqa: E402
+from controller.commands._agents import one_agent  # noqa: E402
+from controller.commands.evaluate import resolve_method  # noqa: E402
 from controller.evaluate.colocation import AppSpec, colocation  # noqa: E402
 from controller.evaluate.driver import EvalOptions, evaluate  # noqa: E402
-from controller.fleet import AgentClient  # noqa: E402
 
 
 def main() -> None:
@@ -58,10 +58,9 @@ def main() -> None:
     load_before = os.getloadavg()
     gens = dict(resolve_method(m, args.dataset) for m in args.method)
     targets = {Path(p).stem: Trace.read(p) for p in args.trace}
-    token = _token(args.token_file)
 
     async def run():
-        client = AgentClient(args.agent, token)
+        client = one_agent(None, args.agent, Path(args.token_file) if args.token_file else None)
         try:
             res = await evaluate(targets, gens, client, EvalOptions(outdir=outdir, band=args.band, seed=args.seed))
             colo = None
