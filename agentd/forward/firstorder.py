@@ -171,12 +171,15 @@ class FirstOrder:
         a = np.asarray(a, np.float64)[None] if single else np.asarray(a, np.float64)
         x = self.idle + self.group_scale(a) * np.einsum("bmk,mkn->bn", a, self.gain)
         cores = np.asarray(self.thread_cores)
+        own = np.einsum("bmk,m->bk", a, self.own)                  # [B, K] each thread on its core
+        spill = np.einsum("bmk,m->bk", a, self.other)              # [B, K] ... and on the others
         for n, name in enumerate(self.metric_names):
             j = core_index(name)
-            if j is None or not (cores == j).any():
+            on = cores == j
+            if j is None or not on.any():
                 continue
-            u = np.clip(np.einsum("bmk,m->b", a[:, :, cores == j], self.own), 0.0, 1.0)
-            s = np.clip(np.einsum("bmk,m->b", a[:, :, cores != j], self.other), 0.0, 1.0)
+            u = np.clip(own[:, on].sum(axis=1), 0.0, 1.0)
+            s = np.clip(spill[:, ~on].sum(axis=1), 0.0, 1.0)
             x[:, n] = self.idle[n] + 1.0 - (1.0 - u) * (1.0 - s)
         x = self.clip(x)
         return x[0] if single else x
