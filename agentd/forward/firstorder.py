@@ -96,6 +96,8 @@ class FirstOrder:
             self.usage = self._usage()
         self.fraction = np.array([u == "fraction" for u in self.units])
         self.gain = self._gain()                                   # [M, K, N]
+        self.core_metrics = [(n, core_index(name)) for n, name in enumerate(self.metric_names)
+                             if core_index(name) is not None]
         self.metric_group_index = np.full(N, -1)
         for gi, idx in enumerate(self.groups.values()):
             self.metric_group_index[idx] = gi
@@ -173,10 +175,9 @@ class FirstOrder:
         cores = np.asarray(self.thread_cores)
         own = np.einsum("bmk,m->bk", a, self.own)                  # [B, K] each thread on its core
         spill = np.einsum("bmk,m->bk", a, self.other)              # [B, K] ... and on the others
-        for n, name in enumerate(self.metric_names):
-            j = core_index(name)
+        for n, j in self.core_metrics:
             on = cores == j
-            if j is None or not on.any():
+            if not on.any():
                 continue
             u = np.clip(own[:, on].sum(axis=1), 0.0, 1.0)
             s = np.clip(spill[:, ~on].sum(axis=1), 0.0, 1.0)

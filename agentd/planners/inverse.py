@@ -65,7 +65,8 @@ class InverseSettings:
     rms_reweight: bool = True    # per-metric weights 1 / max(RMS_n, rms_floor) between outer passes
     rms_floor: float = 0.02
     first_order_only: bool = False
-    chunk_windows: int = 512     # windows solved at once: bounds the working set and the time between progress calls
+    chunk_windows: int | None = None   # windows solved at once (None: chunk_cells / (M·K), 256-4096):
+    chunk_cells: int = 4_000_000       # bounds the working set and the time between progress calls
     min_segment_s: float = 0.005  # a stressor runs at least this long in a window, or not at all
     cpu_first: bool = True       # per-core CPU matched first (a compute filler or a scaled column)
     cpu_tolerance: float = 0.01  # |predicted − target| core busy fraction left alone
@@ -121,12 +122,11 @@ def project_columns_scaled(x: np.ndarray, inv_w: np.ndarray) -> np.ndarray:
     v = np.moveaxis(x, -2, -1)                                    # [..., K, M]
     shape = v.shape
     v = v.reshape(-1, shape[-1])
-    iw = np.broadcast_to(np.moveaxis(inv_w, -2, -1)[None], (v.shape[0] // inv_w.shape[-1],) + inv_w.T.shape)
-    iw = iw.reshape(-1, shape[-1])
     box = np.clip(v, 0.0, 1.0)
     over = box.sum(axis=1) > 1.0
     if over.any():
-        w, q = v[over], iw[over]
+        rows = np.flatnonzero(over)
+        w, q = v[rows], np.asarray(inv_w).T[rows % inv_w.shape[-1]]     # row = (window, thread)
         order = np.argsort(-(w / q), axis=1)
         ws, qs = np.take_along_axis(w, order, 1), np.take_along_axis(q, order, 1)
         theta_j = (np.cumsum(ws, axis=1) - 1.0) / np.cumsum(qs, axis=1)
@@ -189,8 +189,9 @@ class InversePlanner:
 
         What needs the whole target is decided once (each metric's scale, the weights, which
         stressors each window may use); the plan is then solved chunk by chunk
-        (settings.chunk_windows windows, each chunk starting from the last window of the one
-        before, which its change term and correction see as the previous window): the working
+        (settings.chunk_windows windows, or as many as keep a chunk's arrays near chunk_cells
+        entries: 4096 windows for 43 stressors on 2 threads; each chunk starting from the last
+        window of the one before, which its change term and correction see as the previous window): the working
         set is a chunk's, not T × M × K arrays several times over (gigabytes at /v1/generate's
         window cap), and `progress(done, T)` after each chunk lets the caller stop it."""
         model, s = self.model, self.settings
@@ -213,7 +214,9 @@ class InversePlanner:
         G = first.gain / scales                                   # [M, K, N] in the target's scale
         a = np.zeros((T, first.M, first.K), np.float32)
         err_sq, n_obs = 0.0, 0
-        chunk = max(1, int(s.chunk_windows))
+        chunk = int(s.chunk_windows) if s.chunk_windows else \
+            int(np.clip(s.chunk_cells // max(first.M * first.K, 1), 256, 4096))
+        chunk = max(1, chunk)
         for start in range(0, T, chunk):
             end = min(T, start + chunk)
             prev0 = a[start - 1:start] if start > 0 else np.zeros_like(a[:1])
