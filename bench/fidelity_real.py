@@ -16,7 +16,11 @@ Steps (each reused from --out when already there, so an interrupted run resumes)
      a shorter campaign), a small diffusion model trained and exported as the demo does, the
      forward model fitted (`mimesys forward fit`) and scored on held-out samples
   5. `mimesys evaluate` with every method, --replays times (seeds 0, 1, ...), scoring every
-     metric the targets carry
+     metric the targets carry (on the device's scale; the target's own scale is in each run's
+     `own_scale`, and which added windows the plan itself caused in `idle_windows_added`)
+Phases apart: --prepare-only stops after step 4 (record on a quiet host, replay later);
+--update METHODS replays only changed planners beside the earlier replays of the rest;
+--summarize-only writes the summary again from what --out holds, with no agent.
 Prints one JSON line: per method the mean DTW over every scored metric, per metric, per mix,
 the added-activity count, next to the floor; writes it and a PNG beside the evaluations.
 """
