@@ -159,18 +159,24 @@ def guard_compositions(compositions: np.ndarray, ok: np.ndarray) -> tuple[np.nda
     return compositions * ok[:, :, None], removed
 
 
+def catalog_kernels(names: list[str]) -> list[str | None]:
+    """Each stressor's kernel in this agent's catalog (None where it lists no such name, or where
+    there is no catalog beside this code: the profile, if any, decides alone)."""
+    from .catalog import load_catalog
+    try:
+        kernel_of = {st.name: st.kernel for st in load_catalog().stressors}
+    except Exception:
+        kernel_of = {}
+    return [kernel_of.get(n) for n in names]
+
+
 def guard_plan(plan, trace, *, first=None):
     """A plan with the rule applied against its target trace -> (plan, entries removed).
     `first` (a forward model's FirstOrder, when the planner has one) gives the host's idle level,
     noise and solo responses; without it the unit floors and the kernels decide."""
     from dataclasses import replace
 
-    from .catalog import load_catalog
-    try:
-        kernel_of = {st.name: st.kernel for st in load_catalog().stressors}
-    except Exception:   # no catalog beside this code: the profile (if any) decides alone
-        kernel_of = {}
-    kernels = [kernel_of.get(n) for n in plan.catalog_names]
+    kernels = catalog_kernels(plan.catalog_names)
     if first is not None and list(first.catalog_names) == list(plan.catalog_names):
         names, units = list(first.metric_names), list(first.units)
         margins = idle_margins(names, units, first.noise)

@@ -100,10 +100,8 @@ def attribute_to_plan(additions: dict, plan, *, slack: int = 1) -> dict:
     whose effect lands later, within the writeback horizon before) — the rest is the host's own
     background (page-cache misses, journal commits), which a pure-CPU plan shows as well."""
     from agentd import activity
-    from agentd.catalog import load_catalog
 
-    kernel_of = {st.name: st.kernel for st in load_catalog().stressors}
-    kernels = [kernel_of.get(n) for n in plan.catalog_names]
+    kernels = activity.catalog_kernels(plan.catalog_names)
     drives, delays = activity.stressor_drives(kernels), activity.stressor_delays(kernels)
     horizon = activity.writeback_windows(plan.window_s)
     used = np.asarray(plan.compositions).sum(axis=2) > 0                 # [T, M]
