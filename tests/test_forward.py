@@ -296,12 +296,12 @@ def test_inverse_solves_in_float32_chunks_and_reports_each(monkeypatch):
     progress after each chunk."""
     from agentd.planners import inverse
     seen = []
-    real = inverse.project_columns_scaled
+    real = inverse.project_threads_scaled
 
     def recording(x, inv_w):
         seen.append((x.shape[0], x.dtype))
         return real(x, inv_w)
-    monkeypatch.setattr(inverse, "project_columns_scaled", recording)
+    monkeypatch.setattr(inverse, "project_threads_scaled", recording)
     fm = toy_model()
     values, trace = _reachable_target(fm)
     calls = []
