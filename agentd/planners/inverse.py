@@ -96,21 +96,7 @@ RATE_SCALE_FLOOR = 0.01
 def project_columns(x: np.ndarray) -> np.ndarray:
     """[..., M, K] -> the Euclidean projection of every thread's column onto
     {v ∈ [0, 1]^M : Σ v ≤ 1}."""
-    v = np.moveaxis(x, -2, -1)                                    # [..., K, M]
-    shape = v.shape
-    v = v.reshape(-1, shape[-1])
-    box = np.clip(v, 0.0, 1.0)
-    over = box.sum(axis=1) > 1.0
-    if over.any():
-        w = v[over]
-        u = -np.sort(-w, axis=1)
-        css = np.cumsum(u, axis=1) - 1.0
-        idx = np.arange(1, w.shape[1] + 1)
-        cond = u - css / idx > 0
-        rho = w.shape[1] - 1 - np.argmax(cond[:, ::-1], axis=1)
-        theta = css[np.arange(len(w)), rho] / (rho + 1)
-        box[over] = np.clip(w - theta[:, None], 0.0, 1.0)
-    return np.moveaxis(box.reshape(shape), -1, -2)
+    return project_columns_scaled(x, np.ones(x.shape[-2:]))
 
 
 def project_columns_scaled(x: np.ndarray, inv_w: np.ndarray) -> np.ndarray:
