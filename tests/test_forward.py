@@ -241,6 +241,32 @@ def test_inverse_never_places_writeback_it_cannot_time():
     assert a[:, 2, 0].mean() > 0.3
 
 
+def test_stressors_the_model_cannot_tell_apart_run_as_one_segment():
+    """Two compute kernels with the same measured effect (a host without a PMU sees only busy
+    time): the least-squares fit splits a window's compute between them, two segments where one
+    does; the plan keeps one per window and thread, and predicts the same trace."""
+    from dataclasses import replace
+    from agentd.planners.inverse import InverseSettings
+    t = toy_first_order()
+    fo = FirstOrder(NAMES, UNITS, STRESSORS + ["cpu_twin"], [0, 1], t.idle, np.vstack([t.response, t.response[:1]]),
+                    own=np.append(t.own, t.own[0]), other=np.append(t.other, t.other[0]), capacity=t.capacity)
+    fm = ForwardModel(fo, np.where(fo.fraction, 1.0, fo.capacity), "sha256:toy", simulated=True)
+    values, _ = _reachable_target(toy_model())
+    trace = Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)], simulated=True)
+    split = InversePlanner(fm, InverseSettings(equivalence_tolerance=0.0)).generate(trace).compositions
+    assert ((split[:, 0] > 0) & (split[:, 4] > 0)).any()          # without the merge: both, same windows
+    planner = InversePlanner(fm)
+    assert [list(g) for g in planner._equivalents] == [[0, 4]]
+    a = planner.generate(trace).compositions
+    assert not ((a[:, 0] > 0) & (a[:, 4] > 0)).any()
+    w = fitted_metrics(NAMES, UNITS) > 0
+    for plan in (split, a):
+        err = np.abs(fm.predict_plan(plan)[0] - values)[:, w] / fm.scales[w]
+        assert err.mean() < 0.02, err.mean(axis=0)
+    unlike = replace(fo, response=fo.response * np.array([1, 1, 1, 1, 0.5])[:, None])   # half the effect: not alike
+    assert InversePlanner(ForwardModel(unlike, fm.scales, "sha256:toy", simulated=True))._equivalents == []
+
+
 def test_no_stressor_runs_for_less_than_it_can_run_as_planned():
     """A plan's entries are 0 or at least the stressor's quantum (5 ms of a 1 s window, or one
     submission of an IO stressor): a few hundred microseconds of a queue-depth reader is not a
