@@ -32,6 +32,11 @@ host-wide total is also in the model (counted once), and every metric the target
 stressor whose resource the target does not measure at all (network stressors for a trace
 without network metrics) costs what an unobserved one does: the plan would add contention
 nobody asked for and nobody can check.
+
+After the solve, in this order: stressors the model cannot tell apart are merged into one
+segment per window and thread (`merge_equivalents`), entries shorter than a stressor can run
+as planned are dropped or raised (`round_to_quanta`), and each core is brought to the target's
+busy fraction from the plan's columns (`match_cpu`).
 """
 
 from __future__ import annotations
