@@ -193,6 +193,7 @@ class LocalAgent:
     out: Path
     proc: subprocess.Popen | None = None
     log: object = None
+    NAME = "this-host"            # its name in the fleet file the demo writes
     tmp: Path | None = None
     port: int = 0
 
@@ -253,7 +254,7 @@ class LocalAgent:
 
     def write_fleet(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "this-host"\n')
+        path.write_text(f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "{self.NAME}"\n')
         return path
 
     def stop(self) -> None:
@@ -462,7 +463,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
     imported = traces / "imported.h5"
     with d.step("import", f"{trace_file.name} mapped onto this host") as rec:
         d.run(CONTROLLER_CLI, ["import", trace_file, "--format", trace_format, "-o", imported,
-                               "--target-host", agent.url, "--token-file", agent.token_file,
+                               "--fleet", fleet, "--agent", agent.NAME,
                                "--report-json", traces / "import-report.json"], step="import")
         _truncate_trace(imported, s.import_windows)
         rec.detail = f"{imported} (first {s.import_windows} windows kept)"
@@ -477,7 +478,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
         from agentd.planners.registry import specs_for
         planners = specs_for({"model": onnx, "forward": forward, "dataset": dataset})   # every method these make
         methods = [a for name, spec in planners.items() for a in ("--method", f"{name}={spec}")]
-        d.run(CONTROLLER_CLI, ["evaluate", "--agent", agent.url, "--token-file", agent.token_file,
+        d.run(CONTROLLER_CLI, ["evaluate", "--fleet", fleet, "--agent", agent.NAME,
                                "--trace", imported, "--trace", recorded, *methods,
                                "--seed", s.seed, "-o", evaluation], step="evaluate")
         rec.detail = f"{evaluation}"
