@@ -18,10 +18,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, StateSetMetricFamily
 from prometheus_client.exposition import generate_latest
 
-from . import __version__
-from .errors import ConfigError
+from mimesys import __version__
+from mimesys.errors import ConfigError
+from mimesys.fsutil import atomic_write_bytes
+
 from .telemetry import SegmentErrors
-from .fsutil import atomic_write_bytes
 
 STATES = ("running", "done", "failed", "interrupted")
 FILENAME = "mimesys_replay.prom"

@@ -28,8 +28,9 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily,
                                     StateSetMetricFamily, SummaryMetricFamily)
 
-from .. import __version__
-from ..errors import MimesysError
+from mimesys import __version__
+from mimesys.errors import MimesysError
+
 from ..promnames import prom_name
 from ..samplers.samplerset import SAMPLER_STATES
 from .state import BACKEND, LOOP_LAG, MONITOR, RUNS

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -41,10 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.backend import RunOptions
-from agentd.errors import ConfigError, MimesysError
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
+from mimesys.backend import RunOptions
+from mimesys.errors import ConfigError, MimesysError
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
 
 from ..dataset import Dataset, samples_from_chain
 from . import proposals

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
-from agentd.config import read_toml
-from agentd.errors import ConfigError
-from agentd.tls import normalize_sha256
+from mimesys.config import read_toml
+from mimesys.errors import ConfigError
+from mimesys.tls import normalize_sha256
 
 if TYPE_CHECKING:
     from .client import AgentClient

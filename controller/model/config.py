@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 
 @dataclass(frozen=True)
