@@ -46,7 +46,7 @@ from mimesys.fsutil import atomic_write_text
 from mimesys.plan import Plan
 from mimesys.trace import Trace, wall_clock_of_monotonic
 
-from .telemetry import LatestSample, SegmentErrors
+from .prometheus.telemetry import LatestSample, SegmentErrors
 
 log = logging.getLogger(__name__)
 

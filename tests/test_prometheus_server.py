@@ -254,9 +254,7 @@ def test_dashboard_loads_and_is_a_grafana_dashboard():
     node_panels = [p for p in timeseries if any("node_" in t["expr"] for t in p["targets"])]
     assert len(node_panels) >= 5
     # Every mimesys series it queries is one the agent or the replay textfile exposes.
-    from agentd.api import prometheus
-    agent_names = (Path(prometheus.__file__).read_text() + Path(ROOT / "agentd" / "textfile.py").read_text()
-                   + Path(ROOT / "agentd" / "promnames.py").read_text())
+    agent_names = "".join(p.read_text() for p in sorted((ROOT / "agentd" / "prometheus").glob("*.py")))
     for name in sorted(n for n in dashboard_series() if n.startswith("mimesys_")):
         stem = re.sub(r"_(bucket|sum|count|total|info)$", "", name)
         stem = stem.replace("mimesys_host_", "")

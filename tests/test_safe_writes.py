@@ -39,7 +39,7 @@ def _untouched(victim: Path) -> None:
 def test_textfile_writer_never_writes_through_a_planted_link(tmp_path, catalog, monkeypatch):
     """The reproduced finding: a symlink in node_exporter's textfile directory at the writer's
     temporary name got a 0600 file overwritten and made world-readable."""
-    from agentd.textfile import FILENAME, ReplayTextfile
+    from agentd.prometheus.textfile import FILENAME, ReplayTextfile
     victim = _victim(tmp_path)
     textdir = tmp_path / "textfile"
     textdir.mkdir()

@@ -18,7 +18,7 @@ from mimesys import wire
 from mimesys.backend import Backend
 from mimesys.errors import MimesysError
 
-from ..telemetry import LatestSample
+from ..prometheus.telemetry import LatestSample
 
 log = logging.getLogger(__name__)
 

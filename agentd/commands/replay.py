@@ -236,7 +236,7 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
             raise
     textfile = None
     if textfile_dir is not None:
-        from ..textfile import ReplayTextfile
+        from ..prometheus.textfile import ReplayTextfile
         try:
             textfile = ReplayTextfile(textfile_dir, plan, be.metric_schema(), command=command)
         except BaseException:
