@@ -1,6 +1,7 @@
 """The typed configuration reader every TOML file of the project goes through.
 
 A file is read with `read_toml` (an unreadable or malformed file is a ConfigError naming it);
+`check_known` refuses names a table or an override does not know, listing the valid ones;
 a table becomes a frozen dataclass with `build_section`: an unknown key fails naming the file
 and listing the valid keys, a value of the wrong type names file, table and key (`coerce`
 checks it against the field's annotation; "auto" is None for an optional field), and the
@@ -18,6 +19,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import ConfigError
+
+
+def check_known(given, valid, where: str, *, noun: str = "key") -> None:
+    """An unknown name in `given` (a table's keys, overrides) is a ConfigError that lists them
+    all and the valid ones: `{where}: unknown key(s) ['x']; valid: a, b`."""
+    valid = list(valid)
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ConfigError(f"{where}: unknown {noun}(s) {unknown}; valid: {', '.join(valid)}")
 
 
 def read_toml(path: Path, what: str = "") -> dict:
