@@ -9,33 +9,26 @@ Each rule is checked twice: by reading every import statement (function-level on
 importing every module in a fresh interpreter where the forbidden packages cannot load.
 """
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
+
+from importscan import absolute_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # (importing file, daemon module) -> why the controller may reach into the daemon there.
 EXCEPTIONS = {
     ("controller/commands/demo.py", "agentd.runner"):
-        "the demo starts an agent on this host; its preflight asks the agent's own runner lookup "
-        "(find_runner) whether mimesys-runner is built, before anything runs",
+        "the demo runs both sides on this host (it starts `mimesys-agent serve`); its preflight asks "
+        "the agent's own runner lookup (find_runner) whether mimesys-runner is built, before anything runs",
 }
 
 
 def _imports(package: str):
     """(file relative to ROOT, imported module) for every absolute import under `package`."""
-    for py in sorted((ROOT / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(py.read_text(), str(py))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                yield str(py.relative_to(ROOT)), name
+    for py, name in absolute_imports(ROOT / package):
+        yield str(py.relative_to(ROOT)), name
 
 
 def _top(name: str) -> str:

@@ -4,7 +4,6 @@ by `make deb` + packaging/check-deb.sh (CI), installed by packaging/test-install
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from importscan import absolute_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN = ROOT / "packaging" / "debian"
@@ -86,18 +86,10 @@ def test_changelog_version_matches_the_agent_version():
 def _third_party_imports(package: Path) -> dict[str, str]:
     """Top-level third-party module -> first file importing it (stdlib, agentd and mimesys excluded)."""
     found: dict[str, str] = {}
-    for py in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(py.read_text(), str(py))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                top = name.split(".")[0]
-                if top not in sys.stdlib_module_names and top not in ("agentd", "mimesys", "__future__"):
-                    found.setdefault(top, str(py.relative_to(ROOT)))
+    for py, name in absolute_imports(package):
+        top = name.split(".")[0]
+        if top not in sys.stdlib_module_names and top not in ("agentd", "mimesys", "__future__"):
+            found.setdefault(top, str(py.relative_to(ROOT)))
     return found
 
 
