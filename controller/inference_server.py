@@ -2,7 +2,7 @@
 and profile a generated plan on an agent while streaming its trace back.
 
 One app factory (create_app), one route table, thin handlers; errors become HTTP statuses
-in the core's errors middleware (mimesys/api/middleware.py) (the same mapping as the agent's), bearer-token auth on every
+in the core's errors middleware (mimesys/api/middleware.py, the same mapping as the agent's), bearer-token auth on every
 route. Bodies and frames are msgpack (mimesys/wire.py).
 
 | method | path | body -> reply |

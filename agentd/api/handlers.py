@@ -1,5 +1,5 @@
-"""Thin request handlers: parse (bodies.py), call the run manager / monitor hub / backend,
-pack the reply. Errors are raised, never formatted here (middleware.py maps them)."""
+"""Thin request handlers: parse (mimesys/api/bodies.py), call the run manager / monitor hub / backend,
+pack the reply. Errors are raised, never formatted here (mimesys/api/middleware.py maps them)."""
 
 from __future__ import annotations
 
