@@ -246,7 +246,7 @@ def test_stressors_the_model_cannot_tell_apart_run_as_one_segment():
     time): the least-squares fit splits a window's compute between them, two segments where one
     does; the plan keeps one per window and thread, and predicts the same trace."""
     from dataclasses import replace
-    from agentd.planners.inverse import InverseSettings
+    from mimesys.planners.inverse import InverseSettings
     t = toy_first_order()
     fo = FirstOrder(NAMES, UNITS, STRESSORS + ["cpu_twin"], [0, 1], t.idle, np.vstack([t.response, t.response[:1]]),
                     own=np.append(t.own, t.own[0]), other=np.append(t.other, t.other[0]), capacity=t.capacity)
