@@ -308,6 +308,35 @@ def test_activity_resources_and_the_guard():
     guarded, removed = activity.guard_compositions(comps, ok)
     assert removed == 6 and guarded[:, 2].tolist() == [[0.25]] * 3 and guarded[1, 0, 0] == 0.0
 
+def test_the_guard_holds_idle_bytes_within_noise_where_only_operations_were_busy():
+    """A window where the target made a few small writes (bytes idle, operations not) keeps its
+    writer only as far as the predicted bytes stay within the host's noise; a window of large
+    blocks (bytes busy, few operations) keeps it whole. Measured before: a plan ran 1 GB/s of
+    direct writes where the target wrote 0.1 MB/s in 30 operations."""
+    from mimesys import activity
+    from mimesys.plan import Plan
+    names = ["cpu.util.core0", "disk.write_Bps", "disk.write_iops"]
+    units = ["fraction", "B/s", "1/s"]
+    R = np.zeros((2, 3))
+    R[0, 0] = 1.0
+    R[1, 1], R[1, 2], R[1, 0] = 800e6, 800.0, 0.2              # 1 MiB direct writes
+    fo = FirstOrder(names, units, ["cpu", "wr"], [0], np.zeros(3), R, own=np.array([1.0, 0.2]), other=np.zeros(2),
+                    capacity=np.array([1, 1e9, 1e5]), classes=["cpu", "disk"], noise=np.array([0.01, 4e3, 1.0]))
+    values = np.array([[0.3, 1e5, 30.0],          # journal commits: 0.1 MB/s in 30 writes
+                       [0.3, 50e6, 5.0]])         # 50 MB/s in 5 large writes
+    trace = Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(names, units)])
+    comps = np.zeros((2, 2, 1), np.float32)
+    comps[:, 0, 0], comps[:, 1, 0] = 0.2, 0.1
+    plan = Plan(comps, ["cpu", "wr"], "sha256:toy", window_s=1.0)
+    guarded, removed = activity.guard_plan(plan, trace, first=fo)
+    margin = activity.IDLE_FLOOR["B/s"]
+    assert removed == 0                                     # the resource was busy in both windows
+    assert guarded.compositions[0, 1, 0] * 800e6 <= margin * 1.0001 and guarded.compositions[0, 1, 0] < 0.1
+    assert guarded.compositions[1, 1, 0] == pytest.approx(0.1)      # busy bytes: the writer stays
+    assert (guarded.compositions[:, 0, 0] == 0.2).all()             # compute untouched
+    assert guarded.provenance["activity_guard"]["entries_capped"] == 1
+
+
 def _many_threads_model(K=16) -> ForwardModel:
     """toy_model's stressors and metrics on K threads (alternating over the two cores)."""
     t = toy_first_order()
