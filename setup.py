@@ -2,7 +2,7 @@
 
 `pip install .` / `pip install -e .` (and so `make setup`) run `make -C stressors`
 (gcc -O2, links libzstd) and ship the result as package data agentd/_bin/mimesys-runner,
-with the stressor catalog as agentd/data/catalog.toml. Editable installs leave the
+with the stressor catalog as mimesys/data/catalog.toml. Editable installs leave the
 source tree alone: agentd.runner.find_runner() finds stressors/build/mimesys-runner there,
 so a later `make -C stressors` is picked up without reinstalling. Metadata lives in
 pyproject.toml.
@@ -27,7 +27,7 @@ class BuildPyWithRunner(build_py):
         bin_dir = Path(self.build_lib) / "agentd" / "_bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / "stressors" / "build" / "mimesys-runner", bin_dir / "mimesys-runner")
-        data_dir = Path(self.build_lib) / "agentd" / "data"
+        data_dir = Path(self.build_lib) / "mimesys" / "data"
         data_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / "stressors" / "catalog.toml", data_dir / "catalog.toml")
 

@@ -1,7 +1,5 @@
 """mimesys node agent: runs compiled stressor plans, samples the host, serves traces.
 
-This package must import and run without PyTorch: the controller imports agentd's
-formats, never the other way round.
+The daemon only: the formats it shares with the controller live in the core (mimesys/).
+This package must import and run without PyTorch and never imports the controller.
 """
-
-__version__ = "0.1.0"

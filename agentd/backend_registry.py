@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import importlib
 
-from .backend import Backend
-from .errors import ConfigError
+from mimesys.backend import Backend
+from mimesys.errors import ConfigError
 
 BACKENDS: dict[str, str] = {
     "host": "agentd.host_backend:HostBackend",   # mimesys-runner + the host samplers (real)
-    "sim": "agentd.sim:SimBackend",              # the simulated host (labelled simulated everywhere)
+    "sim": "mimesys.sim:SimBackend",              # the simulated host (labelled simulated everywhere)
 }
 
 

@@ -1,4 +1,5 @@
-"""Calibration: what each stressor achieves on this host, measured by running it.
+"""Calibration: what each stressor achieves on this host, measured by running it. The file it
+writes (format, reading, the capacity peaks) is the core's: mimesys/calibration.py.
 
 `measure()` builds one plan in which every stressor runs alone for one window on one
 thread (the other threads idle), followed by windows in which each bandwidth-class
@@ -6,26 +7,6 @@ stressor (memory, disk, network) runs on all threads at once, executes it with t
 runner, and turns the runner's own op and byte counts into rates. The file it writes is
 shown by the agent's /v1/info and used by importers for capacity normalisation (the
 `peaks`).
-
-File (JSON)::
-
-    {"format": "mimesys.calibration", "schema_version": 1, "created": ISO-8601,
-     "catalog_hash": ..., "window_s": ..., "cpus": [...], "host": {...},
-     "stressors": {name: {"class": ..., "one_thread": {"ops_per_s", "bytes_per_s", "ran_s",
-                          "cpu_fraction"}, "all_threads": {... , "threads"} | null,
-                          "note": "...", "unavailable": "why (this host cannot run it)"}},
-     "peaks": {"mem.bw_Bps", "cache.bw_Bps", "disk.read_Bps", "disk.write_Bps", "net.tx_Bps", "net.rx_Bps"},
-     "notes": {name: text},
-     # with probes (`calibrate` does them by default):
-     "host_peaks": {"disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops",
-                    "net.lo_Bps", "mem.bw_Bps"},  # measured by code that is not a catalog kernel
-     "host_peaks_method": {metric: how, or why it is missing},
-     "reach": {metric: fraction}, "reach_pairs": {metric: [catalog best / probe peak, ...]},
-     "catalog_best": {metric: {value, stressor, threads}}}
-
-`peaks` is what the catalog reached (bounds of what plans can do); `host_peaks` is the
-host's capacity (what foreign traces are scaled to: capacity_peaks). A gap in the catalog
-shows as a reach well below 1 instead of hiding in a lower `peaks`.
 
 Reach is measured in pairs: the catalog's best variants for each metric run, then the
 probes run, `reach_repeats` times over, and reach is the median over pairs of (the catalog's
@@ -43,7 +24,6 @@ kind reached (all-threads figure where measured).
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from dataclasses import dataclass
@@ -52,13 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .catalog import Catalog, load_catalog
-from .errors import ValidationError
-from .plan import Plan
-from .fsutil import atomic_write_text
+from mimesys.calibration import FORMAT, SCHEMA_VERSION
+from mimesys.catalog import Catalog, load_catalog
+from mimesys.plan import Plan
 
-FORMAT = "mimesys.calibration"
-SCHEMA_VERSION = 1
 BANDWIDTH_CLASSES = ("memory", "disk", "network")
 # Which kernels read or write the disk (peaks); fallocate moves metadata, not data.
 DISK_READ_KERNELS = ("disk_seq_read", "disk_rand_read", "disk_readahead", "disk_qd_read")
@@ -155,7 +132,7 @@ async def _run_pass(catalog: Catalog, config, names: list[str], window_s: float,
                     progress, unavailable: dict[str, str]):
     """One calibration plan over `names`; a variant the runner refuses is moved to
     `unavailable` and the plan rebuilt without it. Returns (plan, windows, notes)."""
-    from .errors import RunnerError
+    from mimesys.errors import RunnerError
     from .runner import RunnerExit, WindowDone, start_runner
 
     names = list(names)
@@ -218,7 +195,7 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     they record is what they achieved, not the fraction assumed."""
     from dataclasses import replace
 
-    from .errors import RunnerError
+    from mimesys.errors import RunnerError
     from .hostpaths import online_cpus
     from .runner import RunnerConfig
 
@@ -312,10 +289,6 @@ REACH_SOURCES = {
     "net.lo_Bps": ("bytes_per_s", ("tcp_loopback", "udp_sink")),
     "mem.bw_Bps": ("bytes_per_s", MEM_STREAM_KERNELS),
 }
-# host_peaks keys → the metric names a trace carries, for capacity normalization
-PEAK_METRICS = {"disk.read_Bps": ("disk.read_Bps",), "disk.write_Bps": ("disk.write_Bps",),
-                "disk.read_iops": ("disk.read_iops",), "disk.write_iops": ("disk.write_iops",),
-                "net.lo_Bps": ("net.lo.rx_Bps", "net.lo.tx_Bps"), "mem.bw_Bps": ("mem.bw_Bps",)}
 
 
 async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, dict]:
@@ -323,7 +296,7 @@ async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, 
     ({metric: value}, {metric: how it was measured, or why not})."""
     import asyncio
 
-    from .errors import RunnerError
+    from mimesys.errors import RunnerError
     from .runner import DEFAULT_SCRATCH_DIR, RunnerConfig, find_runner
 
     config = config or RunnerConfig()
@@ -409,42 +382,3 @@ def reach_pairs(catalog: Catalog, paired: list[tuple[dict, dict]]) -> dict[str, 
             if peaks.get(metric):
                 out.setdefault(metric, []).append(round(runs[0]["value"] / peaks[metric], 4))
     return out
-
-
-def capacity_peaks(doc: dict) -> dict:
-    """The host's capacity per metric name, for scaling foreign traces: the independent
-    host peaks where measured, else what the catalog reached (older calibrations). Where a
-    catalog stressor went past the probe (reach > 1) the probe understated the host, and the
-    higher figure is the capacity: the host did reach it."""
-    out = dict(doc.get("peaks") or {})
-    best = doc.get("catalog_best") or {}
-    for key, value in (doc.get("host_peaks") or {}).items():
-        value = max(value, float((best.get(key) or {}).get("value") or 0.0))
-        for metric in PEAK_METRICS.get(key, (key,)):
-            out[metric] = value
-    return out
-
-
-def write(doc: dict, path: Path | str) -> None:
-    """Atomic write (temporary file + rename)."""
-    # Unique temp + fsync (agentd.fsutil): calibrate runs as root in a directory mimesys may own.
-    atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-
-
-def read(path: Path | str) -> dict:
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise ValidationError(f"{path}: cannot read calibration: {e}") from e
-    except ValueError as e:
-        raise ValidationError(f"{path}: not JSON: {e}") from e
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValidationError(f"{path}: not a mimesys calibration file (format={doc.get('format') if isinstance(doc, dict) else None!r})")
-    version = doc.get("schema_version")
-    if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
-        raise ValidationError(f"{path}: calibration schema_version {version!r} not supported (1..{SCHEMA_VERSION})")
-    for key in ("stressors", "peaks"):
-        if not isinstance(doc.get(key), dict):
-            raise ValidationError(f"{path}: missing or malformed {key!r}")
-    return doc

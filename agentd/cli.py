@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from . import __version__
-from .lazycli import LazyGroup
+from mimesys import __version__
+from mimesys.lazycli import LazyGroup
 
 COMMANDS = {
     "serve": "agentd.commands.serve:serve",

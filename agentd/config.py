@@ -1,6 +1,6 @@
 """The agent's configuration: /etc/mimesys/agent.toml plus /etc/mimesys/agent.d/*.toml.
 
-Typed, frozen and validated once at load: an unknown table or key fails naming the file
+Typed, frozen and validated once at load (the core's typed reader, mimesys/config.py): an unknown table or key fails naming the file
 and listing the valid names; a wrong type names file, table and key. Nothing is checked
 later, so a config that loads is a config the agent can run with (`check-config`).
 
@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import ConfigError
+from mimesys.config import build_section, plain, read_toml, toml_value
+from mimesys.errors import ConfigError
+
 from .hostpaths import HostPaths, online_cpus
 from .samplers.registry import SamplersConfig
 
@@ -174,7 +173,7 @@ class Config:
         out: dict[str, Any] = {}
         for name in _SECTIONS:
             sec = getattr(self, name)
-            out[name] = {f.name: _plain(getattr(sec, f.name)) for f in dataclasses.fields(sec)}
+            out[name] = {f.name: plain(getattr(sec, f.name)) for f in dataclasses.fields(sec)}
         out["samplers"] = self.samplers.to_dict()
         return out
 
@@ -184,11 +183,11 @@ class Config:
             if table == "samplers":
                 for sname, opts in values.items():
                     lines.append(f"\n[samplers.{sname}]")
-                    lines += [f"{k} = {_toml_value(v)}" for k, v in opts.items() if v is not None]
+                    lines += [f"{k} = {toml_value(v)}" for k, v in opts.items() if v is not None]
                 continue
             lines.append(f"\n[{table}]")
             for k, v in values.items():
-                lines.append(f"{k} = {_toml_value(v)}" if v is not None else f"# {k} = \"auto\" (not set)")
+                lines.append(f"{k} = {toml_value(v)}" if v is not None else f"# {k} = \"auto\" (not set)")
         return "\n".join(lines) + "\n"
 
     def read_token(self) -> bytes:
@@ -203,9 +202,9 @@ class Config:
 
 def _read_secret(path: Path, key: str) -> bytes:
     """A token file's contents. Missing, empty, short, accessible to other users, not a regular
-    file, or owned by another user is an error (agentd.fsutil.read_secret_file)."""
-    from .errors import ValidationError
-    from .fsutil import read_secret_file
+    file, or owned by another user is an error (mimesys.fsutil.read_secret_file)."""
+    from mimesys.errors import ValidationError
+    from mimesys.fsutil import read_secret_file
     try:
         token = read_secret_file(path, key).strip()
     except ValidationError as e:
@@ -218,17 +217,6 @@ def _read_secret(path: Path, key: str) -> bytes:
     if len(token) < 16:
         raise ConfigError(f"{key} {str(path)!r}: token is {len(token)} bytes; use at least 16")
     return token
-
-
-def read_toml(path: Path, what: str = "") -> dict:
-    """A TOML file as a dict, or a ConfigError naming the file (and what it was meant to be)."""
-    label = f"{what} " if what else ""
-    try:
-        return tomllib.loads(Path(path).read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read {label}file: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
 
 
 def load_config(path: Path | str | None = None, *, dropin_dir: Path | str | None = None) -> Config:
@@ -277,79 +265,7 @@ def config_from_dict(doc: Mapping[str, Any], *, sources: tuple[str, ...] = (),
     sections = {}
     for name, cls in _SECTIONS.items():
         table = doc.get(name, {}) or {}
-        sections[name] = _build_section(cls, name, table, origin, where_all)
+        sections[name] = build_section(cls, name, table, origin, where_all)
     samplers_where = origin.get(("samplers", next(iter(doc.get("samplers", {}) or {}), "")), where_all)
     samplers = SamplersConfig.from_dict(doc.get("samplers"), where=f"{samplers_where}: samplers")
     return Config(samplers=samplers, sources=sources, **sections)
-
-
-def _build_section(cls: type, table_name: str, table: Mapping[str, Any], origin, where_all: str):
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for key, value in table.items():
-        where = origin.get((table_name, key), where_all)
-        if key not in fields:
-            raise ConfigError(f"{where}: unknown key {table_name}.{key}; valid keys in [{table_name}]: "
-                              f"{', '.join(fields)}")
-        kwargs[key] = _coerce(value, hints[key], f"{where}: {table_name}.{key}")
-    section = cls(**kwargs)
-    # Validation messages name the file that set the last key of this table.
-    last = [origin[(table_name, k)] for k in table if (table_name, k) in origin]
-    section.validate(last[-1] if last else where_all)
-    return section
-
-
-def _coerce(value: Any, hint: Any, where: str):
-    """Check a TOML value against a field's annotation; "auto" means None for optional fields."""
-    args = typing.get_args(hint)
-    optional = (typing.get_origin(hint) in (typing.Union, types.UnionType)) and type(None) in args
-    if optional:
-        if value == "auto":
-            return None
-        hint = next(a for a in args if a is not type(None))
-    origin = typing.get_origin(hint)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    if hint is Path:
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{where}: expected a path string, got {value!r}")
-        return Path(value)
-    if origin is tuple:
-        if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-            alt = ' or "auto"' if optional else ''
-            raise ConfigError(f"{where}: expected a list of integers{alt}, got {value!r}")
-        return tuple(value)
-    raise TypeError(f"config field type {hint} not handled")  # a bug in this file, not in the config
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, Path):
-        return str(v)
-    if isinstance(v, tuple):
-        return list(v)
-    return v
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -9,8 +9,8 @@ import dataclasses
 
 import numpy as np
 
-from .errors import ValidationError
-from .plan import Plan
+from mimesys.errors import ValidationError
+from mimesys.plan import Plan
 
 
 def fold_threads(plan: Plan, slots: int) -> tuple[Plan, dict]:

@@ -35,15 +35,17 @@ from typing import AsyncIterator
 
 import numpy as np
 
-from .backend import Backend, BackendInfo, ExecutedWindow, MonitorSample, RunOptions
-from .calibration import capacity_peaks, pace_rates, read as read_calibration
-from .catalog import Catalog, load_catalog
-from .errors import RunnerError, ValidationError
+from mimesys.backend import Backend, BackendInfo, ExecutedWindow, MonitorSample, RunOptions
+from mimesys.calibration import capacity_peaks, read as read_calibration
+from mimesys.catalog import Catalog, load_catalog
+from mimesys.errors import RunnerError, ValidationError
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
+
+from .calibration import pace_rates
 from .fingerprint import host_fingerprint, with_calibration
 from .hostlock import DEFAULT_LOCK, host_run_lock
 from .hostpaths import HostPaths
-from .metrics import MetricSpec
-from .plan import Plan
 from .schedule import paces_for
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import HostBusy, ValidationError
+from mimesys.errors import HostBusy, ValidationError
 
 DEFAULT_LOCK = Path("/run/mimesys/run.lock")
 

@@ -25,9 +25,9 @@ import math
 
 import numpy as np
 
-from .catalog import Catalog
-from .errors import PlanError
-from .plan import Plan
+from mimesys.catalog import Catalog
+from mimesys.errors import PlanError
+from mimesys.plan import Plan
 
 FORMAT = "mimesys.plan-json"
 VERSION = 1

@@ -12,9 +12,9 @@ import ssl
 import time
 from pathlib import Path
 
-from . import wire
-from .errors import AuthError, ConfigError, MimesysError, ValidationError
-from .fsutil import atomic_write_bytes
+from mimesys import wire
+from mimesys.errors import AuthError, ConfigError, MimesysError, ValidationError
+from mimesys.fsutil import atomic_write_bytes
 
 MAX_REPLY = 1 << 30   # a trace.h5 of a long run; the agent bounds what it writes
 
@@ -131,7 +131,7 @@ async def replay_via_agent(cfg, plan, command: list[str], repetitions: int, seed
                         data = await r.content.read(MAX_REPLY + 1)
                         if len(data) > MAX_REPLY:
                             raise ValidationError(f"the agent's trace of run {run_id} exceeds {MAX_REPLY} bytes")
-                        atomic_write_bytes(output, data)   # replay may run as root: agentd.fsutil
+                        atomic_write_bytes(output, data)   # replay may run as root: mimesys.fsutil
                     else:
                         output = None
     except aiohttp.ClientError as e:

@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import ConfigError
+from mimesys.errors import ConfigError
 
 
 def replay_area(agent) -> Path:

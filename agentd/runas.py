@@ -9,7 +9,7 @@ import os
 import pwd
 from dataclasses import dataclass
 
-from .errors import ValidationError
+from mimesys.errors import ValidationError
 
 
 @dataclass(frozen=True)

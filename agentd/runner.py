@@ -29,10 +29,11 @@ from typing import AsyncIterator, Callable
 
 import numpy as np
 
-from .catalog import Catalog, load_catalog
-from .errors import RunnerError
+from mimesys.catalog import Catalog, load_catalog
+from mimesys.errors import RunnerError
+from mimesys.plan import Plan
+
 from .hostpaths import online_cpus
-from .plan import Plan
 from .schedule import CompiledSchedule, compile_plan
 
 RUNNER_NAME = "mimesys-runner"

@@ -38,14 +38,15 @@ from typing import AsyncIterator
 
 import numpy as np
 
-from . import __version__, wire
-from .backend import Backend, RunOptions
-from .catalog import Catalog
-from .errors import Conflict, InsufficientStorage, MimesysError, NotFound, PlanError
-from .fsutil import atomic_write_text
-from .plan import Plan
-from .trace import Trace, wall_clock_of_monotonic
-from .telemetry import LatestSample, SegmentErrors
+from mimesys import __version__, wire
+from mimesys.backend import Backend, RunOptions
+from mimesys.catalog import Catalog
+from mimesys.errors import Conflict, InsufficientStorage, MimesysError, NotFound, PlanError
+from mimesys.fsutil import atomic_write_text
+from mimesys.plan import Plan
+from mimesys.trace import Trace, wall_clock_of_monotonic
+
+from .prometheus.telemetry import LatestSample, SegmentErrors
 
 log = logging.getLogger(__name__)
 

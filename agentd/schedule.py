@@ -53,9 +53,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog import Catalog, load_catalog
-from .errors import PlanError
-from .plan import Plan
+from mimesys.catalog import Catalog, load_catalog
+from mimesys.errors import PlanError
+from mimesys.plan import Plan
 
 MAGIC = b"MIMSCHD2"
 VERSION = 2
@@ -90,7 +90,7 @@ class CompiledSchedule:
         return (-1, i) if i < w else ((i - w) // self.T, (i - w) % self.T)
 
     def write(self, path) -> None:
-        from .fsutil import atomic_write_bytes
+        from mimesys.fsutil import atomic_write_bytes
         atomic_write_bytes(path, self.data)
 
 

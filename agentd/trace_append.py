@@ -1,6 +1,6 @@
 """A trace written as it is recorded: `mimesys-agent record` for days must not hold every
 window in memory, and a SIGKILL on day 6 must not lose six days. The file has the layout of
-agentd/trace.py (so Trace.read and every tool read it), with /values and /window_start_ns as
+mimesys/trace.py (so Trace.read and every tool read it), with /values and /window_start_ns as
 chunked, growable datasets; it is flushed every `flush_s` seconds and at the end, so a crash
 loses at most that much. Metadata is written when the file is created; finish() updates the
 provenance with what was actually recorded."""
@@ -15,10 +15,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from .fsutil import create_temp_beside, fd_path, replace_checked
-from .h5io import get_json, set_json
-from .metrics import MetricSpec
-from .trace import FORMAT, SCHEMA_VERSION, write_schema_datasets
+from mimesys.fsutil import create_temp_beside, fd_path, replace_checked
+from mimesys.h5io import get_json, set_json
+from mimesys.metrics import MetricSpec
+from mimesys.trace import FORMAT, SCHEMA_VERSION, write_schema_datasets
 
 CHUNK_ROWS = 256
 
@@ -30,7 +30,7 @@ class TraceAppender:
         self.n = len(metrics)
         self.flush_s = float(flush_s)
         self.rows = 0
-        # A unique temp opened through its descriptor (agentd.fsutil): `record` may run as root
+        # A unique temp opened through its descriptor (mimesys.fsutil): `record` may run as root
         # into a directory others can write; a fixed `.new` name there could be a planted link.
         self._fd, tmp = create_temp_beside(self.path)
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.trace import Trace
+from mimesys.trace import Trace
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Alignment on SIMULATED agents: does DDPO raise the reward, and does it lower DTW on
 held-out traces against the pretrained model?
 
-Everything here runs on the simulated host (agentd/sim) and every figure is SIMULATED:
+Everything here runs on the simulated host (mimesys/sim) and every figure is SIMULATED:
 
 1. a pretrained model: `mimesys train` on a simulated random-composition dataset
    (controller.dataset.simulated_dataset, the synthetic training distribution);
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.catalog import load_catalog
-from agentd.sim import SimModel, SimParams
-from agentd.trace import Trace
+from mimesys.catalog import load_catalog
+from mimesys.sim import SimModel, SimParams
+from mimesys.trace import Trace
 
 N_CPUS = 4
 T = 40

@@ -119,8 +119,8 @@ def collect(agent, camp: Path, ds: Path, rounds: int, size: int, seed: int) -> N
 
 async def rerun_plans(agent, plans: list[Path], outdir: Path) -> None:
     """Each plan run once more on `agent`; plans/ and executed/ under outdir, as evaluate writes."""
-    from agentd.backend import RunOptions
-    from agentd.plan import Plan
+    from mimesys.backend import RunOptions
+    from mimesys.plan import Plan
     from controller.fleet import AgentClient
     client = AgentClient(agent.url, agent.token_file.read_text().strip())
     (outdir / "plans").mkdir(parents=True, exist_ok=True)

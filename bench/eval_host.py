@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentd.trace import Trace  # noqa: E402
+from mimesys.trace import Trace  # noqa: E402
 from controller.commands._agents import one_agent  # noqa: E402
 from controller.commands.evaluate import resolve_method  # noqa: E402
 from controller.evaluate.colocation import AppSpec, colocation  # noqa: E402

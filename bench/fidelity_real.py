@@ -53,7 +53,7 @@ def sh(cmd, **kw):
 def record_mix(agent: LocalAgent, mix: str, seconds: int, path: Path) -> None:
     """Record the mix with the agent while holding the host's run lock: no mimesys run (of this
     or any other agent on the host) executes stressors next to the target being measured."""
-    from agentd.errors import HostBusy
+    from mimesys.errors import HostBusy
     from agentd.hostlock import host_run_lock
     deadline = time.monotonic() + 900
     while True:
@@ -118,8 +118,8 @@ def own_floor(targets: dict, reruns: dict, band: int) -> dict:
 def plan_attributed_additions(eval_dirs: list[Path], targets: dict) -> dict:
     """{method: {resource: windows}}: the added-activity windows where the plan itself drove the
     resource (controller/evaluate/own_scale.attribute_to_plan), from each run's plan and replay."""
-    from agentd.plan import Plan
-    from agentd.trace import Trace
+    from mimesys.plan import Plan
+    from mimesys.trace import Trace
     from controller.evaluate.own_scale import attribute_to_plan, idle_window_additions
     out: dict = {}
     for d in eval_dirs:
@@ -229,9 +229,9 @@ def replay_prediction_error(fm_dir: Path, eval_dirs: list[Path], methods=("inver
     """The forward model's predictions of the replayed plans against their measured replays: per
     metric the mean |predicted − measured| in units of the metric's full scale, corrected and
     first order, and per core the mean signed error (bias), over every run of `methods`."""
-    from agentd.forward.model import load_forward_model
-    from agentd.plan import Plan
-    from agentd.trace import Trace
+    from mimesys.forward.model import load_forward_model
+    from mimesys.plan import Plan
+    from mimesys.trace import Trace
     fm = load_forward_model(fm_dir)
     errs: dict = {"corrected": {}, "first_order": {}}
     bias: dict = {}
@@ -414,7 +414,7 @@ def main() -> None:
                 eval_dirs[r] = combine_evaluations(d, u, [specs[m].partition("=")[0] for m in update],
                                                    work / f"eval-rep{r}-combined")
 
-        from agentd.trace import Trace
+        from mimesys.trace import Trace
         peaks = json.loads((eval_dirs[0] / "results.json").read_text())["meta"]["peaks_used_for_scale"]
         tr = {p.stem: Trace.read(p) for p in targets}
         re = {p.stem: Trace.read(tdir / f"{p.stem}.rerun.h5") for p in targets}

@@ -32,10 +32,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.planners.diffusion import load_generator  # noqa: E402
-from agentd.metrics import MetricSpec  # noqa: E402
-from agentd.trace import Trace  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.planners.diffusion import load_generator  # noqa: E402
+from mimesys.metrics import MetricSpec  # noqa: E402
+from mimesys.trace import Trace  # noqa: E402
 from controller.export import export_onnx  # noqa: E402
 from controller.model.checkpoint import load_policy, save_checkpoint  # noqa: E402
 from controller.model.config import ModelConfig  # noqa: E402
@@ -97,8 +97,8 @@ def time_torch(pol: DiffusionPolicy, trace: Trace) -> float:
 
 
 def time_inverse(forward_dir: Path, target: Path | None, windows: int, repeats: int) -> dict:
-    from agentd.planners.inverse import InversePlanner
-    from agentd.metrics import MetricSpec as Spec
+    from mimesys.metrics import MetricSpec as Spec
+    from mimesys.planners.inverse import InversePlanner
     planner = InversePlanner(forward_dir)
     fm = planner.model
     if target is not None:

@@ -21,7 +21,7 @@ import h5py
 import msgpack
 import numpy as np
 
-from agentd.catalog import load_catalog
+from mimesys.catalog import load_catalog
 
 CAT = load_catalog()
 M = len(CAT)
@@ -56,8 +56,8 @@ def peak_mib(fn):
 
 
 def main():
-    from agentd.plan import Plan
-    from agentd.trace import Trace
+    from mimesys.plan import Plan
+    from mimesys.trace import Trace
     d = Path(tempfile.mkdtemp(prefix="findings-"))
 
     # 1. external storage: a plan reads a file of the sender's choosing, and the error echoes it
@@ -90,13 +90,13 @@ def main():
     report("window_start_ns allocation bomb", peak > 100, f"body {len(buf.getvalue())} B, peak {peak:.0f} MiB, {err}")
 
     # 4. msgpack decoded with per-container limits only
-    from agentd import wire
+    from mimesys import wire
     body = msgpack.packb({"a": [[] for _ in range(200_000)]})
     peak, err = peak_mib(lambda: wire.unpack(body))
     report("msgpack object bomb", err is None, f"body {len(body)} B, peak {peak:.0f} MiB, {err}")
 
     # 5. a second DELETE while the trace is written wedges the run
-    from agentd.backend import RunOptions
+    from mimesys.backend import RunOptions
     from agentd.backend_registry import create_backend
     from agentd.config import config_from_dict
     from agentd.runs import RunManager
@@ -189,7 +189,7 @@ def main():
     report("run lock follows a symlink", victim.read_text() != "root:hash\n", f"victim now {victim.read_text()!r}")
 
     # 10. a fixed temporary name lets the directory's owner redirect calibrate's write
-    from agentd import calibration
+    from mimesys import calibration
     victim.write_text("root:hash\n")
     (d / ".calibration.json.tmp").symlink_to(victim)
     try:

@@ -1,7 +1,7 @@
 """Model quality on the SIMULATED host: DTW of executed traces, diffusion model vs baselines,
 and state-aware conditioning vs the same model without a_{t−1}.
 
-Everything here runs on the simulated host (agentd/sim) and every figure is SIMULATED:
+Everything here runs on the simulated host (mimesys/sim) and every figure is SIMULATED:
 
 1. dataset: controller.dataset.simulated_dataset (random sparse compositions chained and
    run through the simulated host, 4 CPUs; --hold-max N holds each for 1..N windows);
@@ -42,9 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.sim import SimModel, SimParams  # noqa: E402
-from agentd.trace import Trace  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.sim import SimModel, SimParams  # noqa: E402
+from mimesys.trace import Trace  # noqa: E402
 
 N_CPUS = 4
 T = 40
@@ -121,7 +121,7 @@ def main() -> None:
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
 
-    from agentd.planners.diffusion import load_generator
+    from mimesys.planners.diffusion import load_generator
     from controller.planners.baselines import from_dataset
     from controller.evaluate.dtw import compare
     from controller.model.data import load_training_data

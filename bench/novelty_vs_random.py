@@ -1,7 +1,7 @@
 """Novelty-guided vs random collection at an equal sample budget, on SIMULATED hosts.
 
 Two campaigns run side by side in one process, each on its own simulated agents (the real
-agent app over agentd.sim, on 127.0.0.1): `--strategy novelty` (one-hot sweep, then the
+agent app over mimesys.sim, on 127.0.0.1): `--strategy novelty` (one-hot sweep, then the
 hybrid RF/KDE/FPS + hull proposals) and `--strategy random` (random sparse compositions,
 the same number per round). Both datasets are scored with the same fixed metric bounds
 (the simulated host's calibrated peaks, widened to whatever either campaign observed).

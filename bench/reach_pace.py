@@ -30,10 +30,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentd.backend import RunOptions  # noqa: E402
-from agentd.calibration import measure, pace_rates, write  # noqa: E402
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.plan import Plan  # noqa: E402
+from mimesys.backend import RunOptions  # noqa: E402
+from agentd.calibration import measure, pace_rates  # noqa: E402
+from mimesys.calibration import write  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.plan import Plan  # noqa: E402
 from agentd.runner import RunnerConfig, WindowDone, start_runner  # noqa: E402
 
 # base → the agent metric that shows its rate (None: not exposed without a PMU)
@@ -61,7 +62,7 @@ def build_plan(catalog, per_level: int, window_s: float):
 
 async def when_host_free(make, what: str, wait_s: float = 900):
     """Run make() once the host's run lock is free (other jobs on this machine run plans too)."""
-    from agentd.errors import HostBusy
+    from mimesys.errors import HostBusy
     loop = asyncio.get_running_loop()
     end = loop.time() + wait_s
     while True:

@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.plan import Plan  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.plan import Plan  # noqa: E402
 from agentd.runner import RunnerConfig, WindowDone, start_runner  # noqa: E402
 
 DEPTHS = (4, 8, 16)

@@ -85,7 +85,7 @@ run "mimesys-agent replay plan.h5 --no-record -- sh -c 'kill -TERM \$\$'"
 echo "# the same plan as released for another machine: root rewrites its recorded host fingerprint"
 echo "# (the planner's output is unchanged; there is one machine here)"
 cat > /tmp/other-host.py <<'PY'
-from agentd.plan import Plan
+from mimesys.plan import Plan
 p = Plan.read("/home/alice/plan.h5")
 fp = dict(p.host_fingerprint)
 fp["cpu"] = {**fp["cpu"], "model": "AMD EPYC 9654 96-Core Processor", "logical_cpus": 192, "physical_cores": 96}

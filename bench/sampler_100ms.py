@@ -109,7 +109,7 @@ async def measure_record(seconds: float, interval: float, tmp: Path) -> dict:
 
     cfg = config_from_dict({"agent": {"state_dir": str(tmp / "rec-state"), "scratch_dir": str(tmp / "rec-scratch")}})
     windows = int(round(seconds / interval))
-    from agentd.trace import Trace
+    from mimesys.trace import Trace
     c0, t0 = cpu_s(), time.monotonic()
     # the product's loop as `record` runs it: the trace file is appended and flushed as it goes
     await _record(cfg, tmp / "record.h5", windows, interval, False, 60.0)
@@ -126,9 +126,9 @@ async def measure_record(seconds: float, interval: float, tmp: Path) -> dict:
 async def measure_api_run(run_seconds: float, interval: float, tmp: Path) -> dict:
     from agent_overhead import TOKEN, start_agent
 
-    from agentd.backend import RunOptions
-    from agentd.catalog import load_catalog
-    from agentd.plan import Plan
+    from mimesys.backend import RunOptions
+    from mimesys.catalog import load_catalog
+    from mimesys.plan import Plan
     from controller.fleet import AgentClient
 
     proc, url = start_agent(tmp)

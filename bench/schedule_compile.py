@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.plan import Plan  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.plan import Plan  # noqa: E402
 from agentd.schedule import VERSION, compile_plan  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """Serve N simulated agents from one process: the real agent app (agentd.api.create_app)
-over the simulated host backend (agentd.sim.SimBackend), each on its own 127.0.0.1 port.
+over the simulated host backend (mimesys.sim.SimBackend), each on its own 127.0.0.1 port.
 
 For fleet tests and controller load tests. Every agent says simulated in /v1/info and in
 every trace. Prints one JSON line {"urls": [...], "pid": ...} once all are listening, then
@@ -36,8 +36,8 @@ async def start_agents(n: int, token: bytes, state_dir: Path, *, speedup: float 
     from aiohttp import web
 
     from agentd.api.app import create_app
-    from agentd.catalog import load_catalog
-    from agentd.sim import SimBackend, SimConfig
+    from mimesys.catalog import load_catalog
+    from mimesys.sim import SimBackend, SimConfig
 
     catalog = load_catalog()
     runners, urls = [], []

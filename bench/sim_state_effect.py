@@ -27,8 +27,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.sim import SimModel, SimParams  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.sim import SimModel, SimParams  # noqa: E402
 from controller.campaign.proposals import random_compositions  # noqa: E402
 
 METRICS = ("llc.miss_per_s", "mem.bw_Bps", "cpu.util", "disk.read_Bps", "disk.write_Bps", "net.tx_Bps",

@@ -31,10 +31,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentd import wire  # noqa: E402
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.plan import Plan  # noqa: E402
-from agentd.trace import Trace  # noqa: E402
+from mimesys import wire  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.plan import Plan  # noqa: E402
+from mimesys.trace import Trace  # noqa: E402
 from bench.hardening_agent import (control_server, healthz_probing, healthz_summary, in_own_process,  # noqa: E402
                                    loop_lag, real_agent)
 
@@ -256,7 +256,7 @@ async def soak(agent, seconds: float, seed: int, control_url: str, work: Path, f
 
 
 def _tiny_trace() -> dict:
-    from agentd.metrics import MetricSpec
+    from mimesys.metrics import MetricSpec
     return Trace(np.zeros((3, 1), np.float32), [MetricSpec("cpu.util", "fraction")]).to_wire()
 
 

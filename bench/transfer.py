@@ -17,7 +17,7 @@ Errors, on what no arm saw:
 - forward: score.py's measure on B's held-out samples (a fixed 20 % of B's dataset): per metric
   the median relative error |ô − o| / max(|o|, 1 % of full scale), median over metrics;
 - bursts: each B run's plan predicted by the arm vs the measured run: the capped
-  burst-structure error (agentd/bursts.py), mean over runs, and the MAPE over (resource,
+  burst-structure error (mimesys/bursts.py), mean over runs, and the MAPE over (resource,
   statistic) cells where both sides are defined. Thresholds: host B's calibrated peaks (the
   host the runs are on), else the measured run's max, the same for every arm.
 Means and standard deviations over repeats. Writes transfer.json, transfer_table.md and
@@ -39,12 +39,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agentd import bursts  # noqa: E402
-from agentd.forward.bursts import model_peaks  # noqa: E402
-from agentd.forward.model import load_forward_model  # noqa: E402
-from agentd.metrics import MetricSpec  # noqa: E402
-from agentd.plan import Plan  # noqa: E402
-from agentd.trace import Trace  # noqa: E402
+from mimesys import bursts  # noqa: E402
+from mimesys.forward.bursts import model_peaks  # noqa: E402
+from mimesys.forward.model import load_forward_model  # noqa: E402
+from mimesys.metrics import MetricSpec  # noqa: E402
+from mimesys.plan import Plan  # noqa: E402
+from mimesys.trace import Trace  # noqa: E402
 from controller.dataset import Dataset  # noqa: E402
 from controller.forward.adapt import fit_adaptation, fit_scratch, heldout_error  # noqa: E402
 from controller.forward.burst_score import eval_runs  # noqa: E402

@@ -1,6 +1,6 @@
 """mimesys controller: fleet client, data collection, model training, alignment, export,
-evaluation and trace importers. Imports agentd's formats; agentd never imports this."""
+evaluation and trace importers. Imports the shared core (mimesys/), never the daemon (agentd/); neither imports this."""
 
-from agentd import __version__  # noqa: F401  (one version source: agentd/__init__.py)
+from mimesys import __version__  # noqa: F401  (one version source: mimesys/__init__.py)
 
-from . import planners  # noqa: E402,F401  (registers the dataset baselines with agentd's planner registry)
+from . import planners  # noqa: E402,F401  (registers the dataset baselines with the core's planner registry)

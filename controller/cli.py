@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from agentd.lazycli import LazyGroup
+from mimesys.lazycli import LazyGroup
 
 from . import __version__
 

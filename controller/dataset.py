@@ -25,9 +25,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from agentd.errors import ValidationError
-from agentd.h5io import atomic_h5, get_json, get_str, set_json
-from agentd.metrics import MetricSpec
+from mimesys.errors import ValidationError
+from mimesys.h5io import atomic_h5, get_json, get_str, set_json
+from mimesys.metrics import MetricSpec
 
 FORMAT = "mimesys.dataset"
 SCHEMA_VERSION = 1
@@ -191,15 +191,15 @@ class _quiet_nan_warnings:
 def simulated_dataset(n_chains: int, chain_len: int = 16, *, repetitions: int = 3, n_cpus: int = 4,
                       seed: int = 0, catalog=None, window_s: float = 1.0, hold_max: int = 1) -> Dataset:
     """A dataset from the simulated host, without HTTP: random sparse compositions chained
-    and run through agentd.sim.model with `repetitions` noisy repetitions per chain.
+    and run through mimesys.sim.model with `repetitions` noisy repetitions per chain.
     hold_max > 1 holds each composition for 1..hold_max windows (uniform), as a campaign
     with CampaignConfig.hold_max does.
 
     For model and alignment development only; the result is marked simulated=True.
     Returns n_chains * (chain_len - 1) samples.
     """
-    from agentd.catalog import load_catalog
-    from agentd.sim.model import SimModel, SimParams
+    from mimesys.catalog import load_catalog
+    from mimesys.sim.model import SimModel, SimParams
     from .compositions import random_compositions
 
     catalog = catalog or load_catalog()

@@ -2,8 +2,8 @@
 and profile a generated plan on an agent while streaming its trace back.
 
 One app factory (create_app), one route table, thin handlers; errors become HTTP statuses
-in agentd's errors middleware (the same mapping as the agent's), bearer-token auth on every
-route. Bodies and frames are msgpack (agentd/wire.py).
+in the core's errors middleware (mimesys/api/middleware.py, the same mapping as the agent's), bearer-token auth on every
+route. Bodies and frames are msgpack (mimesys/wire.py).
 
 | method | path | body -> reply |
 |---|---|---|
@@ -17,7 +17,7 @@ route. Bodies and frames are msgpack (agentd/wire.py).
 
 `method` names one of the served planners (/v1/info lists them): the one `--model` names (the
 default), and, when the server was given a dataset, every dataset baseline of the planner
-registry. Each is built by the registry (agentd/planners/registry.py), behind its activity guard.
+registry. Each is built by the registry (mimesys/planners/registry.py), behind its activity guard.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from pathlib import Path
 
 from aiohttp import WSMsgType, web
 
-from agentd import wire
-from agentd.api import bodies
-from agentd.api.middleware import MAX_BODY, auth_middleware, errors_middleware
-from agentd.errors import ConfigError, NotImplementedYet, ValidationError
-from agentd.planners.base import Generator
-from agentd.planners.registry import kinds, load_planner
-from agentd.trace import Trace
+from mimesys import wire
+from mimesys.api import bodies
+from mimesys.api.middleware import MAX_BODY, auth_middleware, errors_middleware
+from mimesys.errors import ConfigError, NotImplementedYet, ValidationError
+from mimesys.planners.base import Generator
+from mimesys.planners.registry import kinds, load_planner
+from mimesys.trace import Trace
 
 log = logging.getLogger(__name__)
 MAX_SERIES = 64
@@ -62,7 +62,7 @@ def trace_to_bytes(trace: Trace) -> bytes:
 
 
 def trace_from_bytes(data: bytes, where: str) -> Trace:
-    return Trace.read(data, where=where)   # checked before reading (agentd.untrusted)
+    return Trace.read(data, where=where)   # checked before reading (mimesys.untrusted)
 
 
 def _method(state: ServerState, obj: dict) -> tuple[str, Generator]:
@@ -151,7 +151,7 @@ async def profile(request: web.Request) -> web.WebSocketResponse:
         if st.busy.locked():
             raise ValidationError("another profile run is in progress on this server's agent; retry later")
         async with st.busy:
-            from agentd.backend import RunOptions
+            from mimesys.backend import RunOptions
             queue: asyncio.Queue = asyncio.Queue()
             run = asyncio.create_task(st.agent.run(plan, RunOptions(record=False), on_window=queue.put_nowait))
             while not (run.done() and queue.empty()):

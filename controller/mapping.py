@@ -5,7 +5,7 @@ makes the translation explicit, and every step lands in the ImportReport.
 
 Target host (`HostProfile`): from an agent's `/v1/info` (`HostProfile.from_info`, fetched by
 controller/fleet/) or from a saved JSON file (`HostProfile.from_file`: a saved /v1/info
-answer, a bare fingerprint, or the agent's calibration file, read with agentd.calibration.read:
+answer, a bare fingerprint, or the agent's calibration file, read with mimesys.calibration.read:
 its `peaks` and the length of its `cpus` list). Fields used:
 - CPUs: the number of `cpu.util.core<i>` metrics in `schema`; else `max_threads`; else the
   fingerprint's `cpu.logical_cpus` (real hosts) or `threads` (the simulated host).
@@ -56,10 +56,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.calibration import capacity_peaks
-from agentd.errors import ConfigError, TraceError
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys.calibration import capacity_peaks
+from mimesys.errors import ConfigError, TraceError
+from mimesys.metrics import MetricSpec
+from mimesys.trace import Trace
 
 from .importers.base import ImportReport, unit_for
 
@@ -100,7 +100,7 @@ class HostProfile:
         peaks = {}
         peaks.update(fp.get("calibrated_peaks") or {})
         # the host's capacity: independent host peaks where calibration probed them, else
-        # what the catalog reached (agentd.calibration.capacity_peaks)
+        # what the catalog reached (mimesys.calibration.capacity_peaks)
         peaks.update(capacity_peaks(info.get("calibration") or {}))
         # Memory held and page cache: their full scale is the installed memory.
         total = (fp.get("memory") or {}).get("total_B")
@@ -122,8 +122,8 @@ class HostProfile:
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: expected a JSON object (a /v1/info answer or a host fingerprint)")
         if doc.get("format") == "mimesys.calibration":
-            from agentd import calibration
-            doc = calibration.read(path)   # the runner room's reader validates the file
+            from mimesys import calibration
+            doc = calibration.read(path)   # the core's reader validates the file
             return cls.from_info({"calibration": doc, "fingerprint": doc.get("host") or {},
                                   "max_threads": len(doc.get("cpus") or []) or None}, origin=str(path))
         info = doc if ("fingerprint" in doc or "schema" in doc) else {"fingerprint": doc}

@@ -14,7 +14,7 @@ it must not receive the operator's ambient token silently (issue 22).
 
 The first source that is set is used; one that is set but unreadable or empty is an error
 naming it (a later source is not tried: a typo must not silently send another token). A token
-file is read as the agent reads its own (agentd.fsutil.read_secret_file): a regular file owned
+file is read as the agent reads its own (mimesys.fsutil.read_secret_file): a regular file owned
 by this user or root, with no access for other users — a world-readable token is already
 disclosed, and one another user may write is not this user's to send.
 
@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 LOCAL_TOKEN = Path("/etc/mimesys/token")
 ORDER = ("--token-file", "the fleet entry's token_file", "$MIMESYS_TOKEN", "$MIMESYS_TOKEN_FILE", str(LOCAL_TOKEN))
@@ -94,8 +94,8 @@ def warn_plain_http(agent: str, url: str, *, stream=None) -> bool:
 
 
 def _read(path: Path, agent: str, source: str) -> str:
-    from agentd.errors import ValidationError
-    from agentd.fsutil import read_secret_file
+    from mimesys.errors import ValidationError
+    from mimesys.fsutil import read_secret_file
     try:
         tok = read_secret_file(path, source).decode("utf-8", "replace").strip()
     except ValidationError as e:

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from agentd.errors import ConfigError, ValidationError
-from agentd.exitstatus import Diverged
+from mimesys.errors import ConfigError, ValidationError
+from mimesys.exitstatus import Diverged
 
 from .model.checkpoint import MODEL_FILE, git_revision, read_checkpoint, save_checkpoint
 from .model.config import ModelConfig, _known
@@ -318,7 +318,7 @@ def tensorboard_writer(logdir: Path):
 def _refresh_curve(history: dict, outdir: Path, data) -> None:
     """loss_curve.png and history.json as of now (written whole then renamed: a reader never
     sees half a file)."""
-    from agentd.fsutil import atomic_write_text, atomic_write_with
+    from mimesys.fsutil import atomic_write_text, atomic_write_with
     atomic_write_text(outdir / "history.json", json.dumps(history))
     title = f"{Path(data.path).name}{' (simulated host)' if data.simulated else ''}"
     atomic_write_with(outdir / "loss_curve.png", lambda tmp: plot_loss_curve(history, tmp, title=title))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate the manual pages of `mimesys-agent` and `mimesys` from the click commands
 themselves (so a page cannot claim an option a command does not take), plus the exit-status
-table of agentd/exitstatus.py.
+table of mimesys/exitstatus.py.
 
     python packaging/gen-man.py            # write packaging/mimesys-agent.1 and packaging/mimesys.1
     python packaging/gen-man.py --check    # exit 1 if either is not what the commands say (tests use this)
@@ -133,7 +133,7 @@ def commands(group: click.Group, prefix: str, ctx: click.Context) -> list[str]:
 
 
 def exit_status() -> list[str]:
-    from agentd.exitstatus import REPLAY_NOTE, TABLE
+    from mimesys.exitstatus import REPLAY_NOTE, TABLE
     out = [".SH EXIT STATUS"]
     for code, meaning in TABLE:
         out += [".TP", ".B " + esc(code), esc(meaning)]
@@ -141,7 +141,7 @@ def exit_status() -> list[str]:
 
 
 def page(prog: str, group: click.Group, summary: str, description: str, tail: str) -> str:
-    from agentd import __version__
+    from mimesys import __version__
     ctx = click.Context(group, info_name=prog)
     title = prog.upper().replace("-", "\\-")
     head = [f'.TH {title} 1 "" "mimesys {__version__}" "User Commands"',

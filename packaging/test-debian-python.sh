@@ -2,7 +2,7 @@
 # The agent's tests on the library versions the .deb actually runs on: Debian 12's python3-*
 # packages (h5py 3.7, numpy 1.24, tqdm 4.64, click 8.1, ...) plus the two vendored wheels
 # (/usr/lib/mimesys/vendor), in a throwaway bookworm root with the package installed. The
-# code under test is this checkout's agentd (copied in), not the package's: the point is the
+# code under test is this checkout's agentd and mimesys (copied in), not the package's: the point is the
 # libraries. Tests that need the controller (PyTorch) are not agent tests and are not run.
 # Usage (root, Debian mirror): packaging/test-debian-python.sh [DEB] [pytest args...]
 set -euo pipefail
@@ -18,7 +18,7 @@ in_root sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
     python3-pytest python3-pytest-timeout python3-hypothesis python3-psutil gcc make libzstd-dev pkg-config \
     systemd" > "$CACHE/pytest-apt.log" 2>&1 || { tail -20 "$CACHE/pytest-apt.log" >&2; exit 1; }
 mkdir -p "$R/src"
-cp -r "$ROOT/agentd" "$ROOT/stressors" "$ROOT/tests" "$ROOT/systemd" "$ROOT/packaging" "$ROOT/pyproject.toml" "$R/src/"
+cp -r "$ROOT/mimesys" "$ROOT/agentd" "$ROOT/stressors" "$ROOT/tests" "$ROOT/systemd" "$ROOT/packaging" "$ROOT/pyproject.toml" "$R/src/"
 rm -rf "$R/src/stressors/build"
 # the soak bench that tests/test_soak_short.py runs (the rest of bench/ is not agent tests)
 mkdir -p "$R/src/bench" && cp "$ROOT/bench/soak.py" "$ROOT/bench/hardening_agent.py" "$R/src/bench/"

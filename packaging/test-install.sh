@@ -85,9 +85,9 @@ cat > "$R/tmp/plan.py" <<'PY'
 import sys
 sys.path.insert(0, "/usr/lib/mimesys/vendor")
 import numpy as np
-from agentd.catalog import load_catalog
+from mimesys.catalog import load_catalog
 from agentd.hostpaths import online_cpus
-from agentd.plan import Plan
+from mimesys.plan import Plan
 cat = load_catalog()
 a = np.zeros((3, len(cat), len(online_cpus())), np.float32)
 a[:, cat.by_class("cpu")[0], :] = 0.5

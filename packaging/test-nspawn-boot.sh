@@ -194,9 +194,9 @@ cat > "$R/var/tmp/plan.py" <<'PY'
 import sys
 sys.path.insert(0, "/usr/lib/mimesys/vendor")
 import numpy as np
-from agentd.catalog import load_catalog
+from mimesys.catalog import load_catalog
 from agentd.hostpaths import online_cpus
-from agentd.plan import Plan
+from mimesys.plan import Plan
 name, windows, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 cat = load_catalog()
 a = np.zeros((windows, len(cat), len(online_cpus())), np.float32)

@@ -10,7 +10,7 @@ SHARED_TRACES = Path(os.environ.get("MIMESYS_SHARED_TRACES", ROOT.parent / "shar
 
 @pytest.fixture(scope="session")
 def catalog():
-    from agentd.catalog import load_catalog
+    from mimesys.catalog import load_catalog
     return load_catalog(ROOT / "stressors" / "catalog.toml")
 
 

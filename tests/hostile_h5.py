@@ -5,7 +5,7 @@ Debian-packages test run (packaging/test-debian-python.sh) copies tests/ but not
 
 A case is drawn as a spec (every choice made up front: dims, dtype, storage, filter, attributes),
 then built. Kept apart so a test can name a spec outright (each storage kind once) and hypothesis
-can draw them. `H5Case.hostile` names the features the untrusted-HDF5 gate (agentd/untrusted.py)
+can draw them. `H5Case.hostile` names the features the untrusted-HDF5 gate (mimesys/untrusted.py)
 must refuse whatever else the file says: external storage, a virtual dataset, a soft or external
 link, a dtype that is not a plain number of at most 8 bytes, a filter outside the allow-list, or a
 dataset declaring more bytes than the plan/trace limits. A hostile file may never be accepted
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agentd.catalog import load_catalog  # noqa: E402
-from agentd.plan import PLAN_LIMITS  # noqa: E402
-from agentd.trace import TRACE_LIMITS  # noqa: E402
+from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.plan import PLAN_LIMITS  # noqa: E402
+from mimesys.trace import TRACE_LIMITS  # noqa: E402
 
 SECRET_VALUE = 31337                     # the secret file's every <u2, and the virtual source's every f4
 CATALOG = load_catalog()
@@ -204,7 +204,7 @@ def build(spec: dict, tmp: Path) -> H5Case:
 def what_the_gate_must_refuse(f: h5py.File, limits) -> list[str]:
     """The features of a built file (read from what h5py wrote, not from the spec: numpy folds a
     sub-array into the shape, a failed write may leave the dataset behind) that the gate must
-    refuse. Written apart from agentd/untrusted.py on purpose: an oracle, not a copy."""
+    refuse. Written apart from mimesys/untrusted.py on purpose: an oracle, not a copy."""
     found, total = [], 0
     for key in f:
         link = f.get(key, getlink=True)
@@ -299,10 +299,10 @@ class ReplayHarness:
 
 def replay_verdict(case: H5Case, r: dict) -> list[str]:
     """What is wrong with one replay of a case (empty: nothing). The documented statuses
-    (agentd/exitstatus.py) for a plan replay refuses: 1 (the file, refused on reading) or 4 (a plan
+    (mimesys/exitstatus.py) for a plan replay refuses: 1 (the file, refused on reading) or 4 (a plan
     that cannot run here: validation, too many threads, the runner's refusal). A file with a
     feature the gate must refuse is refused on reading (1), before any backend exists."""
-    from agentd.exitstatus import ERROR, WORKLOAD
+    from mimesys.exitstatus import ERROR, WORKLOAD
     wrong = []
     if r["status"] is None:
         wrong.append(f"did not end within {REPLAY_TIMEOUT_S:.0f} s")

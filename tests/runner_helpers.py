@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentd.errors import RunnerError
-from agentd.plan import Plan
+from mimesys.errors import RunnerError
+from mimesys.plan import Plan
 
 
 def runner_or_skip() -> Path:
@@ -81,5 +81,5 @@ ROOT_CATALOG = Path(__file__).resolve().parent.parent / "stressors" / "catalog.t
 
 def write_calibration(state_dir, doc) -> None:
     """Install a calibration document (e.g. the paced_calibration fixture) in an agent's state_dir."""
-    from agentd.calibration import write
+    from mimesys.calibration import write
     write(doc, Path(state_dir) / "calibration.json")

@@ -1,14 +1,14 @@
-"""The no-invented-activity rule behind every planner (agentd/activity.py, agentd/planners/registry.py)."""
+"""The no-invented-activity rule behind every planner (mimesys/activity.py, mimesys/planners/registry.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from agentd.activity import GuardedPlanner
-from agentd.catalog import load_catalog
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.activity import GuardedPlanner
+from mimesys.catalog import load_catalog
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 
 
 class _Everything:
@@ -70,7 +70,7 @@ def test_page_cache_writes_run_only_where_the_writes_go_on_until_writeback(tmp_p
     134 MB of writeback 5-7 windows after the target's writes stopped): a page-cache writer may run
     only where the target keeps writing over that horizon; a writer that syncs itself only where
     the target writes."""
-    from agentd import activity
+    from mimesys import activity
 
     vm = tmp_path / "vm"
     vm.mkdir()

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from click.testing import CliRunner
 
-from agentd.catalog import load_catalog
+from mimesys.catalog import load_catalog
 from controller.cli import main
 from controller.model.checkpoint import load_policy, read_checkpoint, save_checkpoint
 from test_align_loop import target_trace, tiny_model
@@ -68,8 +68,8 @@ def test_align_command_writes_a_loadable_aligned_model_and_resumes(tmp_path):
 
 
 def test_align_command_rejects_traces_without_the_models_metrics(tmp_path):
-    from agentd.metrics import MetricSpec
-    from agentd.trace import Trace
+    from mimesys.metrics import MetricSpec
+    from mimesys.trace import Trace
     model_dir = _model_dir(tmp_path)
     Trace(np.ones((5, 1), np.float32), [MetricSpec("gpu.util", "fraction")]).write(tmp_path / "gpu.h5")
     r = CliRunner().invoke(main, ["align", str(model_dir), "--traces", str(tmp_path / "gpu.h5"), "--sim",

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from agentd.catalog import load_catalog
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.catalog import load_catalog
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 from controller.align.config import AlignConfig
 from controller.align.executors import FleetExecutor
 from controller.align.heldout import score_heldout

@@ -1,5 +1,5 @@
 """The alignment loop end to end: a small DiffusionPolicy (the model room's class, random
-weights) aligned against simulated agents (agentd/sim) on a target trace the simulated host
+weights) aligned against simulated agents (mimesys/sim) on a target trace the simulated host
 produced. Exercises everything alignment owns — η > 0 sampling with recorded log-probs,
 state-aware rollouts, rewards, per-window advantages, the clipped DDPO update with KL,
 checkpoints, exact resume and the reward curve. All numbers here are SIMULATED.
@@ -10,9 +10,9 @@ import math
 import numpy as np
 import torch
 
-from agentd.catalog import Catalog, load_catalog
-from agentd.sim import SimModel, SimParams
-from agentd.trace import Trace
+from mimesys.catalog import Catalog, load_catalog
+from mimesys.sim import SimModel, SimParams
+from mimesys.trace import Trace
 from controller.align.config import AlignConfig
 from controller.align.executors import SimExecutor
 from controller.align.loop import CHECKPOINT_NAME, CURVE_NAME, AlignRun, align

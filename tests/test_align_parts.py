@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 from controller.align.advantages import WindowStatTracker
 from controller.align.config import AlignConfig, preset
 from controller.align.ppo import clipped_surrogate, ddpo_step_loss, gaussian_kl_same_std

@@ -6,10 +6,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from agentd.backend import ExecutedWindow
-from agentd.errors import ConfigError, TraceError
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys.backend import ExecutedWindow
+from mimesys.errors import ConfigError, TraceError
+from mimesys.metrics import MetricSpec
+from mimesys.trace import Trace
 from controller.align.checkpoint import AlignState
 from controller.align.executors import windows_to_values
 from controller.align.targets import draw_segments, load_targets

@@ -16,16 +16,16 @@ import pytest
 from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient, TestServer
 
-from agentd import wire
+from mimesys import wire
 from agentd.api import create_app
 from agentd.api.monitor import MonitorHub
-from agentd.backend import Backend, BackendInfo, MonitorSample
+from mimesys.backend import Backend, BackendInfo, MonitorSample
 from agentd.backend_registry import create_backend
 from agentd.config import config_from_dict
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
 from agentd.runs import FrameLog
-from agentd.trace import Trace
+from mimesys.trace import Trace
 
 TOKEN = b"test-token-0123456789abcdef"
 AUTH = {"Authorization": "Bearer " + TOKEN.decode()}

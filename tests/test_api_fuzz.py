@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentd import wire
+from mimesys import wire
 from agentd.api import create_app
 from agentd.backend_registry import create_backend
 
@@ -98,8 +98,8 @@ hdf5_bodies = st.builds(
                                    st.floats(width=32, allow_nan=True, allow_infinity=True))))
 
 def _valid_plan() -> bytes:
-    from agentd.catalog import load_catalog
-    from agentd.plan import Plan
+    from mimesys.catalog import load_catalog
+    from mimesys.plan import Plan
     cat = load_catalog()
     return Plan.from_catalog(np.full((2, len(cat), 2), 0.01, np.float32), cat, window_s=0.05).to_bytes()
 

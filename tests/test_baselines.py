@@ -4,8 +4,8 @@ single stressor with duty cycle = per-core utilization."""
 import numpy as np
 import pytest
 
-from agentd.planners.base import Generator
-from agentd.trace import Trace
+from mimesys.planners.base import Generator
+from mimesys.trace import Trace
 from controller.planners.baselines import KnnInterpolation, from_dataset
 from controller.model.data import load_training_data
 from test_model_toydata import TOY_METRICS, write_toy_dataset
@@ -70,6 +70,6 @@ def test_unknown_kind_and_foreign_trace_are_clear_errors(toy):
     with pytest.raises(Exception, match="unknown baseline 'best'"):
         from_dataset("best", toy)
     gen = from_dataset("nearest", toy)
-    from agentd.metrics import MetricSpec
+    from mimesys.metrics import MetricSpec
     with pytest.raises(Exception, match="none of the dataset's metrics"):
         gen.generate(Trace(np.ones((3, 1), np.float32), [MetricSpec("gpu.util", "fraction")]))

@@ -1,14 +1,14 @@
-"""Burst statistics (agentd/bursts.py) on hand-built series whose answers are known."""
+"""Burst statistics (mimesys/bursts.py) on hand-built series whose answers are known."""
 
 import math
 
 import numpy as np
 import pytest
 
-from agentd import bursts
-from agentd.errors import ValidationError
-from agentd.metrics import Availability, MetricSpec
-from agentd.trace import Trace
+from mimesys import bursts
+from mimesys.errors import ValidationError
+from mimesys.metrics import Availability, MetricSpec
+from mimesys.trace import Trace
 
 
 def test_runs_and_durations_of_a_square_wave():

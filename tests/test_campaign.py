@@ -66,7 +66,7 @@ def test_one_hot_sweep_and_feasibility():
 
 
 def test_hybrid_proposals_are_valid_and_target_gaps(catalog):
-    from agentd.sim import SimModel, SimParams
+    from mimesys.sim import SimModel, SimParams
     rng = np.random.default_rng(1)
     M, K = len(catalog), 4
     m = SimModel.from_catalog(catalog, SimParams())

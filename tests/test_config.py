@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentd.config import Config, load_config
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,10 +28,10 @@ import numpy as np
 import psutil
 import pytest
 
-from agentd import wire
+from mimesys import wire
 from agentd.notify import _notify_socket, under_systemd, watchdog_interval_s
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "daemon-test-token-0123456789"

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import agentd.runner as runner_mod
-from agentd.backend import RunOptions
-from agentd.errors import RunnerError
+from mimesys.backend import RunOptions
+from mimesys.errors import RunnerError
 from agentd.host_backend import HostBackend, clear_scratch
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
 from agentd.runner import RunnerExit, WindowDone, WindowStarted
 from agentd.samplers import RawSample
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentd.metrics import Availability, MetricSpec
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.metrics import Availability, MetricSpec
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 from controller.evaluate.dtw import compare, normalized_dtw
 from controller.evaluate.report import EvaluationResults, load_level
 
@@ -98,8 +98,8 @@ async def _start_sim_agent(tmp_path, cpus: int):
 
     from agentd.api import create_app
     from agentd.config import config_from_dict
-    from agentd.sim import SimBackend
-    from agentd.sim.backend import SimConfig
+    from mimesys.sim import SimBackend
+    from mimesys.sim.backend import SimConfig
 
     token = "t" * 32
     tok = tmp_path / "token"

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from agentd.plan import Plan
+from mimesys.plan import Plan
 from controller.evaluate.colocation import AppSpec, ColocationError, colocation, degradation_pct, run_app
 
 from conftest import ROOT

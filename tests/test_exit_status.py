@@ -1,4 +1,4 @@
-"""The scripting contract (agentd/exitstatus.py): every row of the EXIT STATUS table is
+"""The scripting contract (mimesys/exitstatus.py): every row of the EXIT STATUS table is
 produced by a real command, through the installed entry points' code (python -m ...cli), and
 machine-readable output is only JSON on stdout."""
 
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from agentd import exitstatus
-from agentd.plan import Plan
+from mimesys import exitstatus
+from mimesys.plan import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = [sys.executable, "-m", "agentd.cli"]
@@ -157,8 +157,8 @@ def test_evaluate_exits_partial_when_some_runs_failed(monkeypatch, tmp_path, cat
     from controller.cli import main
     from controller.commands import evaluate as ev
     from controller.evaluate import driver
-    from agentd.metrics import MetricSpec
-    from agentd.trace import Trace
+    from mimesys.metrics import MetricSpec
+    from mimesys.trace import Trace
 
     class Results:
         meta = {"simulated": True}
@@ -259,7 +259,7 @@ def test_json_output_is_only_json(sim, tmp_path, catalog):
 
 
 def test_progress_bars_only_on_a_terminal():
-    from agentd.cliopts import show_progress
+    from mimesys.cliopts import show_progress
 
     class Stream:
         def __init__(self, tty):
@@ -276,8 +276,8 @@ def test_controller_json_output_is_only_json(tmp_path, monkeypatch):
     """--json on the controller's commands that run in seconds: stdout is one JSON document
     (json.loads of all of it), messages go to stderr. align, dataset build and the two server
     clients are covered beside their own tests (test_align_cli, test_campaign, test_generate_server)."""
-    from agentd.metrics import MetricSpec
-    from agentd.trace import Trace
+    from mimesys.metrics import MetricSpec
+    from mimesys.trace import Trace
     from controller.cli import main
     from controller.commands import demo as demo_cmd
 

@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("agentd.api.app", reason="the agent HTTP API (agentd/api) is not in this checkout yet")
 
-from agentd.backend import RunOptions  # noqa: E402
-from agentd.plan import Plan  # noqa: E402
+from mimesys.backend import RunOptions  # noqa: E402
+from mimesys.plan import Plan  # noqa: E402
 from bench.sim_agents import start_agents  # noqa: E402
 from controller.campaign.proposals import random_compositions  # noqa: E402
 from controller.fleet import AgentClient, AgentError, Fleet, FleetConfig, FleetError, Job  # noqa: E402
@@ -273,8 +273,8 @@ def test_busy_agent_orphan_cancelled_foreign_run_awaited(tmp_path, catalog):
 def test_a_host_busy_with_another_process_is_waited_for_not_retired(catalog):
     """A run that fails because another process holds the host's run lock (reason host_busy) is
     retried after a pause without counting against the agent; other failures still count."""
-    from agentd.backend import RunOptions
-    from agentd.plan import Plan
+    from mimesys.backend import RunOptions
+    from mimesys.plan import Plan
     from controller.fleet import Fleet, Job, RunFailed
 
     class BusyThenFree:

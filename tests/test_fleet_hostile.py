@@ -12,11 +12,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from agentd import wire
-from agentd.backend import RunOptions
-from agentd.errors import ValidationError
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys import wire
+from mimesys.backend import RunOptions
+from mimesys.errors import ValidationError
+from mimesys.metrics import MetricSpec
+from mimesys.trace import Trace
 from controller.fleet import AgentClient, AgentError, _window_from_frame
 from test_api import cpu_plan
 

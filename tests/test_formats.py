@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from agentd.catalog import load_catalog
-from agentd.errors import CatalogError, PlanError, TraceError
-from agentd.metrics import Availability, MetricSpec
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.catalog import load_catalog
+from mimesys.errors import CatalogError, PlanError, TraceError
+from mimesys.metrics import Availability, MetricSpec
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 
 
 def _plan(catalog, T=4, K=2, seed=1):

@@ -1,4 +1,4 @@
-"""The forward model (agentd/forward, controller/forward) and the planners that use it."""
+"""The forward model (mimesys/forward, controller/forward) and the planners that use it."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentd.errors import ConfigError, ValidationError
-from agentd.forward.firstorder import FirstOrder
-from agentd.planners.inverse import InversePlanner, fitted_metrics, project_columns
-from agentd.forward.model import ForwardModel
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys.errors import ConfigError, ValidationError
+from mimesys.forward.firstorder import FirstOrder
+from mimesys.forward.model import ForwardModel
+from mimesys.metrics import MetricSpec
+from mimesys.planners.inverse import InversePlanner, fitted_metrics, project_columns
+from mimesys.trace import Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_evaluate import _start_sim_agent  # noqa: E402
@@ -88,7 +88,7 @@ def test_projection_onto_thread_columns():
 def test_scaled_projection_is_the_projection_in_its_metric():
     """project_columns_scaled is the Euclidean projection when every weight is 1, and in general
     the point of the constraint set closest in Σ w (v − x)²: checked against a fine search."""
-    from agentd.planners.inverse import project_columns_scaled
+    from mimesys.planners.inverse import project_columns_scaled
     rng = np.random.default_rng(3)
     x = rng.normal(0.4, 0.6, size=(50, 5, 2))
     assert np.allclose(project_columns_scaled(x, np.ones((5, 2))), project_columns(x), atol=1e-9)
@@ -246,7 +246,7 @@ def test_stressors_the_model_cannot_tell_apart_run_as_one_segment():
     time): the least-squares fit splits a window's compute between them, two segments where one
     does; the plan keeps one per window and thread, and predicts the same trace."""
     from dataclasses import replace
-    from agentd.planners.inverse import InverseSettings
+    from mimesys.planners.inverse import InverseSettings
     t = toy_first_order()
     fo = FirstOrder(NAMES, UNITS, STRESSORS + ["cpu_twin"], [0, 1], t.idle, np.vstack([t.response, t.response[:1]]),
                     own=np.append(t.own, t.own[0]), other=np.append(t.other, t.other[0]), capacity=t.capacity)
@@ -287,7 +287,7 @@ def test_no_stressor_runs_for_less_than_it_can_run_as_planned():
 
 
 def test_activity_resources_and_the_guard():
-    from agentd import activity
+    from mimesys import activity
     assert [activity.resource_of(n) for n in ["disk.read_Bps", "disk.vda.write_iops", "disk.busy", "psi.io.some",
                                               "net.lo.rx_Bps", "net.eth0.tx_Bps", "net.rx_pps", "cpu.util"]] == \
         ["disk.read", "disk.write", None, None, "net.lo", "net.nic", "net.nic", None]
@@ -308,6 +308,35 @@ def test_activity_resources_and_the_guard():
     guarded, removed = activity.guard_compositions(comps, ok)
     assert removed == 6 and guarded[:, 2].tolist() == [[0.25]] * 3 and guarded[1, 0, 0] == 0.0
 
+def test_the_guard_holds_idle_bytes_within_noise_where_only_operations_were_busy():
+    """A window where the target made a few small writes (bytes idle, operations not) keeps its
+    writer only as far as the predicted bytes stay within the host's noise; a window of large
+    blocks (bytes busy, few operations) keeps it whole. Measured before: a plan ran 1 GB/s of
+    direct writes where the target wrote 0.1 MB/s in 30 operations."""
+    from mimesys import activity
+    from mimesys.plan import Plan
+    names = ["cpu.util.core0", "disk.write_Bps", "disk.write_iops"]
+    units = ["fraction", "B/s", "1/s"]
+    R = np.zeros((2, 3))
+    R[0, 0] = 1.0
+    R[1, 1], R[1, 2], R[1, 0] = 800e6, 800.0, 0.2              # 1 MiB direct writes
+    fo = FirstOrder(names, units, ["cpu", "wr"], [0], np.zeros(3), R, own=np.array([1.0, 0.2]), other=np.zeros(2),
+                    capacity=np.array([1, 1e9, 1e5]), classes=["cpu", "disk"], noise=np.array([0.01, 4e3, 1.0]))
+    values = np.array([[0.3, 1e5, 30.0],          # journal commits: 0.1 MB/s in 30 writes
+                       [0.3, 50e6, 5.0]])         # 50 MB/s in 5 large writes
+    trace = Trace(values.astype(np.float32), [MetricSpec(n, u) for n, u in zip(names, units)])
+    comps = np.zeros((2, 2, 1), np.float32)
+    comps[:, 0, 0], comps[:, 1, 0] = 0.2, 0.1
+    plan = Plan(comps, ["cpu", "wr"], "sha256:toy", window_s=1.0)
+    guarded, removed = activity.guard_plan(plan, trace, first=fo)
+    margin = activity.IDLE_FLOOR["B/s"]
+    assert removed == 0                                     # the resource was busy in both windows
+    assert guarded.compositions[0, 1, 0] * 800e6 <= margin * 1.0001 and guarded.compositions[0, 1, 0] < 0.1
+    assert guarded.compositions[1, 1, 0] == pytest.approx(0.1)      # busy bytes: the writer stays
+    assert (guarded.compositions[:, 0, 0] == 0.2).all()             # compute untouched
+    assert guarded.provenance["activity_guard"]["entries_capped"] == 1
+
+
 def _many_threads_model(K=16) -> ForwardModel:
     """toy_model's stressors and metrics on K threads (alternating over the two cores)."""
     t = toy_first_order()
@@ -320,7 +349,7 @@ def test_inverse_solves_in_float32_chunks_and_reports_each(monkeypatch):
     """Issue 23: the inverse planner works on chunks of windows in float32 (never the whole
     T x M x K in float64), still recovers a reachable target across chunk boundaries, and calls
     progress after each chunk."""
-    from agentd.planners import inverse
+    from mimesys.planners import inverse
     seen = []
     real = inverse.project_threads_scaled
 
@@ -346,7 +375,7 @@ def test_inverse_working_memory_is_one_chunks_and_progress_can_stop_it():
     that raises (a /v1/generate whose client left) stops it after the first chunk."""
     import tracemalloc
 
-    from agentd.planners.inverse import InverseSettings
+    from mimesys.planners.inverse import InverseSettings
     fm = _many_threads_model()
     T = 6000
     values = fm.predict_plan(np.random.default_rng(0).uniform(0, 0.05, (T, 4, 16)))[0]
@@ -379,7 +408,7 @@ def test_inverse_refuses_a_trace_without_its_metrics():
 
 
 def test_planner_specs_name_what_is_wrong(tmp_path):
-    from agentd.planners import load_planner
+    from mimesys.planners import load_planner
     with pytest.raises(ConfigError, match="is not a model directory"):
         load_planner(str(tmp_path))
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "something-else"}))
@@ -421,7 +450,7 @@ def sim_forward(tmp_path_factory):
 
 
 def test_fit_writes_a_model_agents_load_and_score_compares_both_parts(sim_forward):
-    from agentd.forward.model import load_forward_model
+    from mimesys.forward.model import load_forward_model
     from controller.forward.score import score
 
     fm_dir, _, ds = sim_forward
@@ -438,7 +467,7 @@ def test_fit_writes_a_model_agents_load_and_score_compares_both_parts(sim_forwar
 def test_correction_graph_matches_torch(sim_forward, tmp_path):
     """The exported ensemble computes what the trained one does."""
     import torch
-    from agentd.forward.model import feature_dim, load_forward_model
+    from mimesys.forward.model import feature_dim, load_forward_model
     from controller.forward.correction import CorrectionConfig, export_ensemble, fit_ensemble
 
     fm = load_forward_model(sim_forward[0])
@@ -457,7 +486,7 @@ def test_correction_graph_matches_torch(sim_forward, tmp_path):
 def test_forward_cli_predict_and_score(sim_forward, tmp_path, catalog):
     from click.testing import CliRunner
 
-    from agentd.plan import Plan
+    from mimesys.plan import Plan
     from controller.cli import main as cli
 
     fm_dir, _, ds = sim_forward
@@ -482,8 +511,8 @@ def test_inverse_beats_the_single_stressor_on_a_simulated_agent(sim_forward, tmp
     the planner follows a mixed CPU/disk/network target better than the single-stressor baseline."""
     from click.testing import CliRunner
 
-    from agentd.backend import RunOptions
-    from agentd.plan import Plan
+    from mimesys.backend import RunOptions
+    from mimesys.plan import Plan
     from controller.cli import main as cli
     from controller.fleet import AgentClient
 
@@ -559,7 +588,7 @@ def test_a_big_buffer_nobody_can_observe_is_used_only_where_the_target_held_that
 
 
 def _wave_plan(T=32, on=3, off=5, level=0.9):
-    from agentd.plan import Plan
+    from mimesys.plan import Plan
     a = np.zeros((T, len(STRESSORS), 2), np.float32)
     a[:, 0, 0] = np.where(np.arange(T) % (on + off) < on, level, 0.0)
     return Plan(a, list(STRESSORS), "sha256:toy")
@@ -568,7 +597,7 @@ def _wave_plan(T=32, on=3, off=5, level=0.9):
 def test_burst_score_of_predicted_vs_measured_runs(tmp_path):
     """A measured run equal to the prediction scores 0 % MAPE; one whose bursts last twice as
     long scores 100 % on burst duration and is counted, not hidden."""
-    from agentd.forward.bursts import predict_bursts, predicted_trace
+    from mimesys.forward.bursts import predict_bursts, predicted_trace
     from controller.forward.burst_score import eval_runs, render, score_runs
 
     fm = toy_model()
@@ -598,8 +627,8 @@ def test_burst_score_of_predicted_vs_measured_runs(tmp_path):
 def test_forward_cli_predict_bursts_and_score_runs(sim_forward, tmp_path, catalog):
     from click.testing import CliRunner
 
-    from agentd.backend import RunOptions
-    from agentd.plan import Plan
+    from mimesys.backend import RunOptions
+    from mimesys.plan import Plan
     from controller.cli import main as cli
     from controller.fleet import AgentClient
 
@@ -697,7 +726,7 @@ def test_forward_adapt_cli_writes_a_model_agents_load(sim_forward, tmp_path):
     and refuses a dataset of another catalog."""
     from click.testing import CliRunner
 
-    from agentd.forward.model import load_forward_model
+    from mimesys.forward.model import load_forward_model
     from controller.cli import main as cli
     from controller.dataset import Dataset, simulated_dataset
 
@@ -726,7 +755,7 @@ def test_forward_adapt_cli_writes_a_model_agents_load(sim_forward, tmp_path):
 def test_adaptation_ceiling_round_trips_and_a_capped_device_is_learned():
     """A host whose disk stops at a third of what the base predicts (a throttle): the fitted
     adaptation brings the held-out error down, and its ceiling survives the manifest."""
-    from agentd.forward.adaptation import Adaptation
+    from mimesys.forward.adaptation import Adaptation
     from controller.forward.adapt import fit_adaptation, heldout_error
 
     rng = np.random.default_rng(1)

@@ -1,4 +1,4 @@
-"""Local generation with ONNX Runtime (agentd/planners/diffusion.py, `mimesys-agent generate`):
+"""Local generation with ONNX Runtime (mimesys/planners/diffusion.py, `mimesys-agent generate`):
 valid plans, sequential state-aware conditioning, NaN handling stated in provenance, the
 NumPy sampler equal to PyTorch's and to the fused graph, and no torch in the process."""
 
@@ -13,10 +13,10 @@ import torch
 from click.testing import CliRunner
 
 from agentd.commands.generate import generate as generate_cmd
-from agentd.planners.base import Generator, project_to_valid
-from agentd.planners.diffusion import ddim_schedule, load_generator
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.planners.base import Generator, project_to_valid
+from mimesys.planners.diffusion import ddim_schedule, load_generator
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 from controller.export import export_onnx
 from controller.model.checkpoint import load_policy
 from controller.model.schedule import DDIMSchedule
@@ -158,10 +158,10 @@ main()
 def test_select_planner_keeps_the_candidate_the_forward_model_prefers(exported, catalog):
     """select: the diffusion model's candidates, ranked by a forward model (here a first-order
     model on the toy metrics: stressor m adds (m+1)/M of a core and 10 MB/s of writes × m)."""
-    from agentd.forward.firstorder import FirstOrder
-    from agentd.forward.model import ForwardModel
-    from agentd.planners.select import ForwardSelect
-    from agentd.planners import load_planner
+    from mimesys.forward.firstorder import FirstOrder
+    from mimesys.forward.model import ForwardModel
+    from mimesys.planners import load_planner
+    from mimesys.planners.select import ForwardSelect
 
     names = [m.name for m in TOY_METRICS if m.available]
     units = [m.unit for m in TOY_METRICS if m.available]

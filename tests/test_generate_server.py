@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from agentd import wire
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys import wire
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 from controller.commands.client import generate_from_file, profile_from_file
 from controller.export import export_onnx
 from controller.model.config import ModelConfig

@@ -94,7 +94,7 @@ def test_absent_gpu_is_nan_with_the_reason(monkeypatch, tmp_path, case, reason):
 
 
 def test_gpu_series_are_burst_resources():
-    from agentd.bursts import is_resource
+    from mimesys.bursts import is_resource
     assert is_resource("gpu0.util") and is_resource("gpu1.mem_util") and not is_resource("gpu0.mem_used_B")
 
 

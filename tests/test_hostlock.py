@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agentd.errors import Conflict
+from mimesys.errors import Conflict
 from agentd.hostlock import host_run_lock
 
 HOLD = """

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from agentd.trace import Trace
+from mimesys.trace import Trace
 from controller.importers import get, names
 from controller.importers.base import ImportReport, IntervalData, TraceImportError, resample_intervals
 from controller.importers.tacc_stats import interval_data, parse_file

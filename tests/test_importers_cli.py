@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys.metrics import MetricSpec
+from mimesys.trace import Trace
 from controller.cli import main
 
 from conftest import ROOT, SHARED_TRACES

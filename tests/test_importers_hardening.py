@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from agentd.metrics import MetricSpec
+from mimesys.metrics import MetricSpec
 from controller.importers import base, get
 from controller.importers.base import IntervalData, TraceImportError, resample_intervals
 

@@ -15,11 +15,11 @@ import h5py
 import numpy as np
 import pytest
 
-from agentd.catalog import load_catalog
-from agentd.errors import PlanError
-from agentd.plan import Plan
+from mimesys.catalog import load_catalog
+from mimesys.errors import PlanError
+from mimesys.plan import Plan
 from agentd.planjson import dumps, from_json, to_json
-from agentd.trace import Trace
+from mimesys.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = [sys.executable, "-m", "agentd.cli"]

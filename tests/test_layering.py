@@ -1,26 +1,94 @@
-"""agentd must install and run without PyTorch and never import controller."""
+"""The house's three parts and the arrows allowed between them.
+
+    mimesys/     the shared core (formats, errors, forward model, planners, ...): imports neither
+                 agentd nor controller, and never torch
+    agentd/      the daemon: imports the core, never the controller, never torch
+    controller/  imports the core, never the daemon (EXCEPTIONS below say where and why)
+
+Each rule is checked twice: by reading every import statement (function-level ones too) and by
+importing every module in a fresh interpreter where the forbidden packages cannot load.
+"""
 
 import subprocess
 import sys
 from pathlib import Path
 
+from importscan import absolute_imports
+
 ROOT = Path(__file__).resolve().parent.parent
 
+# (importing file, daemon module) -> why the controller may reach into the daemon there.
+EXCEPTIONS = {
+    ("controller/commands/demo.py", "agentd.runner"):
+        "the demo runs both sides on this host (it starts `mimesys-agent serve`); its preflight asks "
+        "the agent's own runner lookup (find_runner) whether mimesys-runner is built, before anything runs",
+}
 
-def test_agentd_imports_without_torch_or_controller():
-    # Import every agentd module in a fresh interpreter where torch and controller are poisoned.
-    code = """
+
+def _imports(package: str):
+    """(file relative to ROOT, imported module) for every absolute import under `package`."""
+    for py, name in absolute_imports(ROOT / package):
+        yield str(py.relative_to(ROOT)), name
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _import_all(packages: tuple[str, ...], blocked: tuple[str, ...]) -> subprocess.CompletedProcess:
+    """Import every module of `packages` in a fresh interpreter where `blocked` cannot load."""
+    code = f"""
 import sys, importlib, pkgutil
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in ('torch', 'controller', 'sklearn'):
-            raise ImportError('agentd must not import ' + name)
+        if name.split('.')[0] in {blocked!r}:
+            raise ImportError('must not import ' + name)
 sys.meta_path.insert(0, Block())
-import agentd
-for m in pkgutil.walk_packages(agentd.__path__, 'agentd.'):
-    importlib.import_module(m.name)
+for pkg in {packages!r}:
+    top = importlib.import_module(pkg)
+    for m in pkgutil.walk_packages(top.__path__, pkg + '.'):
+        importlib.import_module(m.name)
 print('ok')
+"""
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_agentd_imports_without_torch_or_controller():
+    # The agent is agentd plus the core: every module of both, with torch and controller poisoned.
+    out = _import_all(("mimesys", "agentd"), ("torch", "controller", "sklearn"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_the_core_imports_neither_the_daemon_nor_the_controller():
+    found = [(f, m) for f, m in _imports("mimesys") if _top(m) in ("agentd", "controller", "torch", "sklearn")]
+    assert not found, f"the core (mimesys/) must stand alone: {found}"
+    out = _import_all(("mimesys",), ("agentd", "controller", "torch", "sklearn"))
+    assert out.returncode == 0, out.stderr
+
+
+def test_agentd_never_names_the_controller_or_torch():
+    found = [(f, m) for f, m in _imports("agentd") if _top(m) in ("controller", "torch", "sklearn")]
+    assert not found, found
+
+
+def test_the_controller_imports_the_core_never_the_daemon():
+    found = {(f, m) for f, m in _imports("controller") if _top(m) == "agentd"}
+    unexplained = sorted(p for p in found if p not in EXCEPTIONS)
+    assert not unexplained, (f"the controller imports the daemon (move what is shared into mimesys/, "
+                             f"or list it in EXCEPTIONS with the reason): {unexplained}")
+    stale = sorted(p for p in EXCEPTIONS if p not in found)
+    assert not stale, f"EXCEPTIONS lists imports that are gone; remove them: {stale}"
+
+
+def test_importing_the_controller_loads_no_daemon_module():
+    code = """
+import importlib, pkgutil, sys
+import controller
+for m in pkgutil.walk_packages(controller.__path__, 'controller.'):
+    importlib.import_module(m.name)
+print(sorted(m for m in sys.modules if m.split('.')[0] == 'agentd'))
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    assert out.stdout.strip() == "[]", out.stdout

@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from agentd import calibration, fsutil
+from mimesys import calibration, fsutil
 from agentd.config import config_from_dict
-from agentd.errors import ConfigError, ValidationError
+from mimesys.errors import ConfigError, ValidationError
 from agentd.hostlock import host_run_lock
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another uid)")
@@ -124,7 +124,7 @@ def test_token_owned_by_another_user_is_refused(tmp_path):
 
 def test_world_readable_tls_key_is_refused(tmp_path):
     from agentd.commands.serve import _tls
-    from agentd.tls import init_pair
+    from mimesys.tls import init_pair
     cert, key = tmp_path / "agent.crt", tmp_path / "agent.key"
     init_pair(cert, key, names=["localhost"])
     cfg = config_from_dict({"api": {"tls_cert": str(cert), "tls_key": str(key)}})

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from agentd import runner as runner_mod
-from agentd import wire
+from mimesys import wire
 from agentd.api.state import GENERATOR
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
 from agentd.runner import RunnerConfig, start_runner
-from agentd.trace import Trace
+from mimesys.trace import Trace
 from test_api import AUTH, body, cpu_plan, make_config, run, sim_paced  # noqa: F401
 from agentd.api import create_app
 from agentd.backend_registry import create_backend
@@ -182,8 +182,8 @@ def test_repetitions_cost_the_schedule_nothing(catalog):
     so a long repetition of a plan is bounded by its duration alone."""
     from types import SimpleNamespace
 
-    from agentd.backend import RunOptions
-    from agentd.errors import PlanError
+    from mimesys.backend import RunOptions
+    from mimesys.errors import PlanError
     from agentd.runs import RunManager
     from agentd.schedule import compile_plan
     plan = cpu_plan(catalog, [[0.1, 0.1]] * 10)
@@ -200,7 +200,7 @@ def test_bodies_are_decoded_off_the_loop_and_generate_has_its_own_thread(tmp_pat
     """msgpack bodies are decoded on a worker thread (a large body must not stall /healthz), and
     /v1/generate runs on a thread of its own pool, never the default executor that finishes runs
     (a long generation must not delay a run's trace)."""
-    from agentd.api import bodies
+    from mimesys.api import bodies
     decoded_on_main, gen_threads = [], []
     real = bodies.body_map
 

@@ -36,7 +36,7 @@ def test_pages_do_not_depend_on_where_the_checkout_is():
 
 def test_every_visible_command_and_option_and_exit_status_is_in_the_pages():
     from agentd.cli import main as agent
-    from agentd.exitstatus import TABLE
+    from mimesys.exitstatus import TABLE
     from controller.cli import main as controller
     # the files on disk (the test above checks they are what the generator writes)
     pages = {p.name: p.read_text() for p in gen().pages()}

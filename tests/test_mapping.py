@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from agentd.errors import ConfigError
-from agentd.metrics import Availability, MetricSpec
-from agentd.trace import Trace
+from mimesys.errors import ConfigError
+from mimesys.metrics import Availability, MetricSpec
+from mimesys.trace import Trace
 from controller.importers import get
 from controller.importers.base import ImportReport
 from controller.mapping import HostProfile, MappingOptions, map_trace, parse_peaks

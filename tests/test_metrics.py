@@ -10,13 +10,13 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentd import wire
+from mimesys import wire
 from agentd.api import create_app
 from agentd.api.state import BACKEND, RUNS
-from agentd.backend import RunOptions
+from mimesys.backend import RunOptions
 from agentd.backend_registry import create_backend
-from agentd.promnames import prom_name
-from agentd.telemetry import SegmentErrors
+from agentd.prometheus.names import prom_name
+from agentd.prometheus.telemetry import SegmentErrors
 
 from test_api import AUTH, TOKEN, cpu_plan, make_config
 
@@ -77,7 +77,7 @@ def test_public_metrics_needs_no_token_and_opens_nothing_else(tmp_path):
 
 
 def test_metrics_token_file_is_checked_like_the_run_token(tmp_path):
-    from agentd.errors import ConfigError
+    from mimesys.errors import ConfigError
     mt = tmp_path / "metrics-token"
     mt.write_bytes(METRICS_TOKEN)
     mt.chmod(0o644)
@@ -128,7 +128,7 @@ def test_scrape_has_build_process_run_progress_and_host_gauges(tmp_path, catalog
                 return samples(await r.text())
     s = asyncio.run(main())
     names = {k[0] for k in s}
-    from agentd import __version__
+    from mimesys import __version__
     assert any(k[0] == "mimesys_build_info" and ("version", __version__) in k[1] for k in s)
     assert {"process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"} <= names
     assert s[("mimesys_run_windows_done", frozenset())] == 6

@@ -21,7 +21,7 @@ def toy(tmp_path_factory, catalog):
     # size when these bounds were set): what 700 steps must learn stays the same as the
     # shipped catalog grows (with 38 variants the same run is at 2x baseline error: bigger
     # catalogs need longer training, which bench/model_quality.py measures, not this test).
-    from agentd.catalog import Catalog
+    from mimesys.catalog import Catalog
     small = Catalog(catalog.stressors[:18], catalog.path)
     return load_training_data(write_toy_dataset(tmp_path_factory.mktemp("toy") / "toy.h5", small, S=400))
 

@@ -13,7 +13,7 @@ import json
 import h5py
 import numpy as np
 
-from agentd.metrics import Availability, MetricSpec
+from mimesys.metrics import Availability, MetricSpec
 
 TOY_METRICS = [
     MetricSpec("cpu.util.core0", "fraction", source="toy"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys.metrics import MetricSpec
+from mimesys.trace import Trace
 from controller.evaluate.own_scale import idle_window_additions, own_scale_scores, resource_mean
 
 NAMES = ["cpu.util.core0", "disk.read_Bps", "disk.write_Bps", "net.lo.tx_Bps", "disk.vda.read_Bps", "disk.busy"]
@@ -74,8 +74,8 @@ def test_evaluate_scores_on_the_targets_own_scale_by_default():
 
 
 def test_added_windows_are_attributed_to_the_plan_only_where_it_drove_the_resource():
-    from agentd.catalog import load_catalog
-    from agentd.plan import Plan
+    from mimesys.catalog import load_catalog
+    from mimesys.plan import Plan
     from controller.evaluate.own_scale import attribute_to_plan
 
     T = 12

@@ -4,7 +4,6 @@ by `make deb` + packaging/check-deb.sh (CI), installed by packaging/test-install
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from importscan import absolute_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN = ROOT / "packaging" / "debian"
@@ -74,30 +74,22 @@ def test_debian_control_parses_and_declares_the_agent_package():
 
 
 def test_changelog_version_matches_the_agent_version():
-    import agentd
+    import mimesys
 
     first = (DEBIAN / "changelog").read_text().splitlines()[0]
     m = re.match(r"mimesys \(([^)]+)\) \S+; urgency=\w+$", first)
     assert m, f"debian/changelog first line malformed: {first!r}"
-    assert m.group(1) == agentd.__version__
+    assert m.group(1) == mimesys.__version__
     assert (DEBIAN / "source" / "format").read_text().strip() == "3.0 (native)"
 
 
 def _third_party_imports(package: Path) -> dict[str, str]:
-    """Top-level third-party module -> first file importing it (stdlib and agentd excluded)."""
+    """Top-level third-party module -> first file importing it (stdlib, agentd and mimesys excluded)."""
     found: dict[str, str] = {}
-    for py in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(py.read_text(), str(py))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                top = name.split(".")[0]
-                if top not in sys.stdlib_module_names and top not in ("agentd", "__future__"):
-                    found.setdefault(top, str(py.relative_to(ROOT)))
+    for py, name in absolute_imports(package):
+        top = name.split(".")[0]
+        if top not in sys.stdlib_module_names and top not in ("agentd", "mimesys", "__future__"):
+            found.setdefault(top, str(py.relative_to(ROOT)))
     return found
 
 
@@ -108,7 +100,8 @@ def test_every_agent_import_is_provided_by_the_package():
     vendored = {line.split("==")[0] for line in lock.splitlines() if line and not line.startswith("#")}
     depends = relations(deb822(DEBIAN / "control")[1]["Depends"])
     suggests = relations(deb822(DEBIAN / "control")[1].get("Suggests", ""))
-    for module, where in _third_party_imports(ROOT / "agentd").items():
+    imports = {**_third_party_imports(ROOT / "mimesys"), **_third_party_imports(ROOT / "agentd")}   # the agent ships both
+    for module, where in imports.items():
         if module in OPTIONAL:
             assert OPTIONAL[module] in suggests, f"{module} ({where}): {OPTIONAL[module]} not in Suggests"
             text = (ROOT / where).read_text()
@@ -260,18 +253,18 @@ def test_tmpfiles_gives_group_mimesys_the_lock_and_the_replay_area(tmp_path):
 
 
 def test_one_version_source():
-    """agentd/__init__.py holds the version; pyproject reads it, the controller re-exports it,
+    """mimesys/__init__.py holds the version; pyproject reads it, the controller re-exports it,
     and the Debian changelog's newest entry must name the same one."""
     import tomllib
 
-    import agentd
     import controller
+    import mimesys
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
-    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "agentd.__version__"}
-    assert controller.__version__ is agentd.__version__
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mimesys.__version__"}
+    assert controller.__version__ is mimesys.__version__
     top = (DEBIAN / "changelog").read_text().splitlines()[0]
-    assert re.match(r"mimesys \(([^)]+)\)", top)[1].split("-")[0] == agentd.__version__, top
+    assert re.match(r"mimesys \(([^)]+)\)", top)[1].split("-")[0] == mimesys.__version__, top
 
 
 def test_lower_bounds_are_debian_12s():

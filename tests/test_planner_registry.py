@@ -1,4 +1,4 @@
-"""The planner wing's one registry (agentd/planners/registry.py): every kind registered once,
+"""The planner wing's one registry (mimesys/planners/registry.py): every kind registered once,
 the kind lists and the help text come from it, and callers reach every planner by spec."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import controller  # noqa: F401  (registers the dataset baselines)
-from agentd.errors import ConfigError
-from agentd.planners import registry
+from mimesys.errors import ConfigError
+from mimesys.planners import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT_KINDS = ["diffusion", "inverse", "inverse-first-order", "select"]
@@ -63,10 +63,10 @@ def test_no_caller_outside_the_planner_wing_names_a_planner_kind():
     docstrings and comments aside)."""
     pattern = re.compile(r"""\b(knn|nearest|inverse-first-order)\b|["'](diffusion|inverse|select|single)["':=,]""")
     found = []
-    for top in ("agentd", "controller"):
+    for top in ("mimesys", "agentd", "controller"):
         for p in sorted((ROOT / top).rglob("*.py")):
             rel = p.relative_to(ROOT).as_posix()
-            if rel.startswith(("agentd/planners/", "controller/planners/")):
+            if rel.startswith(("mimesys/planners/", "controller/planners/")):
                 continue
             text = p.read_text()
             prose = _docstring_lines(ast.parse(text))

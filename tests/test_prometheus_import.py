@@ -59,7 +59,7 @@ def test_import_url_needs_its_range():
 
 
 def test_replay_textfile_is_always_whole_and_ends_with_the_final_state(tmp_path, catalog, monkeypatch):
-    from agentd.plan import Plan
+    from mimesys.plan import Plan
     a = np.zeros((30, len(catalog), 2), np.float32)
     a[:, catalog.index("cpu_int_crc32"), :] = 0.5
     Plan.from_catalog(a, catalog, window_s=0.05).write(tmp_path / "p.h5")

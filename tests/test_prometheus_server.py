@@ -110,7 +110,7 @@ class Procs:
 @pytest.mark.skipif(not RUNNER, reason="mimesys-runner not built (make -C stressors)")
 @pytest.mark.slow
 def test_prometheus_scrapes_the_agent_during_a_run_and_the_importer_reads_it_back(tmp_path, catalog):
-    from agentd.plan import Plan
+    from mimesys.plan import Plan
     procs = Procs()
     try:
         # -- the agent: real host backend, read-only metrics token ------------------------
@@ -199,7 +199,7 @@ def test_prometheus_scrapes_the_agent_during_a_run_and_the_importer_reads_it_bac
                               "--machine", node_addr, "-o", str(imported)],
                              capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert out.returncode == 0, out.stderr
-        from agentd.trace import Trace
+        from mimesys.trace import Trace
         tr = Trace.read(imported)
         assert tr.provenance["pages"] >= 3 and tr.window_s == 1.0
         assert tr.T >= int(t1 - t0) - 2
@@ -254,9 +254,7 @@ def test_dashboard_loads_and_is_a_grafana_dashboard():
     node_panels = [p for p in timeseries if any("node_" in t["expr"] for t in p["targets"])]
     assert len(node_panels) >= 5
     # Every mimesys series it queries is one the agent or the replay textfile exposes.
-    from agentd.api import prometheus
-    agent_names = (Path(prometheus.__file__).read_text() + Path(ROOT / "agentd" / "textfile.py").read_text()
-                   + Path(ROOT / "agentd" / "promnames.py").read_text())
+    agent_names = "".join(p.read_text() for p in sorted((ROOT / "agentd" / "prometheus").glob("*.py")))
     for name in sorted(n for n in dashboard_series() if n.startswith("mimesys_")):
         stem = re.sub(r"_(bucket|sum|count|total|info)$", "", name)
         stem = stem.replace("mimesys_host_", "")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from agentd import exitstatus
+from mimesys import exitstatus
 from hostile_h5 import M, PLAN_ATTRS, ReplayHarness, build, h5_spec, replay_verdict, write_secrets
 
 SECONDS_PER_CASE = 15.0    # each case takes ~0.5 s on an idle 2-vCPU host; the bound is for a loaded one
@@ -80,8 +80,8 @@ def test_a_plan_seed_outside_u64_is_refused_on_reading(harness, seed, catalog):
     """Found by this fuzz: the HDF5 reader took any seed attribute while the wire form wanted
     [0, 2^64), and the schedule packs it as a u64, so `replay` of a plan with seed 2^70 ended in
     a struct.error traceback at runner start (and the agent's sim backend ran it)."""
-    from agentd.errors import PlanError
-    from agentd.plan import Plan
+    from mimesys.errors import PlanError
+    from mimesys.plan import Plan
     from agentd.schedule import compile_plan
     case = build(spec(attrs={**{k: 0 for k in PLAN_ATTRS}, "seed": PLAN_ATTRS["seed"].index(seed)}), harness.tmp)
     r = replay(harness, case, "seed.h5")
@@ -110,7 +110,7 @@ def test_secret_spellings_are_caught():
 def test_a_fifo_named_as_the_plan_is_refused_not_waited_on(harness):
     """Found writing this fuzz: HDF5 opens a path with open(2), which blocks on a FIFO until a
     writer comes, so `replay /tmp/x.h5` (root) hung forever on a FIFO anyone could plant there.
-    The same gate serves every plan and trace read by path (agentd/untrusted.py open_h5)."""
+    The same gate serves every plan and trace read by path (mimesys/untrusted.py open_h5)."""
     import os
     fifo = harness.tmp / "fifo.h5"
     os.mkfifo(fifo)
@@ -120,7 +120,7 @@ def test_a_fifo_named_as_the_plan_is_refused_not_waited_on(harness):
         r = harness.replay(path, timeout_s=20)
         assert r["status"] == exitstatus.ERROR, (r["status"], r["stderr"])
         assert b"not a regular file" in r["stderr"] and not r["runner_started"] and not r["traceback"]
-    from agentd.errors import TraceError
-    from agentd.trace import Trace
+    from mimesys.errors import TraceError
+    from mimesys.trace import Trace
     with pytest.raises(TraceError, match="not a regular file"):
         Trace.read(fifo)          # before the fix: blocked here, in-process

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from agentd.fold import fold_threads
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = [sys.executable, "-m", "agentd.cli"]
@@ -83,7 +83,7 @@ def test_a_plan_for_other_hardware_warns_or_is_refused_with_strict(tmp_path, sim
     r = run(AGENT + ["replay", "--config", sim_cfg, tmp_path / "other.h5", "--no-record", "--strict"])
     assert r.returncode == 1 and "(--strict)" in r.stderr and "cores: 64 (plan) vs 2 (here)" in r.stderr
     # a plan made on this (simulated) host: no word
-    from agentd.sim.model import SimParams
+    from mimesys.sim.model import SimParams
     same = SimParams(n_cpus=2).fingerprint()
     plan(catalog, [[0.3, 0.3]] * 2, host_fingerprint=same).write(tmp_path / "same.h5")
     r = run(AGENT + ["replay", "--config", sim_cfg, tmp_path / "same.h5", "--no-record", "--strict"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.errors import RunnerError
+from mimesys.errors import RunnerError
 from agentd.runner import RunnerConfig, WindowDone, WindowStarted, start_runner
 
 from runner_helpers import make_plan, runner_or_skip
@@ -134,7 +134,7 @@ def test_dies_with_its_parent_and_leaves_nothing(catalog, tmp_path):
               T=100, K=len(CPUS), window_s=0.5).write(plan_path)
     parent_code = textwrap.dedent(f"""
         import asyncio, sys
-        from agentd.plan import Plan
+        from mimesys.plan import Plan
         from agentd.runner import RunnerConfig, start_runner
         async def main():
             h = await start_runner(Plan.read({str(plan_path)!r}),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentd.config import config_from_dict
-from agentd.errors import ConfigError, RunnerError
+from mimesys.errors import ConfigError, RunnerError
 from agentd.runner import RunnerConfig, default_memory_budget, start_runner
 from runner_helpers import make_plan, runner_or_skip
 

@@ -9,9 +9,9 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from agentd.calibration import read as read_calibration
-from agentd.calibration import write as write_calibration
-from agentd.errors import ValidationError
+from mimesys.calibration import read as read_calibration
+from mimesys.calibration import write as write_calibration
+from mimesys.errors import ValidationError
 
 from runner_helpers import make_plan, runner_or_skip
 
@@ -100,7 +100,7 @@ def test_calibration_records_a_variant_this_host_cannot_run(tmp_path):
     import asyncio
 
     from agentd.calibration import measure
-    from agentd.catalog import load_catalog
+    from mimesys.catalog import load_catalog
     from agentd.runner import RunnerConfig
     from runner_helpers import ROOT_CATALOG
     text = ROOT_CATALOG.read_text().replace("params = { vector_bits = 256, dim = 1024 }",

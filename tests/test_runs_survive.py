@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from agentd import runs as runs_mod
-from agentd.backend import RunOptions
+from mimesys.backend import RunOptions
 from agentd.backend_registry import create_backend
-from agentd.errors import InsufficientStorage, NotFound
+from mimesys.errors import InsufficientStorage, NotFound
 from agentd.runs import JOURNAL, RunManager, RunState, read_journal
-from agentd.trace import Trace
+from mimesys.trace import Trace
 from test_api import cpu_plan, make_config, sim_paced  # noqa: F401  (fixture)
 
 
@@ -165,7 +165,7 @@ def test_run_files_are_fsynced_and_pruned_off_the_loop(tmp_path, catalog, sim_pa
     it may run on the event loop's thread."""
     import shutil
 
-    from agentd import fsutil
+    from mimesys import fsutil
     on_loop = {"fsync": 0, "rmtree": 0}
     off_loop = {"fsync": 0, "rmtree": 0}
     real_fsync, real_rmtree = os.fsync, shutil.rmtree

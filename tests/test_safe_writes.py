@@ -1,5 +1,5 @@
 """Every file the agent, `replay`, `record`, `calibrate`, the textfile writer and the controller
-write goes through agentd.fsutil (issue 22): a unique temp created O_EXCL|O_NOFOLLOW, written
+write goes through mimesys.fsutil (issue 22): a unique temp created O_EXCL|O_NOFOLLOW, written
 through its own descriptor (a path-taking writer gets /proc/self/fd/N), fsynced, checked and
 renamed. A link planted by whoever owns the directory is never written through, and a temp
 name swapped mid-write is refused rather than renamed into place."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentd import fsutil
-from agentd.errors import ValidationError
-from agentd.metrics import MetricSpec
+from mimesys import fsutil
+from mimesys.errors import ValidationError
+from mimesys.metrics import MetricSpec
 
 from conftest import ROOT
 from test_api import cpu_plan
@@ -39,7 +39,7 @@ def _untouched(victim: Path) -> None:
 def test_textfile_writer_never_writes_through_a_planted_link(tmp_path, catalog, monkeypatch):
     """The reproduced finding: a symlink in node_exporter's textfile directory at the writer's
     temporary name got a 0600 file overwritten and made world-readable."""
-    from agentd.textfile import FILENAME, ReplayTextfile
+    from agentd.prometheus.textfile import FILENAME, ReplayTextfile
     victim = _victim(tmp_path)
     textdir = tmp_path / "textfile"
     textdir.mkdir()
@@ -81,7 +81,7 @@ def test_a_temp_name_swapped_mid_write_is_refused_and_the_writer_keeps_its_own_f
 
 
 def test_h5_and_csv_writers_write_through_the_descriptor(tmp_path):
-    from agentd.trace import Trace
+    from mimesys.trace import Trace
     tr = Trace(np.full((4, 1), 0.5, np.float32), [MetricSpec("cpu.util", "fraction")])
     tr.write(tmp_path / "t.h5")
     tr.write_csv(tmp_path / "t.csv")
@@ -90,7 +90,7 @@ def test_h5_and_csv_writers_write_through_the_descriptor(tmp_path):
 
 
 def test_record_never_follows_a_planted_temp_name(tmp_path):
-    from agentd.trace import Trace
+    from mimesys.trace import Trace
     from agentd.trace_append import TraceAppender
     victim = _victim(tmp_path)
     out = tmp_path / "rec.h5"
@@ -105,13 +105,13 @@ def test_record_never_follows_a_planted_temp_name(tmp_path):
     assert Trace.read(out).T == 3
 
 
-# Writes in agentd/ that do not go through agentd.fsutil: each is named here with why it is safe.
+# Writes in the agent (agentd/ and the core, mimesys/) that do not go through mimesys.fsutil: each is named here with why it is safe.
 ALLOWED = {
-    "agentd/fsutil.py": "the helper itself",
-    "agentd/plan.py": "h5py.File(BytesIO) for the wire body, in memory",
-    "agentd/h5io.py": "h5py.File on atomic_path's /proc/self/fd path",
+    "mimesys/fsutil.py": "the helper itself",
+    "mimesys/plan.py": "h5py.File(BytesIO) for the wire body, in memory",
+    "mimesys/h5io.py": "h5py.File on atomic_path's /proc/self/fd path",
     "agentd/trace_append.py": "h5py.File on fd_path of its own O_EXCL temp",
-    "agentd/trace.py": "csv on atomic_path's /proc/self/fd path",
+    "mimesys/trace.py": "csv on atomic_path's /proc/self/fd path",
 }
 WRITE = re.compile(r"""\.write_text\(|\.write_bytes\(|\bopen\([^)]*["'](w|wb|a|ab|w\+|r\+|x)["']|"""
                    r"""h5py\.File\([^)]*["'](w|a|w-|x|r\+)["']|\.savefig\([^)]*\)|\bchmod\(""")
@@ -119,9 +119,9 @@ WRITE = re.compile(r"""\.write_text\(|\.write_bytes\(|\bopen\([^)]*["'](w|wb|a|a
 
 def test_every_agent_write_goes_through_fsutil():
     offenders = []
-    for path in sorted((ROOT / "agentd").rglob("*.py")):
+    for path in sorted([*(ROOT / "mimesys").rglob("*.py"), *(ROOT / "agentd").rglob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if WRITE.search(line) and rel not in ALLOWED and "atomic_write_with" not in line:
                 offenders.append(f"{rel}:{n}: {line.strip()}")
-    assert not offenders, "write through agentd.fsutil instead:\n" + "\n".join(offenders)
+    assert not offenders, "write through mimesys.fsutil instead:\n" + "\n".join(offenders)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 from agentd.hostpaths import HostPaths
-from agentd.metrics import Availability
+from mimesys.metrics import Availability
 from agentd.samplers import NoData, RawSample, SamplerSet, SamplersConfig, derive_values, sampler_names
 from agentd.samplers.cpu import CpuSampler
 from agentd.samplers.disk import DiskSampler, parse_diskstats
@@ -339,7 +339,7 @@ def test_recorded_raw_samples_v1_still_decode_and_derive_the_same():
     mem_bw, net, perf_hw, perf_sw, psi): old raw samples must keep decoding, and replay must
     keep giving the values derived at record time."""
     import msgpack
-    from agentd.metrics import MetricSpec
+    from mimesys.metrics import MetricSpec
     doc = msgpack.unpackb((FIX / "raw_samples_v1.msgpack").read_bytes(), raw=False)
     schema = [MetricSpec.from_dict(d) for d in doc["schema"]]
     a, b = (RawSample.from_dict(d) for d in doc["samples"])

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 from agentd.hostpaths import HostPaths
-from agentd.metrics import Availability
+from mimesys.metrics import Availability
 from agentd.perf.events import GROUP_READ_FORMAT
 from agentd.perf.readformat import parse_read
 from agentd.samplers import NoData, SamplerSet, SamplersConfig

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from agentd.errors import PlanError
-from agentd.plan import Plan
+from mimesys.errors import PlanError
+from mimesys.plan import Plan
 from agentd.schedule import MAGIC, compile_plan, decode_schedule, durations_ns
 
 

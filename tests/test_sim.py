@@ -5,10 +5,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from agentd.backend import RunOptions
-from agentd.errors import PlanError
-from agentd.plan import Plan
-from agentd.sim import SimBackend, SimConfig, SimModel, SimParams
+from mimesys.backend import RunOptions
+from mimesys.errors import PlanError
+from mimesys.plan import Plan
+from mimesys.sim import SimBackend, SimConfig, SimModel, SimParams
 
 
 @pytest.fixture(scope="module")

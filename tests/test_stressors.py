@@ -138,7 +138,7 @@ def test_every_cpu_and_cache_stressor_does_work(catalog):
     a = np.zeros((T, len(catalog), 1), np.float32)
     for t, n in enumerate(names):
         a[t, catalog.index(n), 0] = 0.5
-    from agentd.plan import Plan
+    from mimesys.plan import Plan
     plan = Plan.from_catalog(a, catalog, window_s=0.1)
     windows = []
     handle = asyncio.run(_run_with_probes(plan, RunnerConfig(cpus=(CPU,)),
@@ -256,7 +256,7 @@ def test_every_composition_of_the_catalog_fits_the_default_scratch_budget(catalo
     import re
 
     from agentd.config import AgentSection
-    from agentd.plan import Plan
+    from mimesys.plan import Plan
     from agentd.runner import RunnerError
     runner_or_skip()
     M = len(catalog.stressors)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentd.errors import PlanError
+from mimesys.errors import PlanError
 from agentd.runner import RunnerConfig, WindowDone, start_runner
 from agentd.schedule import compile_plan, decode_schedule
 
@@ -224,8 +224,8 @@ def test_paced_variant_without_calibration_is_refused(catalog):
     ('pace = { base = "a", fraction = 0.5, x = 1 }', "pace must be"),
 ])
 def test_catalog_rejects_bad_pace(tmp_path, edit, msg):
-    from agentd.catalog import load_catalog
-    from agentd.errors import CatalogError
+    from mimesys.catalog import load_catalog
+    from mimesys.errors import CatalogError
     p = tmp_path / "c.toml"
     p.write_text('[[stressor]]\nname = "a"\nkernel = "k"\nclass = "disk"\ndescription = "d"\n'
                  'params = { x = 1 }\n\n[[stressor]]\nname = "b"\nkernel = "k"\nclass = "disk"\n'
@@ -284,7 +284,7 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
         assert min(pairs[metric]) <= reach[metric] <= max(pairs[metric])
     assert best["disk.write_iops"]["stressor"] == "disk_rand_write_4k_qd64"
     # each metric's two best variants ran twice more (--reach-repeats 2); catalog_best is the best of all runs
-    from agentd.calibration import read as read_calibration
+    from mimesys.calibration import read as read_calibration
     runs = read_calibration(out)["reach_runs"]
     for metric, b in best.items():
         assert len(runs[b["stressor"]]) == 2, (metric, sorted(runs))
@@ -293,7 +293,7 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
                  for doc_e in (e["one_thread"], e["all_threads"]) if doc_e]
         assert b["value"] == pytest.approx(max(tried))
     assert best["net.lo_Bps"]["stressor"] == "net_tcp_loopback"     # paced variants never count
-    from agentd.calibration import capacity_peaks, read
+    from mimesys.calibration import capacity_peaks, read
     saved = read(out)
     assert saved["reach"] == reach
     cap = capacity_peaks(saved)
@@ -309,7 +309,7 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
 def test_capacity_is_the_probe_peak_unless_the_catalog_went_past_it():
     """A probe that a catalog stressor beat understated the host (reach > 1): scaling foreign
     traces or DTW to the probe's figure would call the host's own loopback 4x its capacity."""
-    from agentd.calibration import capacity_peaks
+    from mimesys.calibration import capacity_peaks
     doc = {"peaks": {"cpu.util": 1.0},
            "host_peaks": {"disk.read_Bps": 3.0e9, "net.lo_Bps": 6.3e9},
            "catalog_best": {"disk.read_Bps": {"value": 2.4e9, "stressor": "disk_seq_read_1m_qd4", "threads": 1},

@@ -155,7 +155,7 @@ def test_a_wrong_pin_is_refused_with_a_clear_error(tmp_path, tls_fleet):
 
 
 def test_one_token_lookup_order(tmp_path):
-    from agentd.errors import ConfigError
+    from mimesys.errors import ConfigError
     from controller.tokens import agent_token
 
     def f(name, text):
@@ -180,7 +180,7 @@ def test_one_token_lookup_order(tmp_path):
 
 
 def test_fleet_file_tls_keys_are_checked(tmp_path):
-    from agentd.errors import ConfigError
+    from mimesys.errors import ConfigError
     from controller.fleet import FleetConfig
     p = tmp_path / "fleet.toml"
     p.write_text('[[agent]]\nurl = "https://a:1"\ntls_sha256 = "abc"\n')

@@ -11,7 +11,7 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 ENV_TOKEN = "operator-env-token-0123456789abcdef"
 REMOTE = "http://203.0.113.5:7433"     # TEST-NET-3: never reached, the tests build clients only

@@ -11,12 +11,12 @@ import msgpack
 import numpy as np
 import pytest
 
-from agentd import wire
-from agentd.errors import PlanError, TraceError, ValidationError
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
-from agentd.trace import Trace
-from agentd.untrusted import unpack_limited
+from mimesys import wire
+from mimesys.errors import PlanError, TraceError, ValidationError
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
+from mimesys.trace import Trace
+from mimesys.untrusted import unpack_limited
 from test_api import agent, body, cpu_plan, run
 
 SECRET = b"TOPSECRET-KEY-MATERIAL\n"
@@ -195,7 +195,7 @@ def test_raw_trace_round_trips():
 def test_a_wire_hdf5_body_may_expand_only_so_far(catalog):
     # Within the 1 GiB file limit, but 100 MB declared by a ~10 KB body: reading it would hold
     # the GIL (h5py) and the event loop with it.
-    from agentd.api.bodies import plan_field
+    from mimesys.api.bodies import plan_field
     data = _plan_file(catalog, lambda f: f.create_dataset("compositions", shape=(40_000, len(catalog), 36),
                                                           dtype="<f4", chunks=(1000, len(catalog), 1)))
     assert len(data) < 50_000

@@ -1,4 +1,4 @@
-"""One name per idea across both CLIs (agentd/cliopts.py): -o/--output for what a command
+"""One name per idea across both CLIs (mimesys/cliopts.py): -o/--output for what a command
 writes, --progress/--no-progress for bars, --target-host / --bind instead of two --host; the
 old spellings still work, hidden from --help, and giving both spellings is a usage error."""
 
@@ -46,7 +46,7 @@ def test_outputs_are_dash_o_output_everywhere_and_old_spellings_are_hidden():
 def test_old_and_new_spellings_reach_the_same_parameter(tmp_path):
     seen = {}
 
-    from agentd.cliopts import output_option, renamed_option
+    from mimesys.cliopts import output_option, renamed_option
 
     @click.command()
     @output_option("out", "--out", required=True)
@@ -74,7 +74,7 @@ JSON_COMMANDS = {
 
 
 def test_json_is_one_option_everywhere():
-    """Every command a script reads takes --json (agentd/cliopts.py json_option: only JSON on
+    """Every command a script reads takes --json (mimesys/cliopts.py json_option: only JSON on
     stdout); tests/test_exit_status.py runs them."""
     for group, paths in JSON_COMMANDS.items():
         for path in paths:

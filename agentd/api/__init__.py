@@ -1,5 +1,6 @@
 """The agent's HTTP API: one app factory (app.py), one route table (routes.py), thin
-handlers (handlers.py), auth/size/error middleware (middleware.py)."""
+handlers (handlers.py), /metrics (prometheus.py); the auth/size/error middleware and the
+request bodies are the core's, shared with `mimesys serve` (mimesys/api/)."""
 
 from .app import create_app
 

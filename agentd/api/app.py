@@ -14,11 +14,12 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from ..backend import Backend
-from ..catalog import Catalog, load_catalog
+from mimesys.api.middleware import MAX_BODY, auth_middleware, errors_middleware, size_middleware
+from mimesys.backend import Backend
+from mimesys.catalog import Catalog, load_catalog
+
 from ..config import Config
 from ..runs import RunManager
-from .middleware import MAX_BODY, auth_middleware, errors_middleware, size_middleware
 from . import prometheus
 from .monitor import MonitorHub
 from .routes import setup_routes

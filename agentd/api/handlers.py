@@ -1,5 +1,5 @@
-"""Thin request handlers: parse (bodies.py), call the run manager / monitor hub / backend,
-pack the reply. Errors are raised, never formatted here (middleware.py maps them)."""
+"""Thin request handlers: parse (mimesys/api/bodies.py), call the run manager / monitor hub / backend,
+pack the reply. Errors are raised, never formatted here (mimesys/api/middleware.py maps them)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import time
 
 from aiohttp import WSMsgType, web
 
-from .. import __version__, wire
-from ..errors import Conflict, MimesysError, NotImplementedYet, ValidationError
-from . import bodies, prometheus
+from mimesys import __version__, wire
+from mimesys.api import bodies
+from mimesys.errors import Conflict, MimesysError, NotImplementedYet, ValidationError
+
+from . import prometheus
 from .state import BACKEND, CATALOG, CONFIG, GENERATOR, LOOP_LAG, MONITOR, RUNS, STARTED_AT
 
 log = logging.getLogger(__name__)
@@ -224,9 +226,9 @@ async def _generator(app: web.Application):
                                 f"one with `mimesys export` (or fit a forward model with `mimesys forward fit`) "
                                 f"and copy the directory to {model_dir}")
     try:
-        from ..planners import load_planner
+        from mimesys.planners import load_planner
     except ImportError as e:
-        raise NotImplementedYet(f"this agent build has no local generator (agentd.planners: {e})") from None
+        raise NotImplementedYet(f"this agent build has no local generator (mimesys.planners: {e})") from None
     async with holder["lock"]:
         if holder.get("generator") is None:
             try:

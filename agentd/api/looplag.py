@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..telemetry import Histogram
+from ..prometheus.telemetry import Histogram
 
 # lag buckets (s): a healthy loop is in the first two; 0.1 s is the /healthz budget
 BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

@@ -14,10 +14,11 @@ import collections
 import contextlib
 import logging
 
-from .. import wire
-from ..backend import Backend
-from ..errors import MimesysError
-from ..telemetry import LatestSample
+from mimesys import wire
+from mimesys.backend import Backend
+from mimesys.errors import MimesysError
+
+from ..prometheus.telemetry import LatestSample
 
 log = logging.getLogger(__name__)
 

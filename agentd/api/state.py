@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ..backend import Backend
-from ..catalog import Catalog
+from mimesys.backend import Backend
+from mimesys.catalog import Catalog
+
 from ..config import Config
 from ..runs import RunManager
 from .looplag import LoopLag

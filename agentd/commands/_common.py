@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import click_error
+
 from ..backend_registry import BACKENDS
-from ..errors import MimesysError
-from ..exitstatus import click_error
 
 
 def config_options(f):

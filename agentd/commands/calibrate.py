@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from ..errors import MimesysError
+from mimesys.cliopts import output_option, progress_option
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import click_error
+
 from ..hostpaths import online_cpus, parse_cpu_list
-from ..cliopts import output_option, progress_option
-from ..exitstatus import click_error
 
 
 @click.command("calibrate")
@@ -42,7 +43,9 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
     stressor) and report each metric's reach = catalog best / host peak."""
     from tqdm import tqdm
 
-    from ..calibration import measure, write
+    from mimesys.calibration import write
+
+    from ..calibration import measure
     from ..runner import RunnerConfig
 
     try:
@@ -61,7 +64,7 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
                 bar.total = total
                 bar.update(done - bar.n)
             # the agent's catalog (agent.catalog), which is what its plans use
-            from ..catalog import load_catalog
+            from mimesys.catalog import load_catalog
             catalog = load_catalog(cfg.agent.catalog) if cfg is not None else None
             doc = asyncio.run(measure(rcfg, window_s=window_s, all_threads=not one_thread_only, catalog=catalog,
                                       only=list(only) or None, progress=advance, probe_seconds=probe_seconds,

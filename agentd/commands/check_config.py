@@ -6,8 +6,9 @@ import json
 
 import click
 
-from ..cliopts import json_option
-from ..errors import MimesysError
+from mimesys.cliopts import json_option
+from mimesys.errors import MimesysError
+
 from ._common import config_options, load
 
 

@@ -1,6 +1,6 @@
 """`mimesys-agent generate --model PLANNER --trace TRACE -o plan.h5`: turn a trace into a plan
 locally (ONNX Runtime and NumPy; no PyTorch, no network) with any planner the agent's
-registry knows (agentd/planners/registry.py, which also writes the option's help)."""
+registry knows (mimesys/planners/registry.py, which also writes the option's help)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import click
 
+from mimesys.cliopts import progress_option
+from mimesys.planners.registry import help_text
+
 from ._common import friendly_errors
-from ..cliopts import progress_option
-from ..planners.registry import help_text
 
 
 @click.command("generate")
@@ -33,8 +34,8 @@ from ..planners.registry import help_text
 @friendly_errors
 def generate(model_dir, trace_path, output, seed, steps, guidance, eta, threads, candidates, progress):
     """Generate a plan reproducing TRACE, window by window."""
-    from ..planners import load_planner
-    from ..trace import Trace
+    from mimesys.planners import load_planner
+    from mimesys.trace import Trace
 
     gen = load_planner(model_dir, steps=steps, guidance=guidance, eta=eta, threads=threads, candidates=candidates)
     trace = Trace.read(trace_path)

@@ -17,9 +17,9 @@ from ._common import config_options, friendly_errors, load
 @friendly_errors
 def info(config_path, backend, as_json):
     """Print the host fingerprint, the metric schema with availability, and sampler states."""
-    from .. import __version__
+    from mimesys import __version__
+    from mimesys.catalog import load_catalog
     from ..backend_registry import create_backend
-    from ..catalog import load_catalog
 
     cfg = load(config_path, backend)
     be = create_backend(cfg)

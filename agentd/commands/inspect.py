@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 import numpy as np
 
+from mimesys.cliopts import json_option
+
 from ._common import friendly_errors
-from ..cliopts import json_option
 
 EXISTING = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -34,7 +35,7 @@ def _when(unix_s) -> str:
 @friendly_errors
 def trace_info(path, as_json):
     """Windows, start time, host, provenance and per-metric summary."""
-    from ..trace import Trace
+    from mimesys.trace import Trace
     tr = Trace.read(path)
     metrics = []
     for j, m in enumerate(tr.metrics):
@@ -70,7 +71,7 @@ def trace_info(path, as_json):
 @friendly_errors
 def trace_csv(path, output):
     """One row per window: window, start_s, then every metric (empty = not measured)."""
-    from ..trace import Trace
+    from mimesys.trace import Trace
     tr = Trace.read(path)
     if output is not None:
         tr.write_csv(output)
@@ -93,8 +94,8 @@ def trace_csv(path, output):
 @friendly_errors
 def trace_plot(path, output, metrics):
     """One panel per metric over time (needs matplotlib: python3-matplotlib)."""
-    from ..errors import ConfigError
-    from ..trace import Trace
+    from mimesys.errors import ConfigError
+    from mimesys.trace import Trace
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -125,7 +126,7 @@ def trace_plot(path, output, metrics):
     fig.suptitle(f"{path.name}{' (SIMULATED host)' if tr.simulated else ''}", fontsize=9)
     fig.tight_layout()
     output = Path(output or path.with_suffix(".png"))
-    from ..fsutil import atomic_write_with
+    from mimesys.fsutil import atomic_write_with
     # The temporary name has no suffix: the format is the output's (matplotlib's default png).
     atomic_write_with(output, lambda tmp: fig.savefig(tmp, dpi=90, format=output.suffix[1:].lower() or "png"))
     plt.close(fig)
@@ -143,7 +144,7 @@ def plan():
 @friendly_errors
 def plan_show(path, as_json):
     """Windows, threads, the stressors used and their mean share per thread."""
-    from ..plan import Plan
+    from mimesys.plan import Plan
     p = Plan.read(path)
     a = np.asarray(p.compositions, np.float64)
     used = [m for m in range(p.M) if a[:, m, :].any()]
@@ -192,13 +193,13 @@ def _host_line(fp: dict) -> str:
 @friendly_errors
 def plan_to_json(path, output):
     """The plan as per-thread phases (agentd/planjson.py), editable by hand."""
-    from ..plan import Plan
+    from mimesys.plan import Plan
     from ..planjson import dumps, to_json
     text = dumps(to_json(Plan.read(path)))
     if output is None:
         click.echo(text, nl=False)
     else:
-        from ..fsutil import atomic_write_text
+        from mimesys.fsutil import atomic_write_text
         atomic_write_text(output, text)
         click.echo(f"json: {output}", err=True)
 
@@ -212,8 +213,8 @@ def plan_to_json(path, output):
 @friendly_errors
 def plan_from_json(path, output, catalog_path):
     """Build a plan from per-thread phases written by hand (or by `plan to-json`)."""
-    from ..catalog import load_catalog
-    from ..errors import PlanError
+    from mimesys.catalog import load_catalog
+    from mimesys.errors import PlanError
     from ..planjson import from_json
     if path.stat().st_size > 256 << 20:
         raise PlanError(f"{path}: larger than 256 MiB; not a hand-written plan")

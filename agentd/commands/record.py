@@ -14,8 +14,9 @@ from pathlib import Path
 
 import click
 
+from mimesys.cliopts import json_option, progress_option
+
 from ._common import config_options, friendly_errors, load
-from ..cliopts import json_option, progress_option
 
 
 @click.command()
@@ -34,7 +35,7 @@ from ..cliopts import json_option, progress_option
 @friendly_errors
 def record(config_path, backend, output, seconds, interval, csv_path, progress, flush_s, as_json):
     """Record this host's metrics for --seconds into a trace file (written as it goes)."""
-    from ..trace import Trace
+    from mimesys.trace import Trace
     cfg = load(config_path, backend)
     interval = interval or cfg.monitor.interval_s
     windows = max(1, int(round(seconds / interval)))
@@ -57,7 +58,7 @@ def record(config_path, backend, output, seconds, interval, csv_path, progress, 
 async def _record(cfg, output: Path, windows: int, interval: float, progress: bool, flush_s: float):
     from tqdm import tqdm
 
-    from .. import __version__
+    from mimesys import __version__
     from ..backend_registry import create_backend
     from ..trace_append import TraceAppender
 
@@ -98,6 +99,6 @@ async def _record(cfg, output: Path, windows: int, interval: float, progress: bo
 
 def _set_start(out, started_unix_s: float) -> None:
     """Window 0's wall-clock start (the first sample's time less one interval)."""
-    from ..h5io import get_json, set_json
+    from mimesys.h5io import get_json, set_json
     set_json(out.f.attrs, "provenance", {**(get_json(out.f.attrs, "provenance", {}) or {}),
                                          "started_unix_s": started_unix_s})

@@ -8,7 +8,7 @@ With a command: the workload starts first; the command is started once the first
 has executed (so it never runs on an unloaded host), and the plan is repeated back to back
 until the command exits; then the workload stops. Reported: the command's exit status and
 wall time, the windows executed and the trace written. The exit status follows
-agentd/exitstatus.py: the command's own when it fails (128+N when signal N killed it), 4 when
+mimesys/exitstatus.py: the command's own when it fails (128+N when signal N killed it), 4 when
 the command succeeded but the plan failed (so a script wrapping a benchmark sees both).
 
 With --json, stdout carries one JSON line written after the command has ended (the summary
@@ -34,8 +34,9 @@ from pathlib import Path
 import click
 import numpy as np
 
+from mimesys.cliopts import json_option, progress_option, stderr_fd
+
 from ._common import config_options, friendly_errors, load
-from ..cliopts import json_option, progress_option, stderr_fd
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -70,8 +71,8 @@ from ..cliopts import json_option, progress_option, stderr_fd
 def replay(config_path, backend, plan_path, command, output, no_record, csv_path, repetitions, seed, progress,
            textfile_dir, run_as, strict, fold_threads, via_agent, as_json):
     """Execute PLAN on this host, optionally around `-- CMD ARGS...`."""
-    from ..errors import ValidationError
-    from ..plan import Plan
+    from mimesys.errors import ValidationError
+    from mimesys.plan import Plan
     from ..runas import parse_run_as
 
     cfg = load(config_path, backend)
@@ -108,7 +109,7 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
         if result["trace_path"] is not None:
             say(f"trace: {result['trace_path']}")
             if csv_path:
-                from ..trace import Trace
+                from mimesys.trace import Trace
                 Trace.read(result["trace_path"]).write_csv(csv_path)
                 say(f"csv: {csv_path}")
                 csv_written = csv_path
@@ -154,7 +155,7 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
 def replay_summary(plan_path, command, result: dict, status: int, *, trace=None, csv=None, simulated=None,
                    **extra) -> dict:
     """The --json line: what ran, what was written, how the command ended and the exit status
-    this program returns (agentd/exitstatus.py)."""
+    this program returns (mimesys/exitstatus.py)."""
     rc = result.get("exit_status")
     return {"plan": str(plan_path), "windows": result["windows"], "plan_windows": result.get("plan_windows"),
             "repetitions": result.get("repetitions"), "state": result["state"], "error": result["error"],
@@ -182,8 +183,8 @@ def _report_command(command, result, say=click.echo) -> None:
 def prepare_plan(plan, fingerprint: dict, max_threads: int, *, strict: bool, fold: bool):
     """The plan as this host will run it: refused (--strict) or warned about when it was made for
     other hardware; folded onto max_threads CPUs with --fold-threads."""
-    from ..errors import ValidationError
-    from ..exitstatus import WorkloadFailure
+    from mimesys.errors import ValidationError
+    from mimesys.exitstatus import WorkloadFailure
     from ..fingerprint import hardware_differences
     from ..fold import fold_threads
     diffs = hardware_differences(plan.host_fingerprint, fingerprint) if plan.host_fingerprint else []
@@ -204,9 +205,9 @@ def prepare_plan(plan, fingerprint: dict, max_threads: int, *, strict: bool, fol
 
 
 def replay_status(result: dict, wrapped: bool) -> int:
-    """The exit status (agentd/exitstatus.py): the wrapped command's own failure first, as
+    """The exit status (mimesys/exitstatus.py): the wrapped command's own failure first, as
     time(1) does (-N from a signal becomes 128+N); then the plan's."""
-    from ..exitstatus import OK, SIGNAL_BASE, WORKLOAD, status_of_wait
+    from mimesys.exitstatus import OK, SIGNAL_BASE, WORKLOAD, status_of_wait
     if wrapped and result["exit_status"] is not None and result["exit_status"] != 0:
         return status_of_wait(result["exit_status"])
     if result["state"] == "interrupted":
@@ -220,11 +221,11 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
                   textfile_dir: Path | None = None, *, spawn=None, prepare=None) -> dict:
     from tqdm import tqdm
 
-    from .. import __version__
-    from ..backend import RunOptions
+    from mimesys import __version__
+    from mimesys.backend import RunOptions
+    from mimesys.errors import MimesysError, ValidationError
+    from mimesys.trace import Trace, wall_clock_of_monotonic
     from ..backend_registry import create_backend
-    from ..errors import MimesysError, ValidationError
-    from ..trace import Trace, wall_clock_of_monotonic
 
     be = create_backend(cfg)
     if prepare is not None:
@@ -235,7 +236,7 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
             raise
     textfile = None
     if textfile_dir is not None:
-        from ..textfile import ReplayTextfile
+        from ..prometheus.textfile import ReplayTextfile
         try:
             textfile = ReplayTextfile(textfile_dir, plan, be.metric_schema(), command=command)
         except BaseException:

@@ -11,10 +11,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..errors import MimesysError
+from mimesys.cliopts import json_option, progress_option
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import WORKLOAD, click_error
+
 from ..hostpaths import online_cpus, parse_cpu_list
-from ..exitstatus import WORKLOAD, click_error
-from ..cliopts import json_option, progress_option
 
 
 def summarize(result, catalog, window_ns: int) -> dict:
@@ -94,8 +95,8 @@ def run_plan(plan_path, config_path, scratch_dir, scratch_budget_mib, cpus, seed
     """Execute PLAN_PATH (HDF5) on this host and report planned vs achieved time per stressor."""
     from tqdm import tqdm
 
-    from ..catalog import load_catalog
-    from ..plan import Plan
+    from mimesys.catalog import load_catalog
+    from mimesys.plan import Plan
     from ..runner import RunnerConfig
 
     # --json: stdout is the summary alone; the human lines go to stderr.
@@ -153,7 +154,7 @@ def run_plan(plan_path, config_path, scratch_dir, scratch_budget_mib, cpus, seed
                    f"window start lateness max {t['max_start_lateness_ms']:.3f} ms, last {t['drift_ms']:.3f} ms")
     say(f"runner: {summary['exit']} {summary['exit_detail']}".rstrip())
     if report_path:
-        from ..fsutil import atomic_write_text
+        from mimesys.fsutil import atomic_write_text
         atomic_write_text(report_path, json.dumps(summary, indent=1) + "\n")   # often run as root
         say(f"report: {report_path}")
     if as_json:

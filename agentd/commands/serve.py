@@ -10,7 +10,8 @@ import ssl
 import click
 from aiohttp import web
 
-from ..errors import ConfigError
+from mimesys.errors import ConfigError
+
 from ._common import config_options, friendly_errors, load
 
 log = logging.getLogger("agentd.serve")
@@ -57,8 +58,8 @@ def _tls(cfg):
         return None
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    from ..errors import ValidationError
-    from ..fsutil import read_secret_file
+    from mimesys.errors import ValidationError
+    from mimesys.fsutil import read_secret_file
     try:   # the private key: ours alone (owner, mode), or the agent does not serve with it
         read_secret_file(cfg.api.tls_key, "api.tls_key")
     except ValidationError as e:

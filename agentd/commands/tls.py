@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from ..cliopts import json_option
+from mimesys.cliopts import json_option
+
 from ._common import friendly_errors
 
 DEFAULT_CERT = "/etc/mimesys/tls/agent.crt"
@@ -38,7 +39,7 @@ def init(cert_path, key_path, names, days, force, owner, as_json):
 
     Put the fingerprint in the fleet file (`tls_sha256 = "..."`) to pin this agent, and set
     api.tls_cert / api.tls_key in agent.toml to serve HTTPS."""
-    from ..tls import default_names, init_pair
+    from mimesys.tls import default_names, init_pair
 
     sans = list(names) or default_names()
     uid_gid = _owner(owner) if owner else None     # checked before anything is written
@@ -61,7 +62,7 @@ def init(cert_path, key_path, names, days, force, owner, as_json):
 @friendly_errors
 def fingerprint(cert_path, as_json):
     """Print the SHA-256 fingerprint of CERT (default: the agent's)."""
-    from ..tls import cert_sha256
+    from mimesys.tls import cert_sha256
     fp = cert_sha256(cert_path)
     click.echo(json.dumps({"cert": str(cert_path), "sha256": fp}) if as_json else fp)
 
@@ -70,7 +71,7 @@ def _owner(spec: str) -> tuple[int, int]:
     import grp
     import pwd
 
-    from ..errors import ConfigError
+    from mimesys.errors import ConfigError
     user, _, group = spec.partition(":")
     try:
         pw = pwd.getpwnam(user)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import MimesysError
+from mimesys.errors import MimesysError
+
 from . import abi
 from .readformat import Reading, parse_read, read_size
 

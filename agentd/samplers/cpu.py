@@ -13,7 +13,8 @@ window whose sampling was late by a few ms is still exact. Counters are USER_HZ 
 
 from __future__ import annotations
 
-from ..metrics import Availability
+from mimesys.metrics import Availability
+
 from .base import NoData, ProcFile, Raw, Sampler, availability_of, os_reason
 from .registry import register
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..metrics import Availability
+from mimesys.metrics import Availability
+
 from .base import ProcFile, Raw, Sampler, availability_of, os_reason
 from .registry import register
 

@@ -16,7 +16,8 @@ driver), or NVML sees no device — and their columns are NaN, never 0.
 
 from __future__ import annotations
 
-from ..metrics import MetricSpec
+from mimesys.metrics import MetricSpec
+
 from .base import Raw, Sampler
 from .registry import register
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..metrics import Availability
+from mimesys.metrics import Availability
+
 from ..perf.events import PerfEventError, PerfPermissionError
 from ..perf.pmu import PmuFormatError, devices_dir, encode, list_pmus, load_pmu, resolve_event
 from .base import NoData, Raw, Sampler

@@ -29,7 +29,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from ..metrics import Availability
+from mimesys.metrics import Availability
+
 from .base import NoData, Raw, Sampler
 from .registry import register
 

@@ -16,8 +16,9 @@ On a VM without a virtual PMU every open fails with ENOENT: all four are unsuppo
 
 from __future__ import annotations
 
+from mimesys.metrics import Availability
+
 from ..hostpaths import online_cpus
-from ..metrics import Availability
 from ..perf.events import (HW_CACHE_MISSES, HW_CACHE_REFERENCES, HW_CPU_CYCLES, HW_INSTRUCTIONS, PerfEventError,
                            PerfPermissionError, probe_event)
 from .perfgroups import GroupSet, PerfGroupSampler

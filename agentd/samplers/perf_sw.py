@@ -10,8 +10,9 @@ Cost: 3 file descriptors per CPU, one read(2) per CPU per tick.
 
 from __future__ import annotations
 
+from mimesys.metrics import Availability
+
 from ..hostpaths import online_cpus
-from ..metrics import Availability
 from ..perf.events import SW_CONTEXT_SWITCHES, SW_CPU_MIGRATIONS, SW_PAGE_FAULTS, PerfEventError, PerfPermissionError
 from .perfgroups import GroupSet, PerfGroupSampler
 from .registry import register

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics import Availability
+from mimesys.metrics import Availability
+
 from .base import Raw, Sampler
 from .registry import register
 

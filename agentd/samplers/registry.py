@@ -26,7 +26,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from mimesys.errors import ConfigError
 
 REGISTRY: dict[str, type] = {}
 _loaded = False

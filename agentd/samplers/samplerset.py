@@ -19,9 +19,10 @@ from typing import Mapping
 
 import numpy as np
 
-from ..errors import ConfigError
+from mimesys.errors import ConfigError
+from mimesys.metrics import Availability, MetricSpec
+
 from ..hostpaths import HostPaths
-from ..metrics import Availability, MetricSpec
 from . import registry
 from .base import NoData, Raw, Sampler
 from .registry import SamplersConfig

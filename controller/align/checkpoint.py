@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 from ..model.checkpoint import load_torch_file, save_torch_atomic
 

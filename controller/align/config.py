@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from agentd.errors import ConfigError
+from mimesys.config import check_known
+from mimesys.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,7 @@ class AlignConfig:
     def from_overrides(cls, overrides: dict | None = None, base: "AlignConfig | None" = None) -> "AlignConfig":
         """Defaults (or `base`) with fields replaced by name; an unknown name is an error listing the valid ones."""
         overrides = dict(overrides or {})
-        unknown = sorted(set(overrides) - set(cls.field_names()))
-        if unknown:
-            raise ConfigError(f"align config: unknown field(s) {unknown}; valid: {', '.join(cls.field_names())}")
+        check_known(overrides, cls.field_names(), "align config", noun="field")
         if "reward_weights" in overrides:
             overrides["reward_weights"] = tuple((str(p), float(w)) for p, w in overrides["reward_weights"])
         if "adam_betas" in overrides:

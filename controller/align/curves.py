@@ -60,7 +60,7 @@ def plot_reward_curve(history: list[EpochRecord], path: Path | str, *, title: st
     ax_kl.grid(alpha=0.3)
     ax_kl.legend(fontsize=8)
     fig.tight_layout()
-    from agentd.fsutil import atomic_write_with
+    from mimesys.fsutil import atomic_write_with
     atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
     return path

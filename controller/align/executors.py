@@ -12,8 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
-from agentd.backend import ExecutedWindow
-from agentd.plan import Plan
+from mimesys.backend import ExecutedWindow
+from mimesys.plan import Plan
 
 
 @dataclass
@@ -65,7 +65,7 @@ class SimExecutor:
 
     def __init__(self, agents: int, catalog, *, n_cpus: int, seed: int = 0, noise: float = 0.02,
                  repetitions: int = 1, carry_state: bool = True):
-        from agentd.sim import SimBackend, SimConfig
+        from mimesys.sim import SimBackend, SimConfig
         if agents < 1:
             raise ValueError(f"need at least one simulated agent, got {agents}")
         self._new_backend = lambda i: SimBackend(SimConfig(n_cpus=n_cpus, seed=seed + i, noise=noise), catalog)
@@ -77,7 +77,7 @@ class SimExecutor:
 
     def execute(self, plans: list[Plan], metric_names: list[str]) -> list[Execution]:
         import asyncio
-        from agentd.backend import RunOptions
+        from mimesys.backend import RunOptions
 
         async def run_one(i: int, plan: Plan) -> Execution:
             agent = i % len(self.backends)
@@ -122,7 +122,7 @@ class FleetExecutor:
 
     def check_model(self, catalog_hash: str, threads: int) -> None:
         """Refuse at start, not after the first rollout, what the agents would reject."""
-        from agentd.errors import ConfigError
+        from mimesys.errors import ConfigError
         for client, info in zip(self.agents, self.infos):
             got = (info.get("catalog") or {}).get("hash")
             if got and got != catalog_hash:
@@ -134,7 +134,7 @@ class FleetExecutor:
                 raise ConfigError(f"agent {client.name} has {cpus} CPUs; the model's plans use {threads} threads")
 
     def execute(self, plans: list[Plan], metric_names: list[str]) -> list[Execution]:
-        from agentd.backend import RunOptions
+        from mimesys.backend import RunOptions
         from controller.fleet import Job
         self._batches += 1
         jobs = [Job(f"align-{self._batches}-{i}", p, RunOptions(repetitions=self.repetitions, record=False,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 from controller.evaluate.dtw import compare
 from controller.model.policy import Context, DiffusionPolicy
 

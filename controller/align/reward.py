@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 
 def resource_type(metric_name: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from agentd.plan import Plan
+from mimesys.plan import Plan
 from controller.model.policy import Context
 
 from .executors import Executor

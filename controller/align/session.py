@@ -12,8 +12,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from agentd.catalog import load_catalog
-from agentd.errors import ConfigError
+from mimesys.catalog import load_catalog
+from mimesys.errors import ConfigError
 from controller.model.checkpoint import (MODEL_FILE, git_revision, model_file, policy_from_checkpoint,
                                          read_checkpoint, save_checkpoint)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.errors import TraceError
-from agentd.trace import Trace
+from mimesys.errors import TraceError
+from mimesys.trace import Trace
 
 
 @dataclass(frozen=True)

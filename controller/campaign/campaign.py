@@ -41,10 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.backend import RunOptions
-from agentd.errors import ConfigError, MimesysError
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
+from mimesys.backend import RunOptions
+from mimesys.config import check_known
+from mimesys.errors import ConfigError, MimesysError
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
 
 from ..dataset import Dataset, samples_from_chain
 from . import proposals
@@ -116,9 +117,7 @@ class CampaignConfig:
     @classmethod
     def from_dict(cls, d: dict, where: str = "campaign config") -> "CampaignConfig":
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - set(fields))
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {', '.join(fields)}")
+        check_known(d, fields, where)
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
         try:
             return cls(**kw)

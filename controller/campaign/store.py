@@ -28,9 +28,9 @@ from typing import Iterator
 
 import msgpack
 
-from agentd.fsutil import atomic_write_bytes as _atomic_write_bytes
+from mimesys.fsutil import atomic_write_bytes as _atomic_write_bytes
 
-from agentd.errors import MimesysError
+from mimesys.errors import MimesysError
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 HOW_TO_NAME_AN_AGENT = "pass --fleet FILE [--agent NAME], or set $MIMESYS_FLEET to the fleet file"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
-from agentd.errors import MimesysError
+from mimesys.errors import MimesysError
 from controller.align.config import PRESETS
-from agentd.exitstatus import click_error
-from agentd.cliopts import json_option, output_option, progress_option
+from mimesys.exitstatus import click_error
+from mimesys.cliopts import json_option, output_option, progress_option
 
 
 def _parse_value(text: str):

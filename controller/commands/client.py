@@ -17,9 +17,9 @@ from pathlib import Path
 
 import click
 
-from agentd.cliopts import json_option
-from agentd.errors import MimesysError
-from agentd.exitstatus import click_error
+from mimesys.cliopts import json_option
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import click_error
 
 from .serve import read_token
 
@@ -42,7 +42,7 @@ def _common(f):
 async def _post(server: str, token: str, path: str, body: dict) -> dict:
     import aiohttp
 
-    from agentd import wire
+    from mimesys import wire
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as s:
         async with s.post(server.rstrip("/") + path, data=wire.pack(body),
                           headers={"Authorization": f"Bearer {token}", "Content-Type": wire.CONTENT_TYPE}) as r:
@@ -59,8 +59,8 @@ async def _post(server: str, token: str, path: str, body: dict) -> dict:
               help="Plot of the target and the plan [OUTPUT with .png].")
 def generate_from_file(server, trace_path, token_file, method, seed, output, png, as_json):
     """Ask the server for a plan reproducing TRACE; write it and a PNG."""
-    from agentd.plan import Plan
-    from agentd.trace import Trace
+    from mimesys.plan import Plan
+    from mimesys.trace import Trace
     from controller.inference_server import plan_png
 
     token = read_token(token_file)
@@ -86,8 +86,8 @@ def generate_from_file(server, trace_path, token_file, method, seed, output, png
               help="Also write the executed trace.")
 def profile_from_file(server, trace_path, token_file, method, seed, output, plan_out, trace_out, as_json):
     """Generate a plan for TRACE on the server, run it on the server's agent, and compare."""
-    from agentd.plan import Plan
-    from agentd.trace import Trace
+    from mimesys.plan import Plan
+    from mimesys.trace import Trace
     from controller.evaluate.dtw import compare
     from controller.inference_server import plan_png, trace_from_bytes
 
@@ -119,7 +119,7 @@ def _body(body: dict, method: str | None) -> dict:
 async def _profile(server: str, token: str, trace: bytes, seed: int, method: str | None, windows: int):
     import aiohttp
 
-    from agentd import wire
+    from mimesys import wire
     url = server.rstrip("/").replace("http", "ws", 1) + "/v1/profile"
     plan = None
     async with aiohttp.ClientSession() as s:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from agentd.cliopts import json_option
-from agentd.errors import MimesysError
-from agentd.exitstatus import click_error
+from mimesys.cliopts import json_option
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import click_error
 
 
 @click.group()

@@ -53,8 +53,7 @@ from pathlib import Path
 
 import click
 
-from agentd.cliopts import json_option, output_option, stderr_fd
-from agentd.config import AgentSection
+from mimesys.cliopts import json_option, output_option, stderr_fd
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "stats-num_vms_1_7.txt"
@@ -71,9 +70,9 @@ REQUIRED_PARTS = {
     "import": "controller.commands.import_trace:import_trace",
     "evaluate": "controller.commands.evaluate:evaluate",
     "baselines": "controller.planners.baselines:from_dataset",
-    "agent-side generation": "agentd.planners.diffusion:OnnxGenerator",
+    "agent-side generation": "mimesys.planners.diffusion:OnnxGenerator",
     "forward": "controller.commands.forward:forward",
-    "planners": "agentd.planners.registry:specs_for",
+    "planners": "mimesys.planners.registry:specs_for",
 }
 AGENT_CLI = "agentd.cli"
 CONTROLLER_CLI = "controller.cli"
@@ -193,6 +192,7 @@ class LocalAgent:
     out: Path
     proc: subprocess.Popen | None = None
     log: object = None
+    NAME = "this-host"            # its name in the fleet file the demo writes
     tmp: Path | None = None
     port: int = 0
 
@@ -221,7 +221,7 @@ class LocalAgent:
             f'state_dir = "{self.tmp / "state"}"\n'
             f'scratch_dir = "{self.tmp / "scratch"}"\n'
             f'model_dir = "{self.tmp / "model"}"\n'
-            f"scratch_budget_mib = {AgentSection.scratch_budget_mib}\n"   # the agent default: every composition fits
+            "# scratch_budget_mib: the agent's default (every composition fits)\n"
             "[api]\n"
             'bind = "127.0.0.1"\n'
             f"port = {self.port}\n"
@@ -253,7 +253,7 @@ class LocalAgent:
 
     def write_fleet(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "this-host"\n')
+        path.write_text(f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "{self.NAME}"\n')
         return path
 
     def stop(self) -> None:
@@ -404,7 +404,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
     with d.step("preflight", "every part of the path is present") as rec:
         problems = missing_parts()
-        from agentd.errors import RunnerError
+        from mimesys.errors import RunnerError
         from agentd.runner import find_runner
         try:
             rec.detail = f"runner {find_runner()}"
@@ -462,7 +462,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
     imported = traces / "imported.h5"
     with d.step("import", f"{trace_file.name} mapped onto this host") as rec:
         d.run(CONTROLLER_CLI, ["import", trace_file, "--format", trace_format, "-o", imported,
-                               "--target-host", agent.url, "--token-file", agent.token_file,
+                               "--fleet", fleet, "--agent", agent.NAME,
                                "--report-json", traces / "import-report.json"], step="import")
         _truncate_trace(imported, s.import_windows)
         rec.detail = f"{imported} (first {s.import_windows} windows kept)"
@@ -474,10 +474,10 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
     evaluation = out / "evaluation"
     with d.step("evaluate", "generate with every method, replay on the agent, DTW") as rec:
-        from agentd.planners.registry import specs_for
+        from mimesys.planners.registry import specs_for
         planners = specs_for({"model": onnx, "forward": forward, "dataset": dataset})   # every method these make
         methods = [a for name, spec in planners.items() for a in ("--method", f"{name}={spec}")]
-        d.run(CONTROLLER_CLI, ["evaluate", "--agent", agent.url, "--token-file", agent.token_file,
+        d.run(CONTROLLER_CLI, ["evaluate", "--fleet", fleet, "--agent", agent.NAME,
                                "--trace", imported, "--trace", recorded, *methods,
                                "--seed", s.seed, "-o", evaluation], step="evaluate")
         rec.detail = f"{evaluation}"
@@ -523,7 +523,7 @@ def _prepare_out(out: Path, resume: bool) -> None:
 
 
 def _truncate_trace(path: Path, windows: int) -> None:
-    from agentd.trace import Trace
+    from mimesys.trace import Trace
 
     tr = Trace.read(path)
     if tr.T <= windows:

@@ -5,7 +5,7 @@
     mimesys evaluate colocation --app CMD --mix CMD --plan PLAN [--fleet F --agent NAME] [--regex R]
 
 Methods: `NAME=PLANNER` or `PLANNER`, any spec of the planner registry
-(agentd/planners/registry.py; the dataset baselines of controller/planners/ included); a kind
+(mimesys/planners/registry.py; the dataset baselines of controller/planners/ included); a kind
 named bare (or `NAME=baseline:KIND`) takes its dataset from `--dataset`. Targets are mimesys
 traces (`mimesys import` converts foreign ones); one recorded on another machine is mapped
 onto the agent's host first.
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import click
 
-from agentd.errors import ConfigError, MimesysError
-from agentd.planners.registry import help_text, kinds, load_planner
-from agentd.trace import Trace
-from agentd.cliopts import json_option, output_option, progress_option
-from agentd.exitstatus import ERROR, PARTIAL, click_error
+from mimesys.errors import ConfigError, MimesysError
+from mimesys.planners.registry import help_text, kinds, load_planner
+from mimesys.trace import Trace
+from mimesys.cliopts import json_option, output_option, progress_option
+from mimesys.exitstatus import ERROR, PARTIAL, click_error
 from controller.planners import BASELINE_GROUP
 
 from ._agents import agent_options, one_agent
@@ -31,7 +31,7 @@ from ._agents import agent_options, one_agent
 
 def resolve_method(spec: str, dataset: str | None):
     """`NAME=PLANNER` or `PLANNER` (named after itself), PLANNER any spec of the planner registry
-    (agentd/planners/registry.py); `--dataset` is the input of a kind named bare -> (name, generator)."""
+    (mimesys/planners/registry.py); `--dataset` is the input of a kind named bare -> (name, generator)."""
     name, sep, target = spec.partition("=")
     if not sep:
         name = target = spec
@@ -163,7 +163,7 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, a
         raise click_error(e) from None
     click.echo(render(doc), err=as_json)
     if output:
-        from agentd.fsutil import atomic_write_text
+        from mimesys.fsutil import atomic_write_text
         atomic_write_text(output, json.dumps(doc, indent=1))
         click.echo(f"result: {output}", err=as_json)
     if as_json:

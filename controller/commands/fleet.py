@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from agentd.cliopts import json_option
-from agentd.errors import MimesysError
-from agentd.exitstatus import ERROR, PARTIAL, click_error
+from mimesys.cliopts import json_option
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import ERROR, PARTIAL, click_error
 
 FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
                           help="Fleet file (TOML) [default: $MIMESYS_FLEET; never ./fleet.toml implicitly].")
@@ -21,7 +21,7 @@ FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(dir_okay=Fals
 
 def _fleet_file(fleet_file: Path | None) -> Path:
     """The fleet file named by --fleet or $MIMESYS_FLEET; ConfigError saying how to name one."""
-    from agentd.errors import ConfigError
+    from mimesys.errors import ConfigError
 
     from ._agents import HOW_TO_NAME_AN_AGENT, resolve_fleet_file
     path = resolve_fleet_file(fleet_file)

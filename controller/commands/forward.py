@@ -1,4 +1,4 @@
-"""`mimesys forward`: the forward model of a host (agentd/forward, controller/forward).
+"""`mimesys forward`: the forward model of a host (mimesys/forward, controller/forward).
 
     mimesys forward profile [--fleet F] [--agent NAME] -o profile.h5    solo profile of the host
     mimesys forward fit DATASET [--profile profile.h5] -o DIR            first order + correction
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
-from agentd.errors import MimesysError
-from agentd.cliopts import progress_option, progressbar
-from agentd.exitstatus import click_error
+from mimesys.cliopts import progress_option, progressbar
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import click_error
 
 from ._agents import agent_options, one_agent
 
@@ -112,15 +112,15 @@ def fit_cmd(dataset, profile_path, output, holdout, members, kind, steps, max_sa
               help="Predicted trace (HDF5); the ensemble's spread goes to its provenance summary.")
 @click.option("--first-order", is_flag=True, help="The first-order estimate alone (no correction).")
 @click.option("--bursts", "with_bursts", is_flag=True,
-              help="Also the burst statistics of the predicted trace (agentd/bursts.py), per resource: printed, and "
+              help="Also the burst statistics of the predicted trace (mimesys/bursts.py), per resource: printed, and "
                    "kept in the trace's provenance.")
 @_friendly
 def predict_cmd(model_dir, plan_path, output, first_order, with_bursts):
     """What the host would measure running PLAN (without running it)."""
-    from agentd import bursts
-    from agentd.forward.bursts import model_peaks, predicted_trace
-    from agentd.forward.model import load_forward_model
-    from agentd.plan import Plan
+    from mimesys import bursts
+    from mimesys.forward.bursts import model_peaks, predicted_trace
+    from mimesys.forward.model import load_forward_model
+    from mimesys.plan import Plan
 
     fm = load_forward_model(model_dir)
     plan = Plan.read(plan_path)
@@ -142,7 +142,7 @@ def predict_cmd(model_dir, plan_path, output, first_order, with_bursts):
 
 
 def render_bursts(stats: dict) -> str:
-    from agentd.bursts import STATS
+    from mimesys.bursts import STATS
     lines = [f"{'resource':22s}" + "".join(f"{s:>18s}" for s in STATS) + f"{'bursts':>8s}"]
     for name, st in stats.items():
         lines.append(f"{name:22s}" + "".join(f"{v:>18.4g}" for v in st.stats().values()) + f"{st.bursts:>8d}")
@@ -191,7 +191,7 @@ def adapt_cmd(base_dir, dataset, output, samples, holdout, folds, seed, overwrit
 def score_cmd(model_dir, dataset, run_dirs, as_json):
     """Median relative error per metric on held-out samples: first order alone vs corrected; with
     --runs, the burst statistics' MAPE on held-out real runs."""
-    from agentd.forward.model import load_forward_model
+    from mimesys.forward.model import load_forward_model
     from controller.forward import burst_score
     from controller.forward.score import render, score
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from agentd.errors import ConfigError, MimesysError
+from mimesys.errors import ConfigError, MimesysError
 from controller import importers
 from controller.mapping import CORE_STRATEGIES, HostProfile, MappingOptions, map_trace, parse_peaks
-from agentd.cliopts import json_option, renamed_option
-from agentd.exitstatus import click_error
+from mimesys.cliopts import json_option, renamed_option
+from mimesys.exitstatus import click_error
 
 from ._agents import agent_options, one_agent
 
@@ -109,7 +109,7 @@ def import_trace(file, fmt, url, start, end, step, page_points, output, host, fl
         trace.provenance["import_report"] = report.to_dict()
         trace.write(output)
         if report_json:
-            from agentd.fsutil import atomic_write_text
+            from mimesys.fsutil import atomic_write_text
             atomic_write_text(report_json, json.dumps(report.to_dict(), indent=2))
     except MimesysError as e:
         raise click_error(e) from None

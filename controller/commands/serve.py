@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from agentd.errors import MimesysError
-from agentd.cliopts import renamed_option
-from agentd.exitstatus import click_error
-from agentd.planners.registry import help_text, kinds
+from mimesys.errors import MimesysError
+from mimesys.cliopts import renamed_option
+from mimesys.exitstatus import click_error
+from mimesys.planners.registry import help_text, kinds
 from controller.planners import BASELINE_GROUP
 
 from ._agents import fleet_option, one_agent

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import click
 
-from agentd.errors import MimesysError
-from agentd.exitstatus import click_error
-from agentd.cliopts import progress_option
-from agentd.cliopts import output_option
+from mimesys.cliopts import output_option
+from mimesys.cliopts import progress_option
+from mimesys.errors import MimesysError
+from mimesys.exitstatus import click_error
 
 
 @click.command("train")

@@ -35,9 +35,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agentd.backend import RunOptions
-from agentd.errors import MimesysError
-from agentd.plan import Plan
+from mimesys.backend import RunOptions
+from mimesys.errors import MimesysError
+from mimesys.plan import Plan
 
 
 class ColocationError(MimesysError):

@@ -7,10 +7,10 @@ an agent, record what the host did, and score it against the target with normali
 imported trace from another machine) is first mapped onto the agent's host with
 controller.mapping (core count, capacity, schema), and the mapping report is kept.
 `methods`: name -> any object with `generate(trace, *, seed) -> Plan` (the Generator
-protocol of agentd/planners/base.py: whatever the planner registry built). A method that fails on one target is recorded with its error and
+protocol of mimesys/planners/base.py: whatever the planner registry built). A method that fails on one target is recorded with its error and
 the evaluation moves on. Outputs under `outdir`: results.json, results.csv, summary.csv,
 plans/<trace>__<method>.h5, executed/<trace>__<method>.h5 and <trace>.png overlays.
-Every method is also scored on burst structure (agentd/bursts.py: burst and idle durations and
+Every method is also scored on burst structure (mimesys/bursts.py: burst and idle durations and
 burst consumption per resource, target vs executed; bursts.csv and a table in the overlay),
 the same way for every method.
 """
@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from agentd import bursts
-from agentd.backend import RunOptions
-from agentd.errors import MimesysError
-from agentd.metrics import is_duplicated_breakdown
-from agentd.trace import Trace
+from mimesys import bursts
+from mimesys.backend import RunOptions
+from mimesys.errors import MimesysError
+from mimesys.metrics import is_duplicated_breakdown
+from mimesys.trace import Trace
 
 from ..importers.base import ImportReport
 from ..mapping import HostProfile, MappingOptions, map_trace

@@ -3,13 +3,13 @@
 Two figures beside the device-scaled DTW (dtw.py), both on the *target's own* scale:
 
 - `own_scale_scores`: the normalized DTW of each metric with the metric's full scale set to
-  the target's own peak (1 for fractions), floored by the idle margin of agentd/activity.py
+  the target's own peak (1 for fractions), floored by the idle margin of mimesys/activity.py
   for cause metrics, values capped at 1. Traffic where the target had little costs in
   proportion to what the target had, not to what the device could do.
 - `idle_window_additions`: per resource (disk reads, disk writes, loopback, NIC), the windows
   where the target left it idle — within ±`slack` windows, so a replay a second late is not
   blamed — and the executed trace shows it above max(idle threshold, 5 % of the target's own
-  peak). The rule every planner keeps (agentd/activity.py), checked on what was measured.
+  peak). The rule every planner keeps (mimesys/activity.py), checked on what was measured.
   `attribute_to_plan` splits them: windows where the plan drove that resource, and the host's
   own background (which a pure-CPU plan and the same workload run again show as well).
 
@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from agentd.activity import IDLE_FLOOR, idle_thresholds, resource_of
+from mimesys.activity import IDLE_FLOOR, idle_thresholds, resource_of
 
 from .dtw import DEFAULT_BAND, normalized_dtw
 
@@ -99,7 +99,7 @@ def attribute_to_plan(additions: dict, plan, *, slack: int = 1) -> dict:
     the plan ran a stressor that drives that resource within ±slack windows (or, for a kernel
     whose effect lands later, within the writeback horizon before) — the rest is the host's own
     background (page-cache misses, journal commits), which a pure-CPU plan shows as well."""
-    from agentd import activity
+    from mimesys import activity
 
     kernels = activity.catalog_kernels(plan.catalog_names)
     drives, delays = activity.stressor_drives(kernels), activity.stressor_delays(kernels)

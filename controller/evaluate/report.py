@@ -1,7 +1,7 @@
 """Evaluation results: one row per (trace, method, metric), grouped by load level, written as
 JSON, CSV and PNGs.
 
-Burst structure (agentd/bursts.py): per (trace, method, resource, statistic) the target's and
+Burst structure (mimesys/bursts.py): per (trace, method, resource, statistic) the target's and
 the executed trace's value and their capped relative error (`burst_rows`, bursts.csv), and per
 (trace, method) the burst-structure error, their mean (`runs[...]["burst_error"]`, summarized
 per method and level in `burst_summary`, shown beside the DTW by `render`).
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.fsutil import atomic_path, atomic_write_text, atomic_write_with
-from agentd.trace import Trace
+from mimesys.fsutil import atomic_path, atomic_write_text, atomic_write_with
+from mimesys.trace import Trace
 
 LEVELS = ((0.30, "low"), (0.60, "mid"), (math.inf, "high"))
 
@@ -71,7 +71,7 @@ class EvaluationResults:
     def add_bursts(self, trace: str, method: str, level: str, target: dict, executed: dict, dt: float) -> float:
         """Record the burst statistics of one executed trace against its target (name ->
         BurstStats each) and return the burst-structure error."""
-        from agentd import bursts as B
+        from mimesys import bursts as B
 
         for name, ts in target.items():
             es = executed.get(name)
@@ -189,13 +189,13 @@ def _none(v):
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    atomic_write_text(path, text)   # unique temp, fsync, rename (agentd.fsutil)
+    atomic_write_text(path, text)   # unique temp, fsync, rename (mimesys.fsutil)
 
 
 def burst_table(target: dict, executed: dict[str, dict], errors: dict[str, float]) -> tuple[list[str], list[list[str]]]:
     """(column labels, rows) of the burst statistics: one row per (resource, statistic) that the
     target or some method defines, target first then each method; last row the burst-structure error."""
-    from agentd import bursts as B
+    from mimesys import bursts as B
 
     cols = ["resource", "statistic", "target"] + list(executed)
     rows = []

@@ -12,12 +12,12 @@ from typing import Awaitable, Callable
 import aiohttp
 import numpy as np
 
-from agentd import wire
-from agentd.backend import ExecutedWindow, RunOptions
-from agentd.errors import MimesysError, ValidationError
-from agentd.metrics import MetricSpec
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys import wire
+from mimesys.backend import ExecutedWindow, RunOptions
+from mimesys.errors import MimesysError, ValidationError
+from mimesys.metrics import MetricSpec
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 
 from .errors import AgentBusy, AgentError, RunFailed, TLSIdentityError
 
@@ -141,7 +141,7 @@ class AgentClient:
                 "record": options.record}
         if options.seed is not None:
             opts["seed"] = int(options.seed)
-        # Raw arrays, not an HDF5 file: the agent has nothing to interpret (agentd.untrusted).
+        # Raw arrays, not an HDF5 file: the agent has nothing to interpret (mimesys.untrusted).
         try:
             reply = await self._request("POST", "/v1/runs", {"plan": plan.to_wire(), "options": opts}, timeout_s=60.0)
         except AgentError as e:

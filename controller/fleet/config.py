@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
-from agentd.config import read_toml
-from agentd.errors import ConfigError
-from agentd.tls import normalize_sha256
+from mimesys.config import check_known, read_toml
+from mimesys.errors import ConfigError
+from mimesys.tls import normalize_sha256
 
 if TYPE_CHECKING:
     from .client import AgentClient
@@ -62,9 +62,7 @@ class FleetConfig:
     def load(cls, path: Path | str) -> "FleetConfig":
         path = Path(path)
         doc = read_toml(path, "fleet")
-        unknown = sorted(set(doc) - {"agent", "allow_mixed_hosts"})
-        if unknown:
-            raise ConfigError(f"{path}: unknown key(s) {unknown}; valid: agent, allow_mixed_hosts")
+        check_known(doc, ("agent", "allow_mixed_hosts"), str(path))
         allow = doc.get("allow_mixed_hosts", False)
         if not isinstance(allow, bool):
             raise ConfigError(f"{path}: allow_mixed_hosts must be true or false")
@@ -76,9 +74,7 @@ class FleetConfig:
             where = f"{path}: agent #{i + 1}"
             if not isinstance(e, dict):
                 raise ConfigError(f"{where}: expected a table")
-            bad = sorted(set(e) - set(AGENT_KEYS))
-            if bad:
-                raise ConfigError(f"{where}: unknown key(s) {bad}; valid: {', '.join(AGENT_KEYS)}")
+            check_known(e, AGENT_KEYS, where)
             url = e.get("url")
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise ConfigError(f"{where}: url must be an http:// or https:// URL, got {url!r}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentd.errors import MimesysError
+from mimesys.errors import MimesysError
 
 
 class FleetError(MimesysError):

@@ -12,9 +12,9 @@ from typing import Awaitable, Callable
 
 import aiohttp
 
-from agentd.backend import RunOptions
-from agentd.errors import MimesysError
-from agentd.plan import Plan
+from mimesys.backend import RunOptions
+from mimesys.errors import MimesysError
+from mimesys.plan import Plan
 
 from .client import AgentClient, RunResult
 from .config import FleetConfig

@@ -3,7 +3,7 @@
     fm_b, report = adapt(base_dir, dataset_b, out_dir, AdaptOptions(samples=50))
 
 The base model (fitted on host A) is kept whole — first order, correction — and a linear map
-on its prediction is fitted on host B's samples (agentd/forward/adaptation.py). Per metric,
+on its prediction is fitted on host B's samples (mimesys/forward/adaptation.py). Per metric,
 k-fold cross-validation over B's fitting samples chooses among:
 
 - "base": θ = 0, the base model unchanged;
@@ -38,10 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.errors import ValidationError
-from agentd.fsutil import staged_dir
-from agentd.forward.adaptation import Adaptation, adaptation_features
-from agentd.forward.model import MANIFEST, ForwardModel, load_forward_model, read_manifest
+from mimesys.errors import ValidationError
+from mimesys.forward.adaptation import Adaptation, adaptation_features
+from mimesys.forward.model import MANIFEST, ForwardModel, load_forward_model, read_manifest
+from mimesys.fsutil import staged_dir
 
 from ..dataset import Dataset
 from ..model.checkpoint import git_revision

@@ -6,7 +6,7 @@ recorded running it — what `mimesys evaluate` leaves in its output directory
 (plans/<trace>__<method>.h5 and executed/<trace>__<method>.h5). The forward model never saw
 these windows (it was fitted on campaign samples), so they are held out.
 
-Per run: the burst statistics (agentd/bursts.py) of the predicted trace and of the measured
+Per run: the burst statistics (mimesys/bursts.py) of the predicted trace and of the measured
 one, thresholds relative to the model's full scales for both. Per (resource, statistic):
 MAPE = mean over runs of |predicted − measured| / |measured|, in percent, over the runs where
 both are defined; `undefined_on_one_side` counts the runs where one side had bursts and the
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd import bursts
-from agentd.errors import ValidationError
-from agentd.forward.bursts import check_plan, model_peaks, predicted_trace
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys import bursts
+from mimesys.errors import ValidationError
+from mimesys.forward.bursts import check_plan, model_peaks, predicted_trace
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 
 
 def eval_runs(eval_dir: Path | str) -> list[tuple[str, Path, Path]]:

@@ -4,7 +4,7 @@ regressions on the features (the default: a few hundred samples from a host shar
 work hold little more than biases and slopes, and a linear member cannot invent structure) or
 small MLPs (`kind = "mlp"`, for large campaigns).
 
-Inputs are agentd.forward.model.features(a_t, a_{t−1}) — the same function agents use.
+Inputs are mimesys.forward.model.features(a_t, a_{t−1}) — the same function agents use.
 Each member sees a bootstrap resample of the training samples; the ensemble mean is the
 correction and the members' spread its per-metric uncertainty (Lakshminarayanan et al.
 2017, without the per-member variance head). A metric is corrected only when, on

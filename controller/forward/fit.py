@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.errors import ValidationError
-from agentd.fsutil import staged_dir
-from agentd.forward.model import MANIFEST, ForwardModel, feature_dim, features, load_forward_model
-from agentd.trace import Trace
+from mimesys.errors import ValidationError
+from mimesys.forward.model import MANIFEST, ForwardModel, feature_dim, features, load_forward_model
+from mimesys.fsutil import staged_dir
+from mimesys.trace import Trace
 
 from ..dataset import Dataset
 from ..model.checkpoint import git_revision
@@ -68,7 +68,7 @@ def campaign_profile(ds: Dataset | None, where) -> Path:
 def calibration_peaks(path) -> dict:
     if not path:
         return {}
-    from agentd import calibration
+    from mimesys import calibration
     doc = calibration.read(path)
     return dict(doc.get("peaks") or {}) | dict(doc.get("host_peaks") or {})
 
@@ -77,7 +77,7 @@ def calibration_fractions(path) -> dict:
     """Per stressor, the runner-measured CPU share of one thread (`mimesys-agent calibrate`)."""
     if not path:
         return {}
-    from agentd import calibration
+    from mimesys import calibration
     doc = calibration.read(path)
     return {name: ((e or {}).get("one_thread") or {}).get("cpu_fraction")
             for name, e in doc["stressors"].items() if ((e or {}).get("one_thread") or {}).get("cpu_fraction")}
@@ -85,7 +85,7 @@ def calibration_fractions(path) -> dict:
 
 def catalog_footprint(names: list[str], threads: int) -> list[float] | None:
     """Memory footprints from this build's catalog, for a profile that did not record them."""
-    from agentd.catalog import load_catalog
+    from mimesys.catalog import load_catalog
     from .profile import memory_footprint
     try:
         cat = load_catalog()
@@ -97,7 +97,7 @@ def catalog_footprint(names: list[str], threads: int) -> list[float] | None:
 
 def catalog_classes(names: list[str]) -> list[str] | None:
     """Resource classes from this build's catalog, for a profile that did not record them."""
-    from agentd.catalog import load_catalog
+    from mimesys.catalog import load_catalog
     try:
         cat = load_catalog()
     except ValidationError:

@@ -1,5 +1,5 @@
 """The solo profile: every stressor alone on one thread, then on every thread, measured by the
-agent — the calibration the first-order forward model is read from (agentd/forward/firstorder.py).
+agent — the calibration the first-order forward model is read from (mimesys/forward/firstorder.py).
 
 Plan (HOLD windows per step, only the last window of each step is read, so the previous
 step's after-effects have settled):
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from agentd.errors import ValidationError
-from agentd.forward.firstorder import FirstOrder, core_index
-from agentd.plan import Plan
-from agentd.trace import Trace
+from mimesys.errors import ValidationError
+from mimesys.forward.firstorder import FirstOrder, core_index
+from mimesys.plan import Plan
+from mimesys.trace import Trace
 
 HOLD = 2
 BLOCK = 1 + 2 * HOLD          # one idle window, then solo and all-thread steps
@@ -145,7 +145,7 @@ def metric_scales(first: FirstOrder) -> np.ndarray:
 
 async def run_profile(client, out_path, *, progress=None) -> Trace:
     """Run the solo profile on an agent (controller/fleet.AgentClient) and write its trace."""
-    from agentd.backend import RunOptions
+    from mimesys.backend import RunOptions
 
     info = await client.info()
     catalog = info.get("catalog") or {}

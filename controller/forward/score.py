@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agentd.forward.model import ForwardModel
+from mimesys.forward.model import ForwardModel
 
 from ..dataset import Dataset
 from ..model.data import file_sha256

@@ -15,7 +15,7 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
-from agentd.errors import ConfigError
+from mimesys.errors import ConfigError
 
 
 @dataclass(frozen=True)

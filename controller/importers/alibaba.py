@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.metrics import MetricSpec
+from mimesys.metrics import MetricSpec
 
 from . import register
 from .base import ImportReport, IntervalData, TraceImportError, build_trace, interval_bounds_from_rows

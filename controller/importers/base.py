@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.errors import TraceError
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys.errors import TraceError
+from mimesys.metrics import MetricSpec
+from mimesys.trace import Trace
 
 
 # Devices left out of disk and network totals, by name, as agentd's samplers leave them out

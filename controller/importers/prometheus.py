@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.metrics import MetricSpec
+from mimesys.metrics import MetricSpec
 
 from . import register
 from .base import (EXCLUDED_DISK, EXCLUDED_NET, MAX_IMPORT_WINDOWS, ImportReport, IntervalData, TraceImportError,

@@ -60,8 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agentd.metrics import MetricSpec
-from agentd.trace import Trace
+from mimesys.metrics import MetricSpec
+from mimesys.trace import Trace
 
 from . import register
 from .base import EXCLUDED_DISK as _EXCLUDED_DISK

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from agentd.errors import ValidationError
+from mimesys.errors import ValidationError
 
 from .config import ModelConfig
 from .layout import ActionScale, Normalizer

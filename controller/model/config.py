@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from agentd.errors import ConfigError
+from mimesys.config import check_known
+from mimesys.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,5 @@ class ModelConfig:
 
 
 def _known(cls, d: dict, what: str) -> dict:
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ConfigError(f"{what}: unknown key(s) {unknown}; valid: {sorted(names)}")
+    check_known(d, sorted(f.name for f in fields(cls)), what)
     return dict(d)

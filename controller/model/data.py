@@ -17,9 +17,9 @@ import h5py
 import numpy as np
 import torch
 
-from agentd.errors import ValidationError
-from agentd.h5io import get_json, get_str
-from agentd.metrics import MetricSpec
+from mimesys.errors import ValidationError
+from mimesys.h5io import get_json, get_str
+from mimesys.metrics import MetricSpec
 
 from .policy import Context, TrainBatch
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentd.metrics import MetricSpec
+from mimesys.metrics import MetricSpec
 
 # Units whose values span orders of magnitude: log1p before standardizing.
 LOG_UNITS = frozenset({"B/s", "1/s", "B", "ns", "iops", "ops/s", "Bps"})

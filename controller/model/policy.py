@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agentd.metrics import MetricSpec
+from mimesys.metrics import MetricSpec
 
 from .config import ModelConfig
 from .layout import ActionScale, MetricLayout, Normalizer

@@ -1,4 +1,4 @@
-"""The controller's side of the planner wing (agentd/planners/): the dataset baselines, built
+"""The controller's side of the planner wing (mimesys/planners/): the dataset baselines, built
 from a training dataset (`mimesys dataset build`) with controller code, registered as kinds of
 the one planner registry when the controller is imported (controller/__init__.py). Agents
 never see them; every caller reaches them by spec (`KIND:DATASET`, or a bare KIND with
@@ -7,7 +7,7 @@ never see them; every caller reaches them by spec (`KIND:DATASET`, or a bare KIN
     baselines.py   nearest, knn, single (the MIMESYS paper §7.2)
 """
 
-from agentd.planners.registry import Kind, register
+from mimesys.planners.registry import Kind, register
 
 _BASELINES = "controller.planners.baselines"
 BASELINE_GROUP = "baseline"

@@ -1,5 +1,5 @@
 """The dataset baselines the planners are compared with (the MIMESYS paper §7.2), behind the
-Generator interface of every planner (agentd/planners/base.py), registered as kinds of the
+Generator interface of every planner (mimesys/planners/base.py), registered as kinds of the
 planner registry by controller/planners/__init__.py (spec `KIND:DATASET`).
 
 - nearest: for each target window, the composition of the dataset sample whose measured
@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from agentd.catalog import load_catalog
-from agentd.errors import ConfigError, ValidationError
-from agentd.plan import Plan
-from agentd.planners.base import project_to_valid, target_matrix
-from agentd.planners.registry import kinds, load_planner
-from agentd.trace import Trace
+from mimesys.catalog import load_catalog
+from mimesys.errors import ConfigError, ValidationError
+from mimesys.plan import Plan
+from mimesys.planners.base import project_to_valid, target_matrix
+from mimesys.planners.registry import kinds, load_planner
+from mimesys.trace import Trace
 
 from ..model.data import TrainingData, load_training_data
 from ..model.layout import MetricLayout, Normalizer

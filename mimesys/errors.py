@@ -1,5 +1,5 @@
-"""The agent's own exceptions. HTTP status mapping lives in one place (agentd.api.errors
-middleware); everything else raises these with a message that says what and where."""
+"""The project's own exceptions (agent and controller). HTTP status mapping lives in one place (mimesys.api.middleware's
+errors_middleware); everything else raises these with a message that says what and where."""
 
 
 class MimesysError(Exception):

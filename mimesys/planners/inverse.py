@@ -320,7 +320,7 @@ class InversePlanner:
 
     def allowed(self, values: np.ndarray) -> np.ndarray:
         """[T, M] bool: the stressors a plan for this target may use in each window.
-        - No invented activity (agentd/activity.py): a stressor that drives a resource (disk
+        - No invented activity (mimesys/activity.py): a stressor that drives a resource (disk
           reads, disk writes, loopback, NIC) is left out of every window where the target left
           that resource idle.
         - A stressor whose effect lands in later windows (the page-cache writer: the kernel's

@@ -12,7 +12,7 @@ from .exitstatus import ScriptedGroup
 
 
 class LazyGroup(ScriptedGroup):
-    """Also the exit-status contract of agentd/exitstatus.py: both CLIs' top group is one."""
+    """Also the exit-status contract of mimesys/exitstatus.py: both CLIs' top group is one."""
 
     def __init__(self, *args, lazy_commands: dict[str, str] | None = None, **kw):
         super().__init__(*args, **kw)

@@ -1,6 +1,6 @@
 """The three middlewares, outermost first: errors → auth → body size.
 
-- errors: the ONE place where exceptions become HTTP statuses. agentd.errors exceptions
+- errors: the ONE place where exceptions become HTTP statuses. mimesys.errors exceptions
   carry `http_status` (and optionally `details`, merged into the body); aiohttp's own HTTP
   errors (404 route, 405 method, 413 from client_max_size) keep their status; anything
   else is a bug: logged with its traceback and answered 500 without internals.

@@ -8,8 +8,7 @@
 - LatestSample: the newest measured window (from a run or the monitor loop) with its
   wall-clock time, so a scrape shows the host measurements without sampling itself.
 
-Plain counters and arrays, no Prometheus types: agentd/api/prometheus.py and
-agentd/textfile.py render them.
+Plain counters and arrays, no Prometheus types: families.py and textfile.py render them.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from .fsutil import atomic_path
 
 @contextlib.contextmanager
 def atomic_h5(path: Path | str):
-    with atomic_path(path) as tmp:   # unique temp, fsync of file and directory (agentd.fsutil)
+    with atomic_path(path) as tmp:   # unique temp, fsync of file and directory (mimesys.fsutil)
         with h5py.File(tmp, "w") as f:
             yield f
 

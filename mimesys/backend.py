@@ -5,7 +5,7 @@ care which one runs:
 
 - `host` (agentd/host_backend.py): mimesys-runner executes the plan on this host's CPUs
   and the samplers measure the host at the runner's window boundaries.
-- `sim` (agentd/sim/): a simulated host, labelled as such in /v1/info and in every
+- `sim` (mimesys/sim/): a simulated host, labelled as such in /v1/info and in every
   trace it produces (`simulated=True`); for fast tests and controller load tests only.
 """
 

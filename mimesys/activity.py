@@ -18,6 +18,13 @@ floor per unit). A stressor drives r when its kernel does r's operation (KERNEL_
 when the host's solo profile saw it add more than that noise to r's metrics. The rule every
 planner keeps — a constraint, not a penalty: no stressor that drives r runs in a window where
 the target left r idle (`allowed`, `guard_plan`).
+
+A resource is busy in a window when any of its cause metrics is, so a target that made 30 small
+journal writes a second (0.1 MB/s: its bytes idle, its operations not) may get a writer there.
+Where a planner has the host's solo profile, each idle byte rate is also held within its
+noise: the stressors that drive its bytes are scaled down until their predicted bytes fit
+(`cap_quiet_metrics`) — measured: a plan ran 1 GB/s of direct writes in windows where the
+target wrote 0.1 MB/s in 30 operations.
 """
 
 from __future__ import annotations
@@ -170,6 +177,39 @@ def catalog_kernels(names: list[str]) -> list[str | None]:
     return [kernel_of.get(n) for n in names]
 
 
+def cap_quiet_metrics(compositions: np.ndarray, values: np.ndarray, names: list[str], units: list[str],
+                      idle: np.ndarray, margins: np.ndarray, response: np.ndarray,
+                      min_share: float = 0.005) -> tuple[np.ndarray, int]:
+    """compositions [T', M, K] (T' ≥ T), target values [T, N] -> (capped, entries changed).
+    In each window where a byte rate of a resource (disk read or write bytes, loopback or NIC
+    bytes) is at or below the target's idle + margin, the stressors whose solo response on it
+    exceeds the margin are scaled together so that their predicted sum (first order: Σ share ×
+    response) stays within the margin; a share left below `min_share` (5 ms of a 1 s window:
+    less than a stressor runs as planned) is dropped. Bytes only: operations follow from the
+    bytes and their block size (a target writing 1 MiB blocks at 5 a second has idle
+    operations and busy bytes, and the writer that moves those bytes must stay)."""
+    a = np.array(compositions, np.float64)
+    T = min(values.shape[0], a.shape[0])
+    before = a.copy()
+    for n, (name, unit) in enumerate(zip(names, units)):
+        if resource_of(name) is None or unit != "B/s" or not np.isfinite(margins[n]):
+            continue
+        r = np.asarray(response[:, n], np.float64)
+        drivers = np.flatnonzero(r > margins[n])
+        if drivers.size == 0:
+            continue
+        v = values[:T, n]
+        quiet = np.isfinite(v) & (v <= idle[n] + margins[n])
+        added = a[:T, drivers].sum(axis=2) @ r[drivers]                 # [T]
+        over = np.flatnonzero(quiet & (added > margins[n]))
+        if over.size:
+            f = margins[n] / added[over]
+            a[over[:, None], drivers[None, :]] *= f[:, None, None]
+    small = (a > 0) & (a < min_share) & (before >= min_share)
+    a[small] = 0.0
+    return a, int((np.abs(a - before) > 1e-9).sum())
+
+
 def guard_plan(plan, trace, *, first=None):
     """A plan with the rule applied against its target trace -> (plan, entries removed).
     `first` (a forward model's FirstOrder, when the planner has one) gives the host's idle level,
@@ -193,7 +233,11 @@ def guard_plan(plan, trace, *, first=None):
     ok[:T] = allowed(idle_windows(values, names, thresholds), drives, T, len(plan.catalog_names),
                      stressor_delays(kernels), writeback_windows(plan.window_s))
     comps, removed = guard_compositions(np.asarray(plan.compositions), ok)
-    prov = {**plan.provenance, "activity_guard": {"entries_removed": removed}}
+    capped = 0
+    if first is not None and list(first.catalog_names) == list(plan.catalog_names):
+        comps, capped = cap_quiet_metrics(comps, values, names, units, np.asarray(first.idle, np.float64), margins,
+                                          first.response)
+    prov = {**plan.provenance, "activity_guard": {"entries_removed": removed, "entries_capped": capped}}
     return replace(plan, compositions=comps.astype(np.float32), provenance=prov), removed
 
 

@@ -40,7 +40,7 @@ def _bytes_field(obj: Mapping, name: str) -> bytes:
 
 def plan_field(obj: Mapping, *, max_threads: int | None = None, max_elements: int = 1 << 28) -> Plan:
     """The plan of a request: raw arrays ({compositions: {shape, dtype, bytes}, catalog_names, ...}),
-    or HDF5 file bytes, which are checked (agentd.untrusted) before anything is read."""
+    or HDF5 file bytes, which are checked (mimesys.untrusted) before anything is read."""
     if isinstance(obj.get("plan"), dict):
         return Plan.from_wire(obj["plan"], "plan", max_threads=max_threads, max_elements=max_elements)
     data = _bytes_field(obj, "plan")

@@ -1,7 +1,7 @@
 """Burst statistics of a plan's trace on a host, predicted without running it.
 
     trace = predicted_trace(fm, plan)            # the forward model's trace of the plan
-    stats = predict_bursts(fm, plan)             # resource -> agentd.bursts.BurstStats
+    stats = predict_bursts(fm, plan)             # resource -> mimesys.bursts.BurstStats
 
 Thresholds are relative to the model's full scale per metric (1 for fractions, else the host's
 capacity as the solo profile and calibration measured it): the same peaks `model_peaks` gives

@@ -160,7 +160,7 @@ class Trace:
     @classmethod
     def read(cls, path, *, where: str | None = None, limits: H5Limits = TRACE_LIMITS) -> "Trace":
         """Read a trace file (a path, bytes or a binary file object). Every trace may come from
-        outside, so the file is checked (agentd.untrusted) before a byte of data is read."""
+        outside, so the file is checked (mimesys.untrusted) before a byte of data is read."""
         where = where or (str(path) if isinstance(path, (str, Path)) else "trace")
         try:
             with open_h5(path, where, limits, kind="mimesys trace") as f:

@@ -24,7 +24,7 @@ def default_catalog_path() -> Path:
                       Path("/usr/share/mimesys/catalog.toml")):
         if candidate.is_file():
             return candidate
-    raise CatalogError("no stressor catalog found (looked in agentd/data, stressors/, /usr/share/mimesys)")
+    raise CatalogError("no stressor catalog found (looked in mimesys/data, stressors/, /usr/share/mimesys)")
 
 
 @dataclass(frozen=True)

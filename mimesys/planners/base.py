@@ -3,7 +3,7 @@
 A planner turns a target trace into a plan, window by window or all at once:
 `generate(trace, *, seed, progress=None) -> Plan`, `progress(done, total)` called as windows
 are planned (a callback that raises stops the planner). The registry (registry.py) builds
-planners from specs and puts each behind the no-invented-activity guard (agentd/activity.py).
+planners from specs and puts each behind the no-invented-activity guard (mimesys/activity.py).
 """
 
 from __future__ import annotations

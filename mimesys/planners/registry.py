@@ -11,7 +11,7 @@ A planner is named by a spec:
 
 Callers (`mimesys-agent generate`, /v1/generate, `mimesys evaluate`, `mimesys serve`, the demo)
 never branch on the kind and never name one. Every planner comes back behind the
-no-invented-activity guard (agentd/activity.py): no plan runs a stressor that drives a
+no-invented-activity guard (mimesys/activity.py): no plan runs a stressor that drives a
 resource in a window where its target left that resource idle.
 
 The agent's kinds are registered at the bottom of this file; the controller registers its
@@ -175,7 +175,7 @@ def load_planner(spec: str | Path, **options):
 
 
 def guarded(gen):
-    """Every planner keeps the no-invented-activity rule (agentd/activity.py), with the host's
+    """Every planner keeps the no-invented-activity rule (mimesys/activity.py), with the host's
     idle profile when it has a forward model."""
     from ..activity import GuardedPlanner
     fm = getattr(gen, "model", None) or getattr(gen, "forward", None)
@@ -201,7 +201,7 @@ def _select(model_dir, forward_dir, *, candidates: int = 8, **sampler):
 
 _SAMPLER = ("steps", "guidance", "eta", "threads")
 
-register(Kind("diffusion", "agentd.planners.diffusion:load_generator", ("model",),
+register(Kind("diffusion", "mimesys.planners.diffusion:load_generator", ("model",),
               "the diffusion model samples each window", options=_SAMPLER,
               manifest_format="mimesys.model-export"))
 register(Kind("inverse", _inverse, ("forward",), "the forward model inverted",

@@ -7,7 +7,7 @@ travel as little-endian float32 bytes ("values"), NaN meaning not measured.
 Plans and traces in request bodies travel as raw arrays: {"compositions": {"shape", "dtype":
 "<f4", "bytes"}, "catalog_names", "catalog_hash", "window_s", "seed", ...} (Plan.to_wire) and
 {"values": {...}, "metrics", "window_start_ns"?: {...}, ...} (Trace.to_wire); HDF5 file bytes
-are still accepted and checked before reading (agentd.untrusted). Bodies are decoded with
+are still accepted and checked before reading (mimesys.untrusted). Bodies are decoded with
 limits on every container and on their entries in total (untrusted.unpack_limited).
 
 Frames on /v1/runs/{id}/trace and /v1/monitor:

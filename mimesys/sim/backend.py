@@ -1,6 +1,6 @@
 """SimBackend: the simulated host behind the same Backend interface as the real one.
 
-Every window comes from agentd.sim.model (pure); this class only keeps the host state
+Every window comes from mimesys.sim.model (pure); this class only keeps the host state
 between runs, paces windows and labels everything simulated (BackendInfo.simulated, the
 fingerprint's "simulated": true, and therefore the trace's `simulated` flag).
 

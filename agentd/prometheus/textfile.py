@@ -4,7 +4,7 @@ node_exporter's textfile collector reads DIR/*.prom at each scrape, so an offlin
 (no agent, no port) still shows up in Prometheus next to the host's own metrics. The file
 is rewritten after every window and once at the end, always atomically (written beside it
 under a name the collector ignores, then renamed over it), so a scrape never reads half a
-file. Names follow /metrics (agentd/api/prometheus.py): mimesys_replay_* for the replay,
+file. Names follow /metrics (families.py): mimesys_replay_* for the replay,
 mimesys_runner_segment_error_seconds and mimesys_host_* as the agent exposes them.
 """
 
@@ -18,10 +18,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, StateSetMetricFamily
 from prometheus_client.exposition import generate_latest
 
-from . import __version__
-from .errors import ConfigError
+from mimesys import __version__
+from mimesys.errors import ConfigError
+from mimesys.fsutil import atomic_write_bytes
+
+from .families import host_families, segment_error_family
 from .telemetry import SegmentErrors
-from .fsutil import atomic_write_bytes
 
 STATES = ("running", "done", "failed", "interrupted")
 FILENAME = "mimesys_replay.prom"
@@ -60,7 +62,6 @@ class ReplayTextfile:
         self.write()
 
     def collect(self):
-        from .api.prometheus import host_families, segment_error_family
         yield InfoMetricFamily("mimesys_replay", "The replay this file describes.",
                                value={"version": __version__, "catalog_hash": self.plan.catalog_hash})
         st = StateSetMetricFamily("mimesys_replay_state", "The replay's state (exactly one is 1).")

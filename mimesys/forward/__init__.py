@@ -10,7 +10,7 @@ term for shared resources; the correction (`model.py`, an ONNX ensemble fitted b
 controller on campaign samples) models what that misses, with a_{t−1} as input so state is
 modelled where the host has it, and its ensemble spread is the per-metric uncertainty.
 
-The planners that turn it around (a trace → a plan) live in agentd/planners/. Everything here is NumPy + ONNX
+The planners that turn it around (a trace → a plan) live in mimesys/planners/. Everything here is NumPy + ONNX
 Runtime: agents load a fitted model without PyTorch. The controller fits it
 (controller/forward/).
 """
