@@ -1,8 +1,10 @@
-"""For each idle window with added disk activity in an evaluation dir, who did the IO (iosampler log)."""
+"""python attribute_io.py EVAL_DIR io.jsonl
+
+For each idle window with added disk activity in an evaluation dir, who did the IO (iosampler log)."""
 import sys, json, glob, os
-sys.path.insert(0, '/work/fid2/pre')
+sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[4]))
 import numpy as np
-from agentd.trace import Trace
+from mimesys.trace import Trace
 d, log = sys.argv[1], sys.argv[2]
 recs = [json.loads(l) for l in open(log) if l.strip()]
 ts = np.array([r['t'] for r in recs])
