@@ -9,17 +9,20 @@
  *
  * Output, one line per probe (stdout):  peak METRIC VALUE DETAIL...
  *   disk.write_Bps  sequential 1 or 4 MiB O_DIRECT overwrites, 4, 8 or 16 in flight, by
- *                   threads or by native AIO (the best of the 12 shapes)
+ *                   threads, by native AIO from one thread, or by native AIO with that many
+ *                   in flight from each of n threads (n = CPUs; the catalog's all-threads
+ *                   shape): the best of the 18 shapes
  *   disk.read_Bps   sequential 1 or 4 MiB O_DIRECT reads, same shapes
- *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (best of 6)
+ *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (best of 9)
  *   disk.write_iops random 4 KiB O_DIRECT overwrites, same
  *   mem.bw_Bps      one thread per CPU over 2 x 128 MiB: glibc memcpy, a copy loop or a read
  *                   sum (best), bytes read + written
  *   net.lo_Bps      TCP over 127.0.0.1, payload bytes: 1, n or 2n sender/receiver pairs,
- *                   64 KiB or 1 MiB sends, or n threads each sending to and draining its
+ *                   64 KiB, 256 KiB or 1 MiB sends, or n threads each sending to and draining its
  *                   own connection without blocking (best; on a small VM the wake-ups
  *                   between paired threads cost more than the copies)
- * A probe that cannot run prints `peak METRIC nan REASON`. The disk probes use one unlinked
+ * A probe that cannot run prints `peak METRIC nan REASON`. With MIMESYS_PROBE_VERBOSE set in
+ * the environment every shape's figure goes to stderr (`shape METRIC VALUE DETAIL`). The disk probes use one unlinked
  * scratch file under --scratch-dir (counted against --scratch-budget). */
 #define _GNU_SOURCE
 #include "stressor.h"
@@ -95,8 +98,8 @@ static double run_disk(int fd, uint64_t file, int write, int random, uint64_t io
 
 /* One shape with Linux native AIO (io_submit, not io_uring: the catalog's kernels use
  * io_uring): one thread keeping `depth` IOs in flight for `seconds`. */
-static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io, int depth, double seconds,
-                      int iops, char *why) {
+static double run_aio_range(int fd, uint64_t lo, uint64_t hi, int write, int random, uint64_t io, int depth,
+                            uint64_t deadline, uint64_t *bytes_out, uint64_t *ops_out, char *why) {
     aio_context_t ctx = 0;
     if (syscall(SYS_io_setup, depth, &ctx)) { snprintf(why, ERRLEN, "io_setup: %s", strerror(errno)); return -1; }
     struct iocb *cbs = calloc((size_t)depth, sizeof *cbs), **ptrs = calloc((size_t)depth, sizeof *ptrs);
@@ -105,8 +108,7 @@ static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io,
     double out = -1;
     if (posix_memalign((void **)&bufs, 4096, (size_t)depth * io)) { snprintf(why, ERRLEN, "out of memory"); goto done; }
     memset(bufs, 0x3C, (size_t)depth * io);
-    uint64_t x = 0x2545F4914F6CDD1Dull, pos = 0, nios = file / io, bytes = 0, ops = 0, t0 = now_ns(),
-             deadline = t0 + (uint64_t)(seconds * 1e9);
+    uint64_t x = 0x2545F4914F6CDD1Dull ^ lo, pos = lo, nios = (hi - lo) / io, bytes = 0, ops = 0;
     for (int i = 0; i < depth; i++) {
         cbs[i].aio_fildes = (uint32_t)fd;
         cbs[i].aio_lio_opcode = write ? IOCB_CMD_PWRITE : IOCB_CMD_PREAD;
@@ -119,8 +121,8 @@ static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io,
     for (;;) {
         for (int i = 0; i < tosubmit; i++) {
             struct iocb *cb = ptrs[i];
-            cb->aio_offset = (int64_t)(random ? (xorshift64(&x) % nios) * io : pos);
-            if (!random && (pos += io) >= nios * io) pos = 0;
+            cb->aio_offset = (int64_t)(random ? lo + (xorshift64(&x) % nios) * io : pos);
+            if (!random && (pos += io) >= lo + nios * io) pos = lo;
         }
         if (tosubmit) {
             long n = syscall(SYS_io_submit, ctx, (long)tosubmit, ptrs);
@@ -140,41 +142,85 @@ static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io,
         inflight -= (int)(got > 0 ? got : 0);
         if (got < 0) break;
     }
-    double s = (double)(now_ns() - t0) / 1e9;
     while (inflight > 0) {   /* the buffers belong to the IOs in flight until they complete */
         long got = syscall(SYS_io_getevents, ctx, 1L, (long)depth, ev, NULL);
         if (got <= 0 && errno != EINTR) break;
         if (got > 0) inflight -= (int)got;
     }
-    if (!why[0]) out = iops ? (double)ops / s : (double)bytes / s;
+    *bytes_out = bytes;
+    *ops_out = ops;
+    if (!why[0]) out = 0;
 done:
     syscall(SYS_io_destroy, ctx);
     free(bufs); free(cbs); free(ptrs); free(ev);
     return out;
 }
 
+struct aio_job { int fd, write, random, depth; uint64_t lo, hi, io, deadline, bytes, ops; char why[ERRLEN]; };
+
+static void *aio_worker(void *arg) {
+    struct aio_job *j = arg;
+    run_aio_range(j->fd, j->lo, j->hi, j->write, j->random, j->io, j->depth, j->deadline, &j->bytes, &j->ops, j->why);
+    return NULL;
+}
+
+/* Native AIO from `threads` threads (each its own context and `depth` IOs in flight; its own
+ * slice of the file when sequential): on a host with few CPUs one submitting thread can be
+ * the limit (a random 4 KiB IO costs a system call and an interrupt), as the catalog's
+ * all-threads queue-depth runs show. */
+static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io, int depth, int threads,
+                      double seconds, int iops, char *why) {
+    struct aio_job *j = calloc((size_t)threads, sizeof *j);
+    pthread_t *t = calloc((size_t)threads, sizeof *t);
+    uint64_t slice = file / (uint64_t)threads / io * io, t0 = now_ns(), deadline = t0 + (uint64_t)(seconds * 1e9);
+    int started = 0;
+    for (int i = 0; i < threads; i++) {
+        j[i] = (struct aio_job){.fd = fd, .write = write, .random = random, .depth = depth, .io = io,
+                                .lo = random ? 0 : (uint64_t)i * slice,
+                                .hi = random ? file / io * io : (uint64_t)(i + 1) * slice, .deadline = deadline};
+        if (pthread_create(&t[i], NULL, aio_worker, &j[i])) { snprintf(why, ERRLEN, "cannot create thread"); break; }
+        started++;
+    }
+    uint64_t bytes = 0, ops = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i], NULL);
+        bytes += j[i].bytes; ops += j[i].ops;
+        if (j[i].why[0]) snprintf(why, ERRLEN, "%s", j[i].why);
+    }
+    double s = (double)(now_ns() - t0) / 1e9;
+    free(j); free(t);
+    if (why[0] || started < threads) return -1;
+    return iops ? (double)ops / s : (double)bytes / s;
+}
+
 /* The best of several shapes, printed as one peak line. */
 static void disk_peak(const char *metric, int fd, uint64_t file, int write, int random, const int *threads, int nt,
-                      const uint64_t *ios, int ni, double seconds) {
+                      const uint64_t *ios, int ni, double seconds, int cpus) {
+    static const char *how[] = {"threads, synchronous", "one thread, native AIO", "native AIO, that many on each of %d threads"};
     double best = -1;
-    int best_t = 0;
+    int best_t = 0, best_how = 0, tried = 0;
     uint64_t best_io = 0;
-    char why[ERRLEN] = "";
-    int iops = strstr(metric, "iops") != NULL, best_aio = 0;
+    char why[ERRLEN] = "", desc[96];
+    int iops = strstr(metric, "iops") != NULL, verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL;
     for (int a = 0; a < nt; a++)
-        for (int b = 0; b < ni; b++) {
-            why[0] = 0;
-            double v = run_disk(fd, file, write, random, ios[b], threads[a], seconds, iops, why);
-            if (v > best) { best = v; best_t = threads[a]; best_io = ios[b]; }
-            /* the same number in flight from one thread through native AIO */
-            why[0] = 0;
-            v = run_aio(fd, file, write, random, ios[b], threads[a], seconds, iops, why);
-            if (v > best) { best = v; best_t = threads[a]; best_io = ios[b]; best_aio = 1; }
-        }
+        for (int b = 0; b < ni; b++)
+            /* the same number in flight by synchronous threads and from one thread through native
+             * AIO; and that many from each CPU's thread (the catalog's all-threads shape) */
+            for (int h = 0; h < (cpus > 1 ? 3 : 2); h++) {
+                why[0] = 0;
+                double v = h == 0 ? run_disk(fd, file, write, random, ios[b], threads[a], seconds, iops, why)
+                                  : run_aio(fd, file, write, random, ios[b], threads[a], h == 1 ? 1 : cpus, seconds,
+                                            iops, why);
+                tried++;
+                if (verbose)
+                    fprintf(stderr, "shape %s %.1f %d x %llu B, %s\n", metric, v, threads[a],
+                            (unsigned long long)ios[b], h == 2 ? "aio x cpus" : how[h]);
+                if (v > best) { best = v; best_t = threads[a]; best_io = ios[b]; best_how = h; }
+            }
+    snprintf(desc, sizeof desc, how[best_how], cpus);
     if (best < 0) printf("peak %s nan %s\n", metric, why);
-    else printf("peak %s %.1f best of %d shapes: %d in flight (%s) x %llu B O_DIRECT %s\n", metric, best, 2 * nt * ni,
-                best_t, best_aio ? "one thread, native AIO" : "threads, synchronous", (unsigned long long)best_io,
-                random ? "random" : "sequential");
+    else printf("peak %s %.1f best of %d shapes: %d in flight (%s) x %llu B O_DIRECT %s\n", metric, best, tried,
+                best_t, desc, (unsigned long long)best_io, random ? "random" : "sequential");
     fflush(stdout);
 }
 
@@ -340,15 +386,16 @@ static double lo_self_threads(int threads, size_t msg, double seconds, char *err
 static void probe_lo(int cpus, double seconds) {
     char err[ERRLEN] = "";
     double best = 0;
-    int best_pairs = 0, tried = 0;
+    int best_pairs = 0, tried = 0, verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL;
     size_t best_msg = 0;
     const int pairs[] = {1, cpus, 2 * cpus};
-    const size_t msgs[] = {64u << 10, 1u << 20};
+    const size_t msgs[] = {64u << 10, 256u << 10, 1u << 20};
     for (int a = 0; a < 3; a++) {
         if (a && pairs[a] == pairs[a - 1]) continue;
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < 3; b++) {
             double r = lo_pairs(pairs[a], msgs[b], seconds, err);
             tried++;
+            if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d pairs x %zu B\n", r, pairs[a], msgs[b]);
             if (r < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
             if (r > best) { best = r; best_pairs = pairs[a]; best_msg = msgs[b]; }
         }
@@ -357,9 +404,10 @@ static void probe_lo(int cpus, double seconds) {
     const int selfs[] = {1, cpus};
     for (int a = 0; a < 2; a++) {
         if (a && selfs[a] == selfs[a - 1]) continue;
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < 3; b++) {
             double r = lo_self_threads(selfs[a], msgs[b], seconds, err);
             tried++;
+            if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d self x %zu B\n", r, selfs[a], msgs[b]);
             if (r < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
             if (r > best) { best = r; best_self = selfs[a]; best_msg = msgs[b]; }
         }
@@ -401,10 +449,10 @@ int run_probes(const struct runner_env *env, const char *which, double seconds) 
         /* the best of a few shapes: which one a device likes best differs by device */
         static const int seq_threads[] = {4, 8, 16}, rand_threads[] = {32, 64, 128};
         static const uint64_t seq_io[] = {1 << 20, 4 << 20}, rand_io[] = {4096};
-        disk_peak("disk.write_Bps", fd, file, 1, 0, seq_threads, 3, seq_io, 2, seconds);
-        disk_peak("disk.read_Bps", fd, file, 0, 0, seq_threads, 3, seq_io, 2, seconds);
-        disk_peak("disk.read_iops", fd, file, 0, 1, rand_threads, 3, rand_io, 1, seconds);
-        disk_peak("disk.write_iops", fd, file, 1, 1, rand_threads, 3, rand_io, 1, seconds);
+        disk_peak("disk.write_Bps", fd, file, 1, 0, seq_threads, 3, seq_io, 2, seconds, cpus);
+        disk_peak("disk.read_Bps", fd, file, 0, 0, seq_threads, 3, seq_io, 2, seconds, cpus);
+        disk_peak("disk.read_iops", fd, file, 0, 1, rand_threads, 3, rand_io, 1, seconds, cpus);
+        disk_peak("disk.write_iops", fd, file, 1, 1, rand_threads, 3, rand_io, 1, seconds, cpus);
         close(fd);
     }
     return 0;

@@ -306,6 +306,39 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
     assert paced["one_thread"]["bytes_per_s"] == pytest.approx(0.5 * base, rel=0.1)
 
 
+def test_probes_try_the_catalogs_own_shapes():
+    """The probes must find the host's peak, not just differ from the catalog: the disk probes
+    include native AIO from every CPU's thread (the catalog's all-threads queue-depth runs
+    went past a one-thread probe: write IOPS reach 1.5-3.0 on the 2-vCPU VM), and the
+    loopback probe 256 KiB sends (the catalog's best loopback message size). Each shape's
+    figure is printed with MIMESYS_PROBE_VERBOSE."""
+    import subprocess
+    runner = runner_or_skip()
+    r = subprocess.run([str(runner), "--probe", "disk", "--probe-seconds", "0.03", "--scratch-dir", str(SCRATCH),
+                        "--scratch-budget", str(64 << 20)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "MIMESYS_PROBE_VERBOSE": "1"})
+    assert r.returncode == 0, r.stderr
+    peaks = {ln.split()[1]: ln for ln in r.stdout.splitlines() if ln.startswith("peak ")}
+    assert set(peaks) == {"disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops"}, r.stdout
+    if any(" nan " in ln for ln in peaks.values()):
+        pytest.skip(f"disk probes cannot run under {SCRATCH}: {r.stdout}")
+    multi = (os.cpu_count() or 1) > 1
+    shapes = [ln for ln in r.stderr.splitlines() if ln.startswith("shape ")]
+    for metric, ln in peaks.items():
+        mine = [s for s in shapes if s.split()[1] == metric]
+        per = 3 if multi else 2   # synchronous threads, one AIO thread, AIO on each CPU's thread
+        assert len(mine) == per * (6 if metric.endswith("Bps") else 3), (metric, mine)
+        assert f"best of {len(mine)} shapes" in ln, ln
+        assert float(ln.split()[2]) == pytest.approx(max(float(s.split()[2]) for s in mine), rel=1e-6)
+        if multi:
+            assert any("aio x cpus" in s for s in mine), mine
+    r = subprocess.run([str(runner), "--probe", "net", "--probe-seconds", "0.03"], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "MIMESYS_PROBE_VERBOSE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert any(ln.startswith("shape net.lo_Bps") and "self x 262144 B" in ln for ln in r.stderr.splitlines()), r.stderr
+    assert r.stdout.startswith("peak net.lo_Bps ") and float(r.stdout.split()[2]) > 0, r.stdout
+
+
 def test_capacity_is_the_probe_peak_unless_the_catalog_went_past_it():
     """A probe that a catalog stressor beat understated the host (reach > 1): scaling foreign
     traces or DTW to the probe's figure would call the host's own loopback 4x its capacity."""
