@@ -8,19 +8,22 @@
  * (with a paired shape alone, the catalog's stream went 3.9x past the probe on a 2-vCPU VM).
  *
  * Output, one line per probe (stdout):  peak METRIC VALUE DETAIL...
- *   disk.write_Bps  sequential 1 or 4 MiB O_DIRECT overwrites, 4, 8 or 16 in flight, by
+ *   disk.write_Bps  sequential 1 or 4 MiB O_DIRECT overwrites, 4, 8, 16 or 32 in flight, by
  *                   threads, by native AIO from one thread, or by native AIO with that many
  *                   in flight from each of n threads (n = CPUs; the catalog's all-threads
- *                   shape): the best of the 18 shapes
+ *                   shape): 24 shapes
  *   disk.read_Bps   sequential 1 or 4 MiB O_DIRECT reads, same shapes
- *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (best of 9)
+ *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (9 shapes)
  *   disk.write_iops random 4 KiB O_DIRECT overwrites, same
  *   mem.bw_Bps      one thread per CPU over 2 x 128 MiB: glibc memcpy, a copy loop or a read
  *                   sum (best), bytes read + written
  *   net.lo_Bps      TCP over 127.0.0.1, payload bytes: 1, n or 2n sender/receiver pairs,
  *                   64 KiB, 256 KiB or 1 MiB sends, or n threads each sending to and draining its
- *                   own connection without blocking (best; on a small VM the wake-ups
- *                   between paired threads cost more than the copies)
+ *                   own connection without blocking (on a small VM the wake-ups between
+ *                   paired threads cost more than the copies)
+ * Every metric: all shapes run once (screening), the 4 best run again, and the peak is the
+ * best of those second runs (CONFIRM below: the best of many short runs on a shared host
+ * is mostly its luckiest).
  * A probe that cannot run prints `peak METRIC nan REASON`. With MIMESYS_PROBE_VERBOSE set in
  * the environment every shape's figure goes to stderr (`shape METRIC VALUE DETAIL`). The disk probes use one unlinked
  * scratch file under --scratch-dir (counted against --scratch-budget). */
@@ -193,34 +196,63 @@ static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io,
     return iops ? (double)ops / s : (double)bytes / s;
 }
 
-/* The best of several shapes, printed as one peak line. */
+/* Screening and confirmation. A shared host's disk moves by tens of percent from one half
+ * second to the next, so the best of 24 short runs is mostly the luckiest one (on the
+ * 2-vCPU VM one shape read 2.6 GB/s while its neighbours made 1.0-1.4): the shapes are
+ * screened, then the CONFIRM best run again and the peak is the best of those runs, as the
+ * catalog side's figure in a reach run is the best of its two best variants on one thread
+ * and on all threads (four runs, calibration.py). */
+#define CONFIRM 4
+struct shape { double v; int n, how; uint64_t io; };
+
+static int by_value(const void *a, const void *b) {
+    double x = ((const struct shape *)a)->v, y = ((const struct shape *)b)->v;
+    return (x < y) - (x > y);
+}
+
+static double disk_shape(const struct shape *sh, int fd, uint64_t file, int write, int random, double seconds,
+                         int iops, int cpus, char *why) {
+    why[0] = 0;
+    return sh->how == 0 ? run_disk(fd, file, write, random, sh->io, sh->n, seconds, iops, why)
+                        : run_aio(fd, file, write, random, sh->io, sh->n, sh->how == 1 ? 1 : cpus, seconds, iops, why);
+}
+
+/* The best of several shapes (screened, the best CONFIRM run again), printed as one peak line. */
 static void disk_peak(const char *metric, int fd, uint64_t file, int write, int random, const int *threads, int nt,
                       const uint64_t *ios, int ni, double seconds, int cpus) {
     static const char *how[] = {"threads, synchronous", "one thread, native AIO", "native AIO, that many on each of %d threads"};
-    double best = -1;
-    int best_t = 0, best_how = 0, tried = 0;
-    uint64_t best_io = 0;
+    static const char *tag[] = {"sync threads", "aio x 1", "aio x cpus"};
+    struct shape sh[64];
+    int n = 0;
     char why[ERRLEN] = "", desc[96];
     int iops = strstr(metric, "iops") != NULL, verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL;
     for (int a = 0; a < nt; a++)
         for (int b = 0; b < ni; b++)
             /* the same number in flight by synchronous threads and from one thread through native
              * AIO; and that many from each CPU's thread (the catalog's all-threads shape) */
-            for (int h = 0; h < (cpus > 1 ? 3 : 2); h++) {
-                why[0] = 0;
-                double v = h == 0 ? run_disk(fd, file, write, random, ios[b], threads[a], seconds, iops, why)
-                                  : run_aio(fd, file, write, random, ios[b], threads[a], h == 1 ? 1 : cpus, seconds,
-                                            iops, why);
-                tried++;
+            for (int h = 0; h < (cpus > 1 ? 3 : 2) && n < 64; h++) {
+                sh[n] = (struct shape){.n = threads[a], .io = ios[b], .how = h};
+                sh[n].v = disk_shape(&sh[n], fd, file, write, random, seconds, iops, cpus, why);
                 if (verbose)
-                    fprintf(stderr, "shape %s %.1f %d x %llu B, %s\n", metric, v, threads[a],
-                            (unsigned long long)ios[b], h == 2 ? "aio x cpus" : how[h]);
-                if (v > best) { best = v; best_t = threads[a]; best_io = ios[b]; best_how = h; }
+                    fprintf(stderr, "shape %s %.1f %d x %llu B, %s\n", metric, sh[n].v, sh[n].n,
+                            (unsigned long long)sh[n].io, tag[h]);
+                n++;
             }
-    snprintf(desc, sizeof desc, how[best_how], cpus);
-    if (best < 0) printf("peak %s nan %s\n", metric, why);
-    else printf("peak %s %.1f best of %d shapes: %d in flight (%s) x %llu B O_DIRECT %s\n", metric, best, tried,
-                best_t, desc, (unsigned long long)best_io, random ? "random" : "sequential");
+    qsort(sh, (size_t)n, sizeof *sh, by_value);
+    double best = -1;
+    int k = 0;
+    for (int i = 0; i < CONFIRM && i < n && sh[i].v > 0; i++) {
+        double v = disk_shape(&sh[i], fd, file, write, random, seconds, iops, cpus, why);
+        if (verbose)
+            fprintf(stderr, "again %s %.1f %d x %llu B, %s\n", metric, v, sh[i].n, (unsigned long long)sh[i].io,
+                    tag[sh[i].how]);
+        if (v > best) { best = v; k = i; }
+    }
+    if (best <= 0) { printf("peak %s nan %s\n", metric, why[0] ? why : "no shape moved any data"); fflush(stdout); return; }
+    snprintf(desc, sizeof desc, how[sh[k].how], cpus);
+    printf("peak %s %.1f best of the %d best of %d shapes run again: %d in flight (%s) x %llu B O_DIRECT %s\n",
+           metric, best, CONFIRM < n ? CONFIRM : n, n, sh[k].n, desc, (unsigned long long)sh[k].io,
+           random ? "random" : "sequential");
     fflush(stdout);
 }
 
@@ -383,41 +415,45 @@ static double lo_self_threads(int threads, size_t msg, double seconds, char *err
     return (double)bytes / s;
 }
 
+static double lo_shape(const struct shape *sh, double seconds, char *err) {
+    return sh->how ? lo_self_threads(sh->n, sh->io, seconds, err) : lo_pairs(sh->n, sh->io, seconds, err);
+}
+
 static void probe_lo(int cpus, double seconds) {
     char err[ERRLEN] = "";
-    double best = 0;
-    int best_pairs = 0, tried = 0, verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL;
-    size_t best_msg = 0;
-    const int pairs[] = {1, cpus, 2 * cpus};
+    int verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL, n = 0;
+    struct shape sh[16];
+    const int pairs[] = {1, cpus, 2 * cpus}, selfs[] = {1, cpus};
     const size_t msgs[] = {64u << 10, 256u << 10, 1u << 20};
-    for (int a = 0; a < 3; a++) {
-        if (a && pairs[a] == pairs[a - 1]) continue;
-        for (int b = 0; b < 3; b++) {
-            double r = lo_pairs(pairs[a], msgs[b], seconds, err);
-            tried++;
-            if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d pairs x %zu B\n", r, pairs[a], msgs[b]);
-            if (r < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
-            if (r > best) { best = r; best_pairs = pairs[a]; best_msg = msgs[b]; }
+    for (int how = 0; how < 2; how++)
+        for (int a = 0; a < (how ? 2 : 3); a++) {
+            int t = how ? selfs[a] : pairs[a];
+            if (a && t == (how ? selfs[a - 1] : pairs[a - 1])) continue;
+            for (int b = 0; b < 3; b++) {
+                sh[n] = (struct shape){.n = t, .io = msgs[b], .how = how};
+                sh[n].v = lo_shape(&sh[n], seconds, err);
+                if (sh[n].v < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
+                if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d %s x %zu B\n", sh[n].v, t, how ? "self" : "pairs",
+                                     (size_t)msgs[b]);
+                n++;
+            }
         }
+    qsort(sh, (size_t)n, sizeof *sh, by_value);
+    double best = -1;
+    int k = 0;
+    for (int i = 0; i < CONFIRM && i < n; i++) {
+        double v = lo_shape(&sh[i], seconds, err);
+        if (verbose) fprintf(stderr, "again net.lo_Bps %.1f %d %s x %zu B\n", v, sh[i].n, sh[i].how ? "self" : "pairs",
+                             (size_t)sh[i].io);
+        if (v > best) { best = v; k = i; }
     }
-    int best_self = 0;
-    const int selfs[] = {1, cpus};
-    for (int a = 0; a < 2; a++) {
-        if (a && selfs[a] == selfs[a - 1]) continue;
-        for (int b = 0; b < 3; b++) {
-            double r = lo_self_threads(selfs[a], msgs[b], seconds, err);
-            tried++;
-            if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d self x %zu B\n", r, selfs[a], msgs[b]);
-            if (r < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
-            if (r > best) { best = r; best_self = selfs[a]; best_msg = msgs[b]; }
-        }
-    }
-    if (best_self)
-        printf("peak net.lo_Bps %.1f best of %d shapes: %d thread(s) each sending to and draining its own "
-               "connection, %zu B sends\n", best, tried, best_self, best_msg);
+    if (best < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
+    if (sh[k].how)
+        printf("peak net.lo_Bps %.1f best of the %d best of %d shapes run again: %d thread(s) each sending to and "
+               "draining its own connection, %zu B sends\n", best, CONFIRM < n ? CONFIRM : n, n, sh[k].n, (size_t)sh[k].io);
     else
-        printf("peak net.lo_Bps %.1f best of %d shapes: %d sender/receiver thread pairs, %zu B sends\n",
-               best, tried, best_pairs, best_msg);
+        printf("peak net.lo_Bps %.1f best of the %d best of %d shapes run again: %d sender/receiver thread pairs, "
+               "%zu B sends\n", best, CONFIRM < n ? CONFIRM : n, n, sh[k].n, (size_t)sh[k].io);
     fflush(stdout);
 }
 
@@ -447,10 +483,10 @@ int run_probes(const struct runner_env *env, const char *which, double seconds) 
             return 0;
         }
         /* the best of a few shapes: which one a device likes best differs by device */
-        static const int seq_threads[] = {4, 8, 16}, rand_threads[] = {32, 64, 128};
+        static const int seq_threads[] = {4, 8, 16, 32}, rand_threads[] = {32, 64, 128};
         static const uint64_t seq_io[] = {1 << 20, 4 << 20}, rand_io[] = {4096};
-        disk_peak("disk.write_Bps", fd, file, 1, 0, seq_threads, 3, seq_io, 2, seconds, cpus);
-        disk_peak("disk.read_Bps", fd, file, 0, 0, seq_threads, 3, seq_io, 2, seconds, cpus);
+        disk_peak("disk.write_Bps", fd, file, 1, 0, seq_threads, 4, seq_io, 2, seconds, cpus);
+        disk_peak("disk.read_Bps", fd, file, 0, 0, seq_threads, 4, seq_io, 2, seconds, cpus);
         disk_peak("disk.read_iops", fd, file, 0, 1, rand_threads, 3, rand_io, 1, seconds, cpus);
         disk_peak("disk.write_iops", fd, file, 1, 1, rand_threads, 3, rand_io, 1, seconds, cpus);
         close(fd);

@@ -309,8 +309,9 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
 def test_probes_try_the_catalogs_own_shapes():
     """The probes must find the host's peak, not just differ from the catalog: the disk probes
     include native AIO from every CPU's thread (the catalog's all-threads queue-depth runs
-    went past a one-thread probe: write IOPS reach 1.5-3.0 on the 2-vCPU VM), and the
-    loopback probe 256 KiB sends (the catalog's best loopback message size). Each shape's
+    went past a one-thread probe: write IOPS reach 1.5-3.0 on the 2-vCPU VM) and 32 in
+    flight, the loopback probe 256 KiB sends (the catalog's best loopback message size); and
+    the peak is a second run of the best shapes, not the luckiest screening run. Each run's
     figure is printed with MIMESYS_PROBE_VERBOSE."""
     import subprocess
     runner = runner_or_skip()
@@ -323,20 +324,30 @@ def test_probes_try_the_catalogs_own_shapes():
     if any(" nan " in ln for ln in peaks.values()):
         pytest.skip(f"disk probes cannot run under {SCRATCH}: {r.stdout}")
     multi = (os.cpu_count() or 1) > 1
-    shapes = [ln for ln in r.stderr.splitlines() if ln.startswith("shape ")]
+
+    def screened_then_confirmed(metric, peak, err):
+        """(screened shapes, shapes run again): the peak is the best second run of the 4 best."""
+        def split(prefix):
+            rows = [ln.split(" ", 3) for ln in err.splitlines() if ln.startswith(prefix + " " + metric + " ")]
+            return [(float(v), how) for _, _, v, how in rows]
+        shapes, again = split("shape"), split("again")
+        top = sorted(shapes, key=lambda x: -x[0])[:4]
+        assert sorted(h for _, h in again) == sorted(h for _, h in top), (metric, top, again)
+        assert float(peak.split()[2]) == pytest.approx(max(v for v, _ in again), rel=1e-6), (peak, again)
+        assert f"best of the 4 best of {len(shapes)} shapes run again" in peak, peak
+        return shapes
     for metric, ln in peaks.items():
-        mine = [s for s in shapes if s.split()[1] == metric]
+        mine = screened_then_confirmed(metric, ln, r.stderr)
         per = 3 if multi else 2   # synchronous threads, one AIO thread, AIO on each CPU's thread
-        assert len(mine) == per * (6 if metric.endswith("Bps") else 3), (metric, mine)
-        assert f"best of {len(mine)} shapes" in ln, ln
-        assert float(ln.split()[2]) == pytest.approx(max(float(s.split()[2]) for s in mine), rel=1e-6)
+        assert len(mine) == per * (8 if metric.endswith("Bps") else 3), (metric, mine)
         if multi:
-            assert any("aio x cpus" in s for s in mine), mine
+            assert any("aio x cpus" in h for _, h in mine), mine
     r = subprocess.run([str(runner), "--probe", "net", "--probe-seconds", "0.03"], capture_output=True, text=True,
                        timeout=60, env={**os.environ, "MIMESYS_PROBE_VERBOSE": "1"})
     assert r.returncode == 0, r.stderr
-    assert any(ln.startswith("shape net.lo_Bps") and "self x 262144 B" in ln for ln in r.stderr.splitlines()), r.stderr
     assert r.stdout.startswith("peak net.lo_Bps ") and float(r.stdout.split()[2]) > 0, r.stdout
+    mine = screened_then_confirmed("net.lo_Bps", r.stdout.strip(), r.stderr)
+    assert any("self x 262144 B" in h for _, h in mine), mine
 
 
 def test_capacity_is_the_probe_peak_unless_the_catalog_went_past_it():
