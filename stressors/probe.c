@@ -1,19 +1,21 @@
 /* Host peak probes (`mimesys-runner --probe`): each resource's capacity measured by code
  * that is NOT a catalog kernel, so a gap in the catalog cannot hide itself (calibration
  * compares the best the catalog reaches with these; agentd/calibration.py, "reach").
- * Deliberately other mechanisms than the kernels': unpinned threads doing plain synchronous
- * O_DIRECT pread/pwrite (the queue depth is the thread count) and one thread with Linux
- * native AIO (io_submit) rather than io_uring, glibc memcpy on every CPU rather than the
- * STREAM triad, separate sender and receiver threads as well as the kernel's one-thread shape
- * (with a paired shape alone, the catalog's stream went 3.9x past the probe on a 2-vCPU VM).
+ * Other mechanisms than the kernels' as well as theirs, and the best of all: unpinned threads
+ * doing plain synchronous O_DIRECT pread/pwrite (the queue depth is the thread count), Linux
+ * native AIO (io_submit) from one thread or from each CPU's thread, and a ring of its own
+ * through io_uring from each CPU's thread (the catalog's queue-depth kernels' submission and
+ * all-threads shape, added after the catalog's writers went up to 1.8x (bytes) and 3x (IOPS)
+ * past a probe without them); glibc memcpy on every CPU rather than the STREAM triad; separate sender and receiver
+ * threads as well as the kernel's one-thread shape (with a paired shape alone, the catalog's
+ * stream went 3.9x past the probe on a 2-vCPU VM).
  *
  * Output, one line per probe (stdout):  peak METRIC VALUE DETAIL...
  *   disk.write_Bps  sequential 1 or 4 MiB O_DIRECT overwrites, 4, 8, 16 or 32 in flight, by
- *                   threads, by native AIO from one thread, or by native AIO with that many
- *                   in flight from each of n threads (n = CPUs; the catalog's all-threads
- *                   shape): 24 shapes
+ *                   threads, by native AIO from one thread, or with that many in flight from
+ *                   each of n threads (n = CPUs) by native AIO or io_uring: 32 shapes
  *   disk.read_Bps   sequential 1 or 4 MiB O_DIRECT reads, same shapes
- *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (9 shapes)
+ *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (12 shapes)
  *   disk.write_iops random 4 KiB O_DIRECT overwrites, same
  *   mem.bw_Bps      one thread per CPU over 2 x 128 MiB: glibc memcpy, a copy loop or a read
  *                   sum (best), bytes read + written
@@ -21,12 +23,13 @@
  *                   64 KiB, 256 KiB or 1 MiB sends, or n threads each sending to and draining its
  *                   own connection without blocking (on a small VM the wake-ups between
  *                   paired threads cost more than the copies)
- * Every metric: all shapes run once (screening), the 4 best run again, and the peak is the
- * best of those second runs (CONFIRM below: the best of many short runs on a shared host
- * is mostly its luckiest).
+ * Disk and loopback: all shapes run once for half of --probe-seconds (screening), the 4 best run
+ * again for --probe-seconds, and the peak is the best of those second runs (CONFIRM below:
+ * the best of many short runs on a shared host is mostly its luckiest).
  * A probe that cannot run prints `peak METRIC nan REASON`. With MIMESYS_PROBE_VERBOSE set in
- * the environment every shape's figure goes to stderr (`shape METRIC VALUE DETAIL`). The disk probes use one unlinked
- * scratch file under --scratch-dir (counted against --scratch-budget). */
+ * the environment every run's figure goes to stderr (`shape|again METRIC VALUE DETAIL`). The
+ * disk probes use one unlinked scratch file under --scratch-dir (counted against
+ * --scratch-budget). */
 #define _GNU_SOURCE
 #include "stressor.h"
 #include <arpa/inet.h>
@@ -37,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/aio_abi.h>
+#include <linux/io_uring.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/statvfs.h>
@@ -159,11 +164,93 @@ done:
     return out;
 }
 
-struct aio_job { int fd, write, random, depth; uint64_t lo, hi, io, deadline, bytes, ops; char why[ERRLEN]; };
+/* The same with io_uring (the catalog's queue-depth kernels submit this way; this is a
+ * separate, minimal ring: raw system calls, no SQPOLL, one enter per batch). Returns 0, or -1
+ * with the reason in why. */
+static double run_uring_range(int fd, uint64_t lo, uint64_t hi, int write, int random, uint64_t io, int depth,
+                              uint64_t deadline, uint64_t *bytes_out, uint64_t *ops_out, char *why) {
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    unsigned entries = 1;
+    while (entries < (unsigned)depth) entries <<= 1;
+    int rfd = (int)syscall(__NR_io_uring_setup, entries, &p);
+    if (rfd < 0) { snprintf(why, ERRLEN, "io_uring_setup: %s", strerror(errno)); return -1; }
+    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned),
+           cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe),
+           sqe_len = p.sq_entries * sizeof(struct io_uring_sqe);
+    char *sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, rfd, IORING_OFF_SQ_RING);
+    char *cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, rfd, IORING_OFF_CQ_RING);
+    struct io_uring_sqe *sqes = mmap(NULL, sqe_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, rfd,
+                                     IORING_OFF_SQES);
+    uint8_t *bufs = NULL;
+    double out = -1;
+    if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) {
+        snprintf(why, ERRLEN, "io_uring mmap: %s", strerror(errno));
+        goto done;
+    }
+    if (posix_memalign((void **)&bufs, 4096, (size_t)depth * io)) { snprintf(why, ERRLEN, "out of memory"); goto done; }
+    memset(bufs, 0x3C, (size_t)depth * io);
+    unsigned *sq_tail = (unsigned *)(sq + p.sq_off.tail), *sq_mask = (unsigned *)(sq + p.sq_off.ring_mask),
+             *sq_array = (unsigned *)(sq + p.sq_off.array), *cq_head = (unsigned *)(cq + p.cq_off.head),
+             *cq_tail = (unsigned *)(cq + p.cq_off.tail), *cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
+    struct io_uring_cqe *cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+    uint64_t x = 0x2545F4914F6CDD1Dull ^ lo, pos = lo, nios = (hi - lo) / io, bytes = 0, ops = 0;
+    int *free_slot = calloc((size_t)depth, sizeof *free_slot), nfree = depth, inflight = 0;
+    for (int i = 0; i < depth; i++) free_slot[i] = i;
+    for (;;) {
+        unsigned tail = *sq_tail, n = 0;
+        while (nfree && now_ns() < deadline) {
+            int slot = free_slot[--nfree];
+            unsigned idx = (tail + n) & *sq_mask;
+            struct io_uring_sqe *e = &sqes[idx];
+            memset(e, 0, sizeof *e);
+            e->opcode = write ? IORING_OP_WRITE : IORING_OP_READ;
+            e->fd = fd;
+            e->off = random ? lo + (xorshift64(&x) % nios) * io : pos;
+            if (!random && (pos += io) >= lo + nios * io) pos = lo;
+            e->addr = (uint64_t)(uintptr_t)(bufs + (size_t)slot * io);
+            e->len = (uint32_t)io;
+            e->user_data = (uint64_t)slot;
+            sq_array[idx] = idx;
+            n++;
+        }
+        if (n) __atomic_store_n(sq_tail, tail + n, __ATOMIC_RELEASE);
+        inflight += (int)n;
+        if (!inflight) break;
+        if (syscall(__NR_io_uring_enter, rfd, n, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0 && errno != EINTR) {
+            snprintf(why, ERRLEN, "io_uring_enter: %s", strerror(errno));
+            break;
+        }
+        unsigned head = *cq_head, ct = __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE);
+        for (; head != ct; head++) {
+            struct io_uring_cqe *c = &cqes[head & *cq_mask];
+            if (c->res <= 0 && !why[0]) snprintf(why, ERRLEN, "io_uring: %s", strerror(c->res < 0 ? -c->res : EIO));
+            if (c->res > 0) { bytes += (uint64_t)c->res; ops++; }
+            free_slot[nfree++] = (int)c->user_data;
+            inflight--;
+        }
+        __atomic_store_n(cq_head, head, __ATOMIC_RELEASE);
+        if (why[0]) deadline = 0;   /* stop submitting; drain what is in flight */
+    }
+    free(free_slot);
+    *bytes_out = bytes;
+    *ops_out = ops;
+    if (!why[0]) out = 0;
+done:
+    if (sqes != MAP_FAILED) munmap(sqes, sqe_len);
+    if (cq != MAP_FAILED) munmap(cq, cq_len);
+    if (sq != MAP_FAILED) munmap(sq, sq_len);
+    close(rfd);
+    free(bufs);
+    return out;
+}
+
+struct aio_job { int fd, write, random, depth, uring; uint64_t lo, hi, io, deadline, bytes, ops; char why[ERRLEN]; };
 
 static void *aio_worker(void *arg) {
     struct aio_job *j = arg;
-    run_aio_range(j->fd, j->lo, j->hi, j->write, j->random, j->io, j->depth, j->deadline, &j->bytes, &j->ops, j->why);
+    (j->uring ? run_uring_range : run_aio_range)(j->fd, j->lo, j->hi, j->write, j->random, j->io, j->depth, j->deadline,
+                                                 &j->bytes, &j->ops, j->why);
     return NULL;
 }
 
@@ -172,13 +259,13 @@ static void *aio_worker(void *arg) {
  * the limit (a random 4 KiB IO costs a system call and an interrupt), as the catalog's
  * all-threads queue-depth runs show. */
 static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io, int depth, int threads,
-                      double seconds, int iops, char *why) {
+                      double seconds, int iops, int uring, char *why) {
     struct aio_job *j = calloc((size_t)threads, sizeof *j);
     pthread_t *t = calloc((size_t)threads, sizeof *t);
     uint64_t slice = file / (uint64_t)threads / io * io, t0 = now_ns(), deadline = t0 + (uint64_t)(seconds * 1e9);
     int started = 0;
     for (int i = 0; i < threads; i++) {
-        j[i] = (struct aio_job){.fd = fd, .write = write, .random = random, .depth = depth, .io = io,
+        j[i] = (struct aio_job){.fd = fd, .write = write, .random = random, .depth = depth, .io = io, .uring = uring,
                                 .lo = random ? 0 : (uint64_t)i * slice,
                                 .hi = random ? file / io * io : (uint64_t)(i + 1) * slice, .deadline = deadline};
         if (pthread_create(&t[i], NULL, aio_worker, &j[i])) { snprintf(why, ERRLEN, "cannot create thread"); break; }
@@ -214,28 +301,36 @@ static double disk_shape(const struct shape *sh, int fd, uint64_t file, int writ
                          int iops, int cpus, char *why) {
     why[0] = 0;
     return sh->how == 0 ? run_disk(fd, file, write, random, sh->io, sh->n, seconds, iops, why)
-                        : run_aio(fd, file, write, random, sh->io, sh->n, sh->how == 1 ? 1 : cpus, seconds, iops, why);
+                        : run_aio(fd, file, write, random, sh->io, sh->n, sh->how == 1 ? 1 : cpus, seconds, iops,
+                                  sh->how == 3, why);
 }
 
-/* The best of several shapes (screened, the best CONFIRM run again), printed as one peak line. */
+/* The best of several shapes, printed as one peak line: every shape runs for half of
+ * `seconds` (screening), the CONFIRM best for `seconds` again, and the best of those is the
+ * peak. Shapes: the same number in flight by synchronous threads, from one thread through
+ * native AIO, that many from each CPU's thread through native AIO, and that many from each
+ * CPU's thread through io_uring (the catalog's all-threads queue-depth shape and submission:
+ * the probe takes the best of every way, so a mechanism the catalog uses cannot pass for
+ * more than the host's peak, and one it lacks still shows as a reach below 1). */
 static void disk_peak(const char *metric, int fd, uint64_t file, int write, int random, const int *threads, int nt,
                       const uint64_t *ios, int ni, double seconds, int cpus) {
-    static const char *how[] = {"threads, synchronous", "one thread, native AIO", "native AIO, that many on each of %d threads"};
-    static const char *tag[] = {"sync threads", "aio x 1", "aio x cpus"};
+    static const char *how[] = {"threads, synchronous", "one thread, native AIO",
+                                "native AIO, that many on each of %d threads", "io_uring, that many on each of %d threads"};
+    static const char *tag[] = {"sync threads", "aio x 1", "aio x cpus", "uring x cpus"};
+    const int hows[] = {0, 1, 2, 3};
     struct shape sh[64];
     int n = 0;
     char why[ERRLEN] = "", desc[96];
     int iops = strstr(metric, "iops") != NULL, verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL;
     for (int a = 0; a < nt; a++)
         for (int b = 0; b < ni; b++)
-            /* the same number in flight by synchronous threads and from one thread through native
-             * AIO; and that many from each CPU's thread (the catalog's all-threads shape) */
-            for (int h = 0; h < (cpus > 1 ? 3 : 2) && n < 64; h++) {
-                sh[n] = (struct shape){.n = threads[a], .io = ios[b], .how = h};
-                sh[n].v = disk_shape(&sh[n], fd, file, write, random, seconds, iops, cpus, why);
+            for (int h = 0; h < 4 && n < 64; h++) {
+                if (hows[h] == 2 && cpus < 2) continue;   /* the same as one AIO thread */
+                sh[n] = (struct shape){.n = threads[a], .io = ios[b], .how = hows[h]};
+                sh[n].v = disk_shape(&sh[n], fd, file, write, random, seconds / 2, iops, cpus, why);
                 if (verbose)
                     fprintf(stderr, "shape %s %.1f %d x %llu B, %s\n", metric, sh[n].v, sh[n].n,
-                            (unsigned long long)sh[n].io, tag[h]);
+                            (unsigned long long)sh[n].io, tag[sh[n].how]);
                 n++;
             }
     qsort(sh, (size_t)n, sizeof *sh, by_value);
@@ -431,7 +526,7 @@ static void probe_lo(int cpus, double seconds) {
             if (a && t == (how ? selfs[a - 1] : pairs[a - 1])) continue;
             for (int b = 0; b < 3; b++) {
                 sh[n] = (struct shape){.n = t, .io = msgs[b], .how = how};
-                sh[n].v = lo_shape(&sh[n], seconds, err);
+                sh[n].v = lo_shape(&sh[n], seconds / 2, err);
                 if (sh[n].v < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
                 if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d %s x %zu B\n", sh[n].v, t, how ? "self" : "pairs",
                                      (size_t)msgs[b]);

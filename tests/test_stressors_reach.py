@@ -309,8 +309,8 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
 def test_probes_try_the_catalogs_own_shapes():
     """The probes must find the host's peak, not just differ from the catalog: the disk probes
     include native AIO from every CPU's thread (the catalog's all-threads queue-depth runs
-    went past a one-thread probe: write IOPS reach 1.5-3.0 on the 2-vCPU VM) and 32 in
-    flight, the loopback probe 256 KiB sends (the catalog's best loopback message size); and
+    went past a one-thread probe: write IOPS reach 1.5-3.0 on the 2-vCPU VM), io_uring (the
+    kernels' submission) and 32 in flight, the loopback probe 256 KiB sends (the catalog's best loopback message size); and
     the peak is a second run of the best shapes, not the luckiest screening run. Each run's
     figure is printed with MIMESYS_PROBE_VERBOSE."""
     import subprocess
@@ -338,8 +338,10 @@ def test_probes_try_the_catalogs_own_shapes():
         return shapes
     for metric, ln in peaks.items():
         mine = screened_then_confirmed(metric, ln, r.stderr)
-        per = 3 if multi else 2   # synchronous threads, one AIO thread, AIO on each CPU's thread
+        # synchronous threads, one AIO thread, AIO and io_uring on each CPU's thread
+        per = 4 if multi else 3
         assert len(mine) == per * (8 if metric.endswith("Bps") else 3), (metric, mine)
+        assert any("uring x cpus" in h for _, h in mine), mine
         if multi:
             assert any("aio x cpus" in h for _, h in mine), mine
     r = subprocess.run([str(runner), "--probe", "net", "--probe-seconds", "0.03"], capture_output=True, text=True,
