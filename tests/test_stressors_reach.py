@@ -255,6 +255,25 @@ def test_paced_variants_share_their_base_scratch_file(catalog):
     assert int(info["scratch_bytes"]) == 128 << 20, info
 
 
+def test_queue_depth_readers_of_one_file_size_share_it():
+    """disk_seq_read_1m_qd16 and disk_seq_read_1m_qd32 read one 32 MiB file (disk_aio.c shares
+    a queue-depth kernel's file by size): the budget counts it once, so a plan with every disk
+    variant still fits the default 1 GiB budget."""
+    from agentd.catalog import load_catalog
+    catalog = load_catalog()
+    names = ["disk_seq_read_1m_qd16", "disk_seq_read_1m_qd32"]
+    plan = make_plan(catalog, {n: 0.2 for n in names}, T=1, K=1, window_s=0.1)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH, scratch_budget_bytes=40 << 20))
+        async for _ in handle.events():
+            pass
+        assert (await handle.wait()).ok
+        return handle.info
+    info = asyncio.run(go())
+    assert int(info["scratch_bytes"]) == 32 << 20, info
+
+
 def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
     """`calibrate --json`: host peaks from the probes (not catalog kernels), the catalog's best
     per metric, reach = best / peak, all in one JSON line and in the file; capacity_peaks
