@@ -283,12 +283,20 @@ static void load_schedule(const char *path) {
     free(buf);
 }
 
-/* A paced variant has its base's kernel and params plus pace_Bps: the kernels share such
+/* A paced variant has its base's kernel and params plus pace_Bps, and the queue-depth kernels
+ * share a file among variants of the same file_bytes (file_by_size): the kernels share such
  * variants' scratch files (disk_aio.c), so the budget counts the file once. */
 static int same_file_as_earlier(const struct schedule *s, const uint8_t *used, uint32_t m) {
     char a[sizeof s->stressors[0].params], b[sizeof a];
     for (uint32_t j = 0; j < m; j++) {
         if (!used[j] || strcmp(s->stressors[j].kernel, s->stressors[m].kernel)) continue;
+        if (s->stressors[m].ops->file_by_size) {
+            uint64_t x = 0, y = 0;
+            char err[ERRLEN];
+            if (!param_u64(&s->stressors[j], "file_bytes", 64ull << 20, &x, err) &&
+                !param_u64(&s->stressors[m], "file_bytes", 64ull << 20, &y, err) && x == y) return 1;
+            continue;
+        }
         strip_pace(s->stressors[j].params, a, sizeof a);
         strip_pace(s->stressors[m].params, b, sizeof b);
         if (!strcmp(a, b)) return 1;

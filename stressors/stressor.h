@@ -72,6 +72,9 @@ struct kernel_ops {
      * finishes what it starts: the pacer of a paced variant counts them as done, so a
      * queue of IOs cannot carry the variant past its pace */
     uint64_t (*pending_bytes)(const struct stressor *s, void *ts);
+    /* 1: variants of this kernel with the same `file_bytes` share one scratch file whatever
+     * their other parameters (disk_aio.c), so the scratch budget counts it once */
+    int file_by_size;
 };
 
 /* Set by the runner before each step of a paced variant (pace_Bps > 0): the bytes that

@@ -4,7 +4,8 @@
  * (no helper thread) consumes CPU. One unit = one send; bytes = bytes sent.
  * `nodelay` sets TCP_NODELAY on the sender, so that small messages leave as one packet each
  * (request-sized traffic: many packets, few bytes) even when an ACK is late; on an idle
- * loopback the drain acks every send at once and Nagle would hold nothing back anyway. */
+ * loopback the drain acks every send at once and Nagle would hold nothing back anyway.
+ * `recv_bytes` is the drain's buffer (one recv() takes at most that much; 256 KiB by default). */
 #define _GNU_SOURCE
 #include "../stressor.h"
 #include <arpa/inet.h>
@@ -17,14 +18,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-struct tcp_state { int tx, rx; uint8_t *msg, *sink; uint64_t len; };
+struct tcp_state { int tx, rx; uint8_t *msg, *sink; uint64_t len, rlen; };
 
 static void *tcp_thread_setup(struct stressor *s, int thread, char *err) {
     (void)thread;
     struct tcp_state *st = calloc(1, sizeof *st);
-    if (param_u64(s, "message_bytes", 65536, &st->len, err)) { free(st); return NULL; }
+    if (param_u64(s, "message_bytes", 65536, &st->len, err) ||
+        param_u64(s, "recv_bytes", 1 << 18, &st->rlen, err)) { free(st); return NULL; }
+    if (st->len < 1) st->len = 1;
+    if (st->rlen < 1) st->rlen = 1;
     st->msg = malloc(st->len);
-    st->sink = malloc(1 << 18);
+    st->sink = malloc(st->rlen);
     memset(st->msg, 0x42, st->len);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof addr;
@@ -57,7 +61,7 @@ static uint64_t tcp_step(struct stressor *s, void *ts, uint64_t units, uint64_t 
     for (uint64_t u = 0; u < units; u++) {
         ssize_t n = send(st->tx, st->msg, st->len, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) { *bytes += (uint64_t)n; ops++; }
-        while (recv(st->rx, st->sink, 1 << 18, MSG_DONTWAIT) > 0) {}
+        while (recv(st->rx, st->sink, st->rlen, MSG_DONTWAIT) > 0) {}
     }
     return ops;
 }
