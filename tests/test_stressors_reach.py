@@ -259,7 +259,7 @@ def test_queue_depth_readers_of_one_file_size_share_it():
     """disk_seq_read_1m_qd16 and disk_seq_read_1m_qd32 read one 32 MiB file (disk_aio.c shares
     a queue-depth kernel's file by size): the budget counts it once, so a plan with every disk
     variant still fits the default 1 GiB budget."""
-    from agentd.catalog import load_catalog
+    from mimesys.catalog import load_catalog
     catalog = load_catalog()
     names = ["disk_seq_read_1m_qd16", "disk_seq_read_1m_qd32"]
     plan = make_plan(catalog, {n: 0.2 for n in names}, T=1, K=1, window_s=0.1)
