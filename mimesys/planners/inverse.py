@@ -347,8 +347,8 @@ class InversePlanner:
         """Groups of stressors the model cannot tell apart: on every fitted metric (in its full
         scale, on every thread) their effects differ by less than equivalence_tolerance of the
         larger, and they share class, cost, footprint and the resources they drive. Without a
-        PMU the host sees five compute kernels (integer CRC, polynomial, two SIMD distances,
-        zstd) as the same busy time; a least-squares fit splits a window's compute evenly
+        PMU this VM saw four compute kernels (integer CRC, polynomial, two SIMD distances) as
+        the same busy time within 1.4 %; a least-squares fit splits a window's compute evenly
         between them."""
         first, tol = self.model.first, self.settings.equivalence_tolerance
         if tol <= 0:
