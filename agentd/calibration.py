@@ -17,7 +17,8 @@ the neighbours, not the catalog. Paced variants are
 measured like the others (at the rate their base's one-thread figure sets) and never
 count towards `peaks` or `reach`.
 
-`cpu_fraction` is worker CPU time / wall time while the stressor ran: ~1 for CPU work,
+`cpu_fraction` is worker CPU time / wall time while the stressor ran: ~1 for CPU work
+(helper threads on the worker's CPU included: a futex ping-pong keeps its core busy),
 lower for IO that waits on the device. A peak is the highest bytes/s any stressor of that
 kind reached (all-threads figure where measured).
 """

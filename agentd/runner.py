@@ -105,7 +105,8 @@ class WindowDone:
     planned_start_ns: int
     thread_start_ns: np.ndarray  # int64 [K] each thread's wake-up
     thread_end_ns: np.ndarray    # int64 [K]
-    thread_cpu_ns: np.ndarray    # int64 [K] CPU time each worker thread used in the window
+    thread_cpu_ns: np.ndarray    # int64 [K] CPU time each worker thread (and its kernels' helper
+                                 # threads on its CPU) used in the window
     index: int
 
 

@@ -18,6 +18,13 @@ uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t thread_cpu_of(pthread_t t) {
+    clockid_t clk;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &clk) || clock_gettime(clk, &ts)) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static int read_sys(const char *path, char *buf, size_t n) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;

@@ -154,6 +154,18 @@ static uint64_t thread_cpu_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+/* CPU time of the helper threads the worker's kernels run on its CPU (futex partner,
+ * contending spinners): a window's CPU is the worker's and theirs, what its core showed. */
+static uint64_t helpers_cpu_ns(const struct worker *w) {
+    const struct schedule *s = &g.sch;
+    uint64_t ns = 0;
+    for (uint32_t m = 0; m < s->M; m++) {
+        const struct stressor *st = &s->stressors[m];
+        if (w->ts[m] && st->ops->helper_cpu_ns) ns += st->ops->helper_cpu_ns(w->ts[m]);
+    }
+    return ns;
+}
+
 /* Sleep until an absolute CLOCK_MONOTONIC deadline, or until a stop is requested. */
 static void sleep_until(pthread_mutex_t *mu, pthread_cond_t *cv, uint64_t deadline) {
     struct timespec ts = ts_of(deadline);
@@ -440,7 +452,7 @@ static void *worker_main(void *arg) {
         sleep_until(&w->mu, &w->cv, win_start);
         if (stopping()) break;
         struct win_result *res = &w->ring[i % RING];
-        uint64_t cpu0 = thread_cpu_ns(), t = now_ns();
+        uint64_t cpu0 = thread_cpu_ns() + helpers_cpu_ns(w), t = now_ns();
         res->start = t;
         uint32_t stored = stored_of(s, i);
         size_t base = s->seg_off[(size_t)stored * s->K + w->k];
@@ -457,7 +469,7 @@ static void *worker_main(void *arg) {
             t = now_ns();
         }
         res->end = t;
-        res->cpu = thread_cpu_ns() - cpu0;
+        res->cpu = thread_cpu_ns() + helpers_cpu_ns(w) - cpu0;
         pthread_mutex_lock(&g.mu);
         w->done = i + 1;
         pthread_cond_broadcast(&g.cv);

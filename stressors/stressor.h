@@ -75,6 +75,10 @@ struct kernel_ops {
     /* 1: variants of this kernel with the same `file_bytes` share one scratch file whatever
      * their other parameters (disk_aio.c), so the scratch budget counts it once */
     int file_by_size;
+    /* CPU time (ns) the kernel's helper threads for this worker have used so far, or NULL
+     * when it runs none: helpers share the worker's CPU, so the runner counts their time as
+     * the worker's (a futex ping-pong keeps its core busy with two threads, each at half) */
+    uint64_t (*helper_cpu_ns)(void *ts);
 };
 
 /* Set by the runner before each step of a paced variant (pace_Bps > 0): the bytes that
@@ -110,5 +114,6 @@ static inline uint64_t xorshift64(uint64_t *x) {
     return *x = v;
 }
 uint64_t now_ns(void);
+uint64_t thread_cpu_of(pthread_t t);   /* CPU time of another thread of this process (ns) */
 
 #endif

@@ -132,6 +132,32 @@ def test_idle_plan_uses_no_cpu(catalog):
     assert used < 0.005, f"idle plan used {used:.4f} of a core"
 
 
+@pytest.mark.parametrize("name", ["sched_futex_pingpong", "cpu_contend_2x"])
+def test_helper_threads_count_in_the_worker_cpu_time(catalog, name):
+    """A kernel whose helper threads share the worker's CPU (futex partner, contending
+    spinners) keeps that core busy for the whole segment: the runner's per-window CPU time
+    counts the helpers too, as a compute kernel's would (the forward model takes a
+    stressor's own-core share from it; the worker alone showed half). Compute and helper
+    windows alternate on one thread, so both see the same neighbours on a shared host."""
+    T, W = 10, 0.2
+    plan = make_plan(catalog, {}, T=T, K=1, window_s=W)
+    for i in range(T):
+        plan.compositions[i, catalog.index("cpu_fp_poly" if i % 2 == 0 else name), 0] = 0.5
+    windows = []
+
+    def probe(kind, ev, handle):
+        if kind == "done":
+            windows.append(ev)
+    asyncio.run(_run_with_probes(plan, RunnerConfig(cpus=(CPU,)), probe))
+    share = {i % 2: [] for i in range(2)}
+    for w in windows:
+        share[w.window % 2].append(int(w.thread_cpu_ns[0]) / max(1, int(w.ran_ns[:, 0].sum())))
+    compute, helped = float(np.mean(share[0])), float(np.mean(share[1]))
+    # the worker alone would show about half of the compute kernel's share
+    assert helped > 0.8 * compute, f"{name}: CPU per ns run {helped:.3f}, compute kernel {compute:.3f}"
+    assert helped < 1.1, f"{name}: CPU per ns run {helped:.3f} > 1 (a helper counted twice?)"
+
+
 def test_every_cpu_and_cache_stressor_does_work(catalog):
     names = [s.name for s in catalog.stressors if s.resource_class in ("cpu", "cache")]
     T = len(names)

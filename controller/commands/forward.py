@@ -80,8 +80,9 @@ def profile_cmd(fleet_file, agent, token_file, output, progress):
               help="Optimizer steps per member.")
 @click.option("--max-samples", default=None, type=click.IntRange(1), help="Use only the first N samples.")
 @click.option("--calibration", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="The host's calibration.json (`mimesys-agent calibrate`), for a profile recorded before the "
-                   "agent was calibrated: each stressor's CPU share as the runner measured it.")
+              help="The host's calibration.json (`mimesys-agent calibrate`): each stressor's CPU share as the runner "
+                   "measured it, for a profile recorded before the agent was calibrated; where the profile "
+                   "recorded a share too, this file's wins (a newer calibration corrects an older one).")
 @click.option("--seed", default=0, type=int, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
 @progress_option

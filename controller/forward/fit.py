@@ -125,7 +125,7 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
     peaks = meta.get("host_peaks") or calibration_peaks(options.calibration)
     first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=peaks,
                             classes=meta.get("catalog_classes") or catalog_classes(meta["catalog_names"]),
-                            cpu_fraction=meta.get("cpu_fraction") or calibration_fractions(options.calibration),
+                            cpu_fraction={**(meta.get("cpu_fraction") or {}), **calibration_fractions(options.calibration)},
                             footprint=meta.get("catalog_footprint_B") or catalog_footprint(meta["catalog_names"],
                                                                                           len(meta["thread_cores"])))
     scales = metric_scales(first)

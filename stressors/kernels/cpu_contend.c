@@ -97,7 +97,14 @@ static void contend_thread_teardown(struct stressor *s, void *ts) {
     free(st);
 }
 
+static uint64_t contend_helper_cpu_ns(void *ts) {
+    struct contend_state *st = ts;
+    uint64_t ns = 0;
+    for (int i = 0; i < st->nextra; i++) ns += thread_cpu_of(st->helpers[i]);
+    return ns;
+}
+
 const struct kernel_ops kernel_cpu_contend = {
     .name = "cpu_contend", .thread_setup = contend_thread_setup, .step = contend_step,
-    .thread_teardown = contend_thread_teardown,
+    .thread_teardown = contend_thread_teardown, .helper_cpu_ns = contend_helper_cpu_ns,
 };

@@ -66,7 +66,9 @@ static void pp_thread_teardown(struct stressor *s, void *ts) {
     free(st);
 }
 
+static uint64_t pp_helper_cpu_ns(void *ts) { return thread_cpu_of(((struct pp_state *)ts)->helper); }
+
 const struct kernel_ops kernel_futex_pingpong = {
     .name = "futex_pingpong", .thread_setup = pp_thread_setup, .step = pp_step,
-    .thread_teardown = pp_thread_teardown,
+    .thread_teardown = pp_thread_teardown, .helper_cpu_ns = pp_helper_cpu_ns,
 };
