@@ -378,7 +378,11 @@ def main() -> None:
             sh([*CTL, "export", work / "model", "--onnx", onnx, "--overwrite"])
         if agent is not None or not (fm / "manifest.json").exists():
             needs_agent(str(fm))
-            sh([*CTL, "forward", "fit", ds, "--profile", profile, "-o", fm, "--overwrite"])
+            # the calibration just made: each stressor's CPU share as this runner measures it
+            # (corrects what an older profile recorded)
+            cal = agent.tmp / "state" / "calibration.json"
+            sh([*CTL, "forward", "fit", ds, "--profile", profile, "-o", fm, "--overwrite",
+                *(["--calibration", cal] if cal.exists() else [])])
             score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
                                    capture_output=True, text=True).stdout
             (work / "forward-score.json").write_text(score)

@@ -61,6 +61,20 @@ def test_first_order_is_linear_below_capacity_and_maps_threads_to_cores():
     assert fo.predict(2 * a)[6] == pytest.approx(2 * x[6], rel=0.01)   # linear while far from capacity
 
 
+def test_a_busy_core_shows_its_thread_not_thread_plus_background():
+    """The host's background (a core's idle level) runs in the core's free time or moves to
+    a freer core: a core kept half busy by its thread shows 0.5 + 0.02 · 0.5, a full one 1."""
+    fo = toy_first_order()
+    fo.idle[0] = fo.idle[1] = 0.02
+    a = np.zeros((4, 2))
+    assert fo.predict(a)[0] == pytest.approx(0.02)
+    a[0, 0] = 0.5
+    a[0, 1] = 1.0
+    x = fo.predict(a)
+    assert x[0] == pytest.approx(0.5 + 0.02 * 0.5)
+    assert x[1] == pytest.approx(1.0)
+
+
 def test_first_order_shares_a_saturated_device():
     fo = toy_first_order()
     one = np.zeros((4, 2))
@@ -790,3 +804,28 @@ def test_a_profile_recorded_on_a_busy_host_is_called_out():
     busy.idle[0], busy.idle[2] = 0.96, 0.9       # core0 busy; cpu.util is not a per-core metric
     (warning,) = busy_host_warnings(busy)
     assert "cpu.util.core0 0.96" in warning and "cpu.util.core1" not in warning and "quiet host" in warning
+
+
+def test_a_calibration_given_to_fit_corrects_the_cpu_shares_the_profile_recorded(sim_forward, tmp_path):
+    """A profile carries the CPU shares of the calibration the agent had when it was recorded;
+    `forward fit --calibration` with a newer one (a runner that now counts a kernel's helper
+    threads) wins where both name a stressor, and the profile's other shares stay."""
+    from controller.forward.fit import FitOptions, fit
+    from controller.forward.correction import CorrectionConfig
+    from mimesys.trace import Trace
+    _, profile_path, ds_path = sim_forward
+    prof = Trace.read(profile_path)
+    names = prof.provenance["catalog_names"]
+    assert "sched_futex_pingpong" in names and "cpu_contend_2x" in names
+    prof.provenance = {**prof.provenance, "cpu_fraction": {"sched_futex_pingpong": 0.5, "cpu_contend_2x": 0.5}}
+    prof.write(tmp_path / "profile.h5")
+    cal = {"format": "mimesys.calibration", "schema_version": 1, "peaks": {},
+           "stressors": {"sched_futex_pingpong": {"one_thread": {"cpu_fraction": 0.98}}}}
+    (tmp_path / "calibration.json").write_text(json.dumps(cal))
+    opts = dict(correction=CorrectionConfig(members=1, steps=10))
+    older = fit(ds_path, tmp_path / "profile.h5", tmp_path / "fm-profile", FitOptions(**opts))
+    newer = fit(ds_path, tmp_path / "profile.h5", tmp_path / "fm-cal",
+                FitOptions(calibration=tmp_path / "calibration.json", **opts))
+    futex, contend = names.index("sched_futex_pingpong"), names.index("cpu_contend_2x")
+    assert older.first.own[futex] == pytest.approx(0.5) and older.first.own[contend] == pytest.approx(0.5)
+    assert newer.first.own[futex] == pytest.approx(0.98) and newer.first.own[contend] == pytest.approx(0.5)
