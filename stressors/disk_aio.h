@@ -6,16 +6,22 @@
 #define MIMESYS_DISK_AIO_H
 #include "disk_io.h"
 
+#define MAX_SUBMITTERS 8     /* param `threads`: synchronous submitters per plan thread */
+
 struct aio_shared {
     int fd;                 /* the scratch file, O_DIRECT where the filesystem allows */
     uint64_t file_bytes, io_bytes, depth;
+    uint64_t submitters;    /* param `threads` >= 2: that many synchronous submitters per plan
+                               thread (the worker and helpers on its CPU) instead of a ring */
     int write, random, direct, uring;
 };
 
 struct aio_ring;            /* opaque: disk_aio.c */
+struct sync_pool;           /* opaque: disk_aio.c */
 
 struct aio_state {
-    struct aio_ring *ring;  /* NULL: synchronous fallback */
+    struct aio_ring *ring;  /* NULL: synchronous (the fallback, or the submitters' mode) */
+    struct sync_pool *pool; /* the helper submitters (param `threads`), or NULL */
     uint8_t *bufs;          /* depth * io_bytes, 4 KiB aligned */
     uint64_t *slot_off;     /* offset of the IO in flight in each slot */
     uint32_t *free_slots, nfree;
@@ -32,6 +38,8 @@ uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadlin
 /* bytes of the IOs in flight (kernel_ops.pending_bytes) */
 uint64_t aio_pending_bytes(const struct stressor *s, void *ts);
 void aio_thread_teardown(struct stressor *s, void *ts);
+/* CPU time of the helper submitters (kernel_ops.helper_cpu_ns) */
+uint64_t aio_helper_cpu_ns(void *ts);
 void aio_teardown(struct stressor *s);
 uint64_t aio_scratch_bytes(const struct stressor *s);
 #endif

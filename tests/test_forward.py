@@ -825,7 +825,7 @@ def test_a_calibration_given_to_fit_corrects_the_cpu_shares_the_profile_recorded
     opts = dict(correction=CorrectionConfig(members=1, steps=10))
     older = fit(ds_path, tmp_path / "profile.h5", tmp_path / "fm-profile", FitOptions(**opts))
     newer = fit(ds_path, tmp_path / "profile.h5", tmp_path / "fm-cal",
-                FitOptions(calibration=tmp_path / "calibration.json", **opts))
+                FitOptions(calibration=str(tmp_path / "calibration.json"), **opts))
     futex, contend = names.index("sched_futex_pingpong"), names.index("cpu_contend_2x")
     assert older.first.own[futex] == pytest.approx(0.5) and older.first.own[contend] == pytest.approx(0.5)
     assert newer.first.own[futex] == pytest.approx(0.98) and newer.first.own[contend] == pytest.approx(0.5)

@@ -16,6 +16,7 @@ busy; (d) the runner's own per-thread CPU time agrees with the kernel's within 0
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -206,6 +207,58 @@ def test_memory_stressors_touch_their_footprint(catalog):
     assert w_rand.bytes[m, 0] == 64 * w_rand.ops[m, 0] and w_rand.ops[m, 0] > 1e4
     m = catalog.index("mem_hashmap_512M")
     assert w_hash.ops[m, 0] > 1e4 and w_hash.bytes[m, 0] >= 64 * w_hash.ops[m, 0] // 8
+
+
+def _whole_disk(path: Path) -> str | None:
+    """MAJ:MIN of the whole disk holding `path` (a partition's parent), or None."""
+    st = os.stat(path)
+    sysdev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if not sysdev.exists():
+        return None
+    disk = sysdev.resolve().parent if (sysdev / "partition").exists() else sysdev.resolve()
+    return (disk / "dev").read_text().strip()
+
+
+def test_a_stalled_disk_does_not_hold_the_thread_past_its_segment(catalog):
+    """The queue-depth kernels wait for their IOs in flight only up to the segment's end: a
+    device that holds them (here a block throttle of 2 MB/s on 1 MiB direct writes, 4 in
+    flight: each IO waits about half a second) leaves them in flight, and the thread moves
+    on to its next segment on time. An unbounded drain held it about 2 s per segment."""
+    blkio = Path("/sys/fs/cgroup/blkio")
+    if os.geteuid() != 0 or not (blkio / "blkio.throttle.write_bps_device").exists():
+        pytest.skip("needs root and the cgroup-v1 block throttle (/sys/fs/cgroup/blkio)")
+    scratch = Path("/var/tmp")
+    disk = _whole_disk(scratch)
+    if disk is None:
+        pytest.skip(f"{scratch} is not on a block device")
+    group = blkio / f"mimesys-test-stall-{os.getpid()}"
+    group.mkdir()
+    W, T = 0.25, 6
+    plan = make_plan(catalog, {}, T=T, K=1, window_s=W)
+    plan.compositions[:, catalog.index("disk_seq_write_direct_1m_qd4"), 0] = 0.4
+    plan.compositions[:, catalog.index("cpu_fp_poly"), 0] = 0.4
+    windows = []
+
+    def probe(kind, ev, handle):
+        if kind == "ready":   # set up (scratch file filled) before the throttle applies
+            (group / "cgroup.procs").write_text(str(handle.pid))
+            (group / "blkio.throttle.write_bps_device").write_text(f"{disk} {2_000_000}")
+        if kind == "done":
+            windows.append(ev)
+    try:
+        asyncio.run(_run_with_probes(plan, RunnerConfig(cpus=(CPU,), scratch_dir=scratch, start_delay_ms=300),
+                                     probe))
+    finally:
+        with contextlib.suppress(OSError):
+            (group / "blkio.throttle.write_bps_device").write_text(f"{disk} 0")
+        group.rmdir()
+    w = catalog.index("disk_seq_write_direct_1m_qd4")
+    over = [(int(e.ran_ns[w, 0]) - int(e.planned_ns[w, 0])) / 1e6 for e in windows]
+    written = sum(int(e.bytes[w, 0]) for e in windows)
+    assert written < 8 << 20, f"the throttle did not hold the writes ({written >> 20} MiB in {T * W} s)"
+    assert max(over) < 25.0, f"disk segments overran by {over} ms"
+    lateness = [(int(e.thread_start_ns[0]) - e.planned_start_ns) / 1e6 for e in windows]
+    assert max(lateness) < 25.0, f"windows started late by {lateness} ms"
 
 
 def test_disk_stressors_move_diskstats(catalog):

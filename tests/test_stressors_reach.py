@@ -125,7 +125,8 @@ def test_page_fault_churn_faults_once_per_op(catalog):
 def test_queue_depth_disk_kernels_reach_the_device(catalog):
     dev = device_of(SCRATCH)
     names = ["disk_seq_write_direct_1m_qd4", "disk_rand_write_4k_qd64", "disk_seq_read_1m_qd4",
-             "disk_rand_read_4k_qd64", "disk_rand_read_4k"]
+             "disk_rand_read_4k_qd64", "disk_rand_read_4k", "disk_seq_write_direct_1m_sync2",
+             "disk_seq_read_1m_sync2"]
     probes, ev, notes = _bracketed(catalog, names, 0.8, 0.5, lambda pid: _diskstats_full(dev),
                                    RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH))
     if any("O_DIRECT refused" in notes.get(n, "") for n in names):
@@ -145,6 +146,41 @@ def test_queue_depth_disk_kernels_reach_the_device(catalog):
         iops[n] = ops
     # 64 in flight beat one at a time on the same file size and block size
     assert iops["disk_rand_read_4k_qd64"] >= 1.5 * iops["disk_rand_read_4k"], iops
+
+
+def test_synchronous_submitters_run_a_helper_per_plan_thread_and_count_its_work(catalog):
+    """`threads = 2`: each plan thread's worker and one helper on its CPU keep a synchronous
+    O_DIRECT write in flight each; the window reports both (whole 1 MiB writes; the device
+    moving them is test_queue_depth_disk_kernels_reach_the_device), the segment ends on
+    time, and the helper exists only for the variant's threads."""
+    name = "disk_seq_write_direct_1m_sync2"
+    m = catalog.index(name)
+    plan = make_plan(catalog, {name: 0.5}, T=4, K=1, window_s=0.25)
+    seen = {}
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH))
+        seen["tasks"] = len(list(Path(f"/proc/{handle.pid}/task").iterdir()))
+        windows = [ev async for ev in handle.events() if isinstance(ev, WindowDone)]
+        assert (await handle.wait()).ok
+        return windows, handle.notes
+    windows, notes = asyncio.run(go())
+    if "O_DIRECT refused" in notes.get(name, ""):
+        pytest.skip(f"O_DIRECT refused under {SCRATCH}: {notes}")
+    plain = make_plan(catalog, {"disk_seq_write_direct_1m_qd4": 0.5}, T=1, K=1, window_s=0.25)
+
+    async def count_plain():
+        handle = await start_runner(plain, RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH))
+        n = len(list(Path(f"/proc/{handle.pid}/task").iterdir()))
+        async for _ in handle.events():
+            pass
+        await handle.wait()
+        return n
+    baseline = asyncio.run(count_plain())
+    assert seen["tasks"] == baseline + 1, f"{seen['tasks']} threads with {name}, {baseline} without"
+    for w in windows:
+        assert w.ops[m, 0] > 0 and w.bytes[m, 0] == w.ops[m, 0] * (1 << 20)
+        assert w.ran_ns[m, 0] - w.planned_ns[m, 0] < 25e6, f"segment overran by {(w.ran_ns[m, 0] - w.planned_ns[m, 0]) / 1e6} ms"
 
 
 def test_pagecache_rw_stays_in_the_page_cache(catalog):
