@@ -379,6 +379,14 @@ uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadlin
     struct aio_ring *r = st->ring;
     if (st->pool) return pool_step(sh, st, units, deadline_ns, bytes);
     if (!r) return sync_step(sh, st, units, deadline_ns, bytes);
+    if (st->seg_deadline != deadline_ns) {
+        /* a segment in which nothing fitted: the estimate halves, or one long stall measured
+         * would keep the variant idle for the rest of the run (nothing submitted, no new sample) */
+        if (st->seg_deadline && !st->seg_submitted) { st->lat.mean_ns /= 2; st->lat.dev_ns /= 2; }
+        st->seg_deadline = deadline_ns;
+        st->seg_start = now_ns();
+        st->seg_submitted = 0;
+    }
     uint64_t ops = 0;
     while (ops < units) {
         uint64_t t = now_ns();
@@ -403,6 +411,7 @@ uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadlin
         }
         if (nsub) __atomic_store_n(r->sq_tail, tail + nsub, __ATOMIC_RELEASE);
         st->inflight += nsub;
+        st->seg_submitted += nsub;
         if (!st->inflight) return ops ? ops : STEP_WAIT;
         /* nothing more fits: drain (all in flight); else wait for one completion */
         unsigned want = room ? 1 : (unsigned)st->inflight;
@@ -414,7 +423,10 @@ uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadlin
         for (; head != ctail; head++) {
             struct io_uring_cqe *cqe = &r->cqes[head & *r->cq_mask];
             uint32_t slot = (uint32_t)cqe->user_data;
-            lat_add(st, t2 - r->submit_ns[slot]);
+            /* an IO left in flight by an earlier segment completed while the thread ran other
+             * work: its submit-to-reap time is not the device's latency, and a sample of seconds
+             * would keep every later IO from fitting in a segment */
+            if (r->submit_ns[slot] >= st->seg_start) lat_add(st, t2 - r->submit_ns[slot]);
             if (cqe->res > 0) {
                 *bytes += (uint64_t)cqe->res;
                 ops++;

@@ -27,6 +27,9 @@ struct aio_state {
     uint32_t *free_slots, nfree;
     uint64_t inflight, pos, lo, hi, x;
     struct op_cost lat;     /* one IO's latency, submission to completion (mean + deviation) */
+    uint64_t seg_deadline, seg_start;   /* the segment being run: IOs left in flight by an earlier
+                                           one are reaped without a latency sample */
+    uint64_t seg_submitted;             /* IOs submitted in it */
 };
 
 /* setup(): a scratch file of file_bytes filled with data (so writes are overwrites of
