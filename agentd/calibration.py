@@ -42,7 +42,7 @@ BANDWIDTH_CLASSES = ("memory", "disk", "network")
 DISK_READ_KERNELS = ("disk_seq_read", "disk_rand_read", "disk_readahead", "disk_qd_read")
 DISK_WRITE_KERNELS = ("disk_seq_write", "disk_qd_write")
 # sequential streaming kernels: the memory-bandwidth peak (random and hashed access reach less)
-MEM_STREAM_KERNELS = ("stream_triad", "stream_read")
+MEM_STREAM_KERNELS = ("stream_triad", "stream_read", "stream_copy")
 
 
 @dataclass(frozen=True)

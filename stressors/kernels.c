@@ -3,7 +3,7 @@
 #include "stressor.h"
 
 #define KERNELS(X) X(int_crc32) X(fp_poly) X(simd_dist) X(zstd_compress) X(memcpy) X(pointer_chase) \
-    X(stream_triad) X(stream_read) X(random_access) X(hashmap_insert) X(disk_seq_read) X(disk_seq_write)              \
+    X(stream_triad) X(stream_read) X(stream_copy) X(random_access) X(hashmap_insert) X(disk_seq_read) X(disk_seq_write)              \
     X(disk_rand_read) X(disk_fallocate) X(disk_readahead) X(tcp_loopback) X(udp_sink) X(disk_qd_read) X(disk_qd_write) X(pagecache_rw)         \
     X(page_fault_churn) X(cpu_contend) X(futex_pingpong)
 

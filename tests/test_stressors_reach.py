@@ -183,6 +183,24 @@ def test_synchronous_submitters_run_a_helper_per_plan_thread_and_count_its_work(
         assert w.ran_ns[m, 0] - w.planned_ns[m, 0] < 25e6, f"segment overran by {(w.ran_ns[m, 0] - w.planned_ns[m, 0]) / 1e6} ms"
 
 
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise KeyError("VmRSS")
+
+
+def test_stream_copy_counts_like_stream_over_a_resident_256_mib(catalog):
+    m = catalog.index("mem_stream_copy_256M")
+    probes, ev, _ = _bracketed(catalog, ["mem_stream_copy_256M"], 0.8, 0.5, _rss, RunnerConfig(cpus=(CPU,)))
+    ops, nbytes = int(ev[1].ops[m, 0]), int(ev[1].bytes[m, 0])
+    assert nbytes == 16 * ops           # STREAM's count: one 8-byte read, one 8-byte write
+    assert nbytes / 0.4 > 1e9, f"only {nbytes / 0.4 / 1e9:.2f} GB/s"
+    # both 128 MiB arrays are resident (allocated and touched before the first window): the copy
+    # runs from memory, not from a cache
+    assert probes[2] >= 256 << 20, f"runner RSS {probes[2] >> 20} MiB"
+
+
 def test_pagecache_rw_stays_in_the_page_cache(catalog):
     dev = device_of(SCRATCH)
     m = catalog.index("disk_pagecache_rw")

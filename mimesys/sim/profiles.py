@@ -55,6 +55,8 @@ KERNEL_PROFILES: dict[str, StressorProfile] = {
                                     resident_B=256 * 2**20, mem_pressure=0.01),
     "stream_read": StressorProfile(mem_Bps=9.0 * GB, llc_miss_per_s=140 * MB, llc_polluter=1.0,
                                    resident_B=256 * 2**20, mem_pressure=0.01),
+    "stream_copy": StressorProfile(mem_Bps=8.5 * GB, llc_miss_per_s=130 * MB, llc_polluter=1.0,
+                                   resident_B=256 * 2**20, mem_pressure=0.01),
     "random_access": StressorProfile(mem_Bps=2.4 * GB, llc_miss_per_s=19 * MB, llc_polluter=0.8,
                                      shared_resident_B=1 * 2**30, mem_pressure=0.03),
     "hashmap_insert": StressorProfile(mem_Bps=1.6 * GB, llc_miss_per_s=12 * MB, llc_polluter=0.6,
