@@ -61,6 +61,58 @@ def test_first_order_is_linear_below_capacity_and_maps_threads_to_cores():
     assert fo.predict(2 * a)[6] == pytest.approx(2 * x[6], rel=0.01)   # linear while far from capacity
 
 
+def test_interrupt_work_lands_on_its_core_whichever_thread_asks():
+    """A device's completions run on the CPU its interrupt is routed to (on the development VM
+    every virtio-blk interrupt lands on CPU 1): disk_read on thread 1 loads core 1 only; on
+    thread 0 it loads core 0 with its thread and core 1 with its completions."""
+    fo = toy_first_order()
+    fixed = np.zeros((4, len(NAMES)))
+    fixed[1, 1] = 0.3                  # disk_read's completions: core 1, from any thread
+    fo = FirstOrder(fo.metric_names, fo.units, fo.catalog_names, fo.thread_cores, fo.idle, fo.response, fo.own,
+                    fo.other, fo.capacity, fixed=fixed)
+    a = np.zeros((4, 2))
+    a[1, 1] = 1.0
+    x = fo.predict(a)
+    assert x[0] == pytest.approx(0.0)
+    assert x[1] == pytest.approx(1 - (1 - 0.2) * (1 - 0.3))
+    a = np.zeros((4, 2))
+    a[1, 0] = 1.0
+    x = fo.predict(a)
+    assert (x[0], x[1]) == (pytest.approx(0.2), pytest.approx(0.3))
+    # the planners' linear map says the same
+    assert fo.gain[1, 1, 1] == pytest.approx(0.2 + 0.3) and fo.gain[1, 1, 0] == pytest.approx(0.0)
+    assert FirstOrder.from_dict(fo.to_dict()).fixed[1, 1] == pytest.approx(0.3)
+
+
+def test_two_solo_positions_separate_interrupt_cpu_from_a_partner_thread():
+    from controller.forward.profile import split_landing
+    own = np.array([0.2, 0.2])
+    # row 0: completions on core 1 from either thread; row 1: a partner on the other core
+    L0 = np.array([[0.2, 0.3], [0.2, 0.3]])
+    L1 = np.array([[0.0, 1 - 0.8 * 0.7], [0.3, 0.2]])
+    other, fixed = split_landing(L0, L1, own, 0, 1)
+    assert fixed[0] == pytest.approx([0.0, 0.3]) and other[0] == pytest.approx(0.0)
+    assert fixed[1] == pytest.approx([0.0, 0.0]) and other[1] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_profile_rows_are_where_the_profile_plan_put_them(threads):
+    from controller.forward.profile import profile_plan, windows_of
+    M = 3
+    plan = profile_plan(["a", "b", "c"], "sha256:x", threads)
+    rows = windows_of(M, plan.provenance["layout"])
+    a = plan.compositions
+    assert a.shape[0] == rows["all"][-1] + 2                  # a last idle window
+    for m in range(M):
+        assert a[rows["solo"][m], m, 0] == 1 and a[rows["solo"][m]].sum() == 1
+        assert a[rows["all"][m], m].sum() == threads
+        if threads >= 2:
+            assert a[rows["solo1"][m], m, 1] == 1 and a[rows["solo1"][m]].sum() == 1
+        else:
+            assert rows["solo1"] is None
+    assert all(a[r].sum() == 0 for r in rows["idle"])
+
+
 def test_a_busy_core_shows_its_thread_not_thread_plus_background():
     """The host's background (a core's idle level) runs in the core's free time or moves to
     a freer core: a core kept half busy by its thread shows 0.5 + 0.02 · 0.5, a full one 1."""

@@ -26,7 +26,7 @@ from ..model.checkpoint import git_revision
 from ..model.data import file_sha256
 from .correction import CorrectionConfig, export_ensemble, fit_ensemble
 from .profile import FORMAT as PROFILE_FORMAT
-from .profile import LAYOUT as PROFILE_LAYOUT
+from .profile import LAYOUTS as PROFILE_LAYOUTS
 from .profile import busy_host_warnings, fit_first_order, metric_scales
 
 CORRECTION_FILE = "correction.onnx"
@@ -50,9 +50,10 @@ def profile_meta(trace: Trace, where: str) -> dict:
     for key in ("catalog_names", "catalog_hash", "thread_cores"):
         if key not in p:
             raise ValidationError(f"{where}: profile provenance lacks {key!r}")
-    if p.get("layout") != PROFILE_LAYOUT:
+    if p.get("layout") not in PROFILE_LAYOUTS:
         raise ValidationError(f"{where}: a profile of layout {p.get('layout') or 'idle-first (before 0.2)'!r}; this "
-                              f"build reads {PROFILE_LAYOUT!r}: record a new one (`mimesys forward profile`)")
+                              f"build reads {' or '.join(map(repr, PROFILE_LAYOUTS))}: record a new one "
+                              f"(`mimesys forward profile`)")
     return p
 
 

@@ -4,11 +4,17 @@ agent — the calibration the first-order forward model is read from (mimesys/fo
 Plan (HOLD windows per step, only the last window of each step is read, so the previous
 step's after-effects have settled):
 
-    for each stressor m: idle × 1, m on thread 0 × HOLD, m on every thread × HOLD;  idle × 1
+    for each stressor m: idle × 1, m on thread 0 × HOLD, m on thread 1 × HOLD (hosts with
+    two plan threads or more), m on every thread × HOLD;  idle × 1
+
+The step on thread 1 says where a stressor's kernel-side work lands: a device's completions
+run on the CPUs its interrupt is routed to, whichever thread asked for the IO (on the
+development VM every virtio-blk interrupt lands on CPU 1), while a partner thread follows the
+thread that feeds it. Two positions separate the two (`split_landing`).
 
 The idle level is the median over the M + 1 idle windows spread through the run, so a burst
 of other work on a shared host (or the writeback of the previous block) moves it little.
-About 5 × M + 1 windows (≈ 90 s for an 18-stressor catalog at W = 1 s). The executed trace is
+About 7 × M + 1 windows (≈ 6 min for a 48-stressor catalog at W = 1 s). The executed trace is
 kept as an ordinary trace file with the plan's layout in its provenance, so a profile can be
 fitted again later (`mimesys forward fit --profile`).
 """
@@ -23,39 +29,91 @@ from mimesys.plan import Plan
 from mimesys.trace import Trace
 
 HOLD = 2
-BLOCK = 1 + 2 * HOLD          # one idle window, then solo and all-thread steps
-LAYOUT = "interleaved-idle"   # the profile's row layout (windows_of)
+LAYOUT = "interleaved-idle-t1"      # the profile's row layout (windows_of): solo on thread 0 and 1
+LAYOUT_ONE_THREAD = "interleaved-idle"   # one plan thread, and every profile before the thread-1 step
+LAYOUTS = (LAYOUT, LAYOUT_ONE_THREAD)
 FORMAT = "mimesys.solo-profile"
 COMPUTE_CLASSES = ("cpu", "cache", "memory")
 
 
+def layout_for(threads: int) -> str:
+    return LAYOUT if threads >= 2 else LAYOUT_ONE_THREAD
+
+
+def _steps(layout: str) -> int:
+    return 3 if layout == LAYOUT else 2
+
+
 def profile_plan(catalog_names: list[str], catalog_hash: str, threads: int, window_s: float = 1.0) -> Plan:
-    M = len(catalog_names)
-    a = np.zeros((BLOCK * M + 1, M, threads), np.float32)
+    M, layout = len(catalog_names), layout_for(threads)
+    block = 1 + _steps(layout) * HOLD
+    a = np.zeros((block * M + 1, M, threads), np.float32)
     for m in range(M):
-        t = BLOCK * m + 1
+        t = block * m + 1
         a[t:t + HOLD, m, 0] = 1.0
+        if layout == LAYOUT:
+            t += HOLD
+            a[t:t + HOLD, m, 1] = 1.0
         a[t + HOLD:t + 2 * HOLD, m, :] = 1.0
     return Plan(a, list(catalog_names), catalog_hash, window_s=window_s, seed=0,
-                provenance={"by": FORMAT, "layout": LAYOUT, "hold": HOLD})
+                provenance={"by": FORMAT, "layout": layout, "hold": HOLD})
 
 
-def windows_of(M: int) -> dict:
-    """Which trace rows to read: idle rows, and per stressor its solo and all-thread row."""
-    idle = [BLOCK * m for m in range(M + 1)]
-    solo = [BLOCK * m + HOLD for m in range(M)]
-    full = [BLOCK * m + 2 * HOLD for m in range(M)]
-    return {"idle": idle, "solo": solo, "all": full}
+def windows_of(M: int, layout: str = LAYOUT_ONE_THREAD) -> dict:
+    """Which trace rows to read: idle rows, and per stressor its solo row (thread 0), its row
+    on thread 1 (None in a one-thread layout) and its all-thread row."""
+    steps = _steps(layout)
+    block = 1 + steps * HOLD
+    idle = [block * m for m in range(M + 1)]
+    solo = [block * m + HOLD for m in range(M)]
+    solo1 = [block * m + 2 * HOLD for m in range(M)] if steps == 3 else None
+    full = [block * m + steps * HOLD for m in range(M)]
+    return {"idle": idle, "solo": solo, "solo1": solo1, "all": full}
+
+
+def split_landing(L0: np.ndarray, L1: np.ndarray, own: np.ndarray, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where a stressor's CPU beyond its thread lands, from its solo runs on two threads.
+
+    L0, L1 [M, C]: busy fraction over idle on each core with m alone on thread 0 (core c0) and
+    on thread 1 (core c1); own [M]: the thread's own share. Each core j gets a part fixed[m, j]
+    from m on any thread (a device's interrupt CPUs) and each core other than the thread's a
+    part other[m] that follows the thread (a partner, a sink):
+
+        L0[c0] = own ∪ fixed[c0]      L1[c1] = own ∪ fixed[c1]      (∪: 1 − (1 − x)(1 − y))
+        L0[c1] = fixed[c1] + other    L1[c0] = fixed[c0] + other    L0[j] = L1[j] = fixed[j] + other
+
+    A thread that keeps its core busy hides what else lands there (own ∪ x ≈ 1 for any x), so
+    for own > 0.5 the split comes from the two cross readings alone: what both show follows
+    the thread (other = the smaller), the excess of one over the other is fixed.
+
+    Returns (other [M], fixed [M, C]), clipped at 0 (a shared host's noise can make either side
+    of a difference the larger)."""
+    M, C = L0.shape
+    fixed = np.zeros((M, C))
+    rest = np.clip(1.0 - own, 1e-3, None)
+    seen = own <= 0.5                                   # the own core's reading shows the rest
+    fixed[:, c0] = np.where(seen, np.clip((L0[:, c0] - own) / rest, 0.0, 1.0), 0.0)
+    fixed[:, c1] = np.where(seen, np.clip((L1[:, c1] - own) / rest, 0.0, 1.0), 0.0)
+    other = np.clip(((L0[:, c1] - fixed[:, c1]) + (L1[:, c0] - fixed[:, c0])) / 2, 0.0, 1.0)
+    cross = np.minimum(L0[:, c1], L1[:, c0])
+    other = np.where(seen, other, np.clip(cross, 0.0, 1.0))
+    fixed[:, c1] = np.where(seen, fixed[:, c1], np.clip(L0[:, c1] - cross, 0.0, 1.0))
+    fixed[:, c0] = np.where(seen, fixed[:, c0], np.clip(L1[:, c0] - cross, 0.0, 1.0))
+    for j in range(C):
+        if j not in (c0, c1):
+            fixed[:, j] = np.clip((L0[:, j] + L1[:, j]) / 2 - other, 0.0, 1.0)
+    return other, fixed
 
 
 def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[int], *,
                     host_peaks: dict | None = None, metric_names: list[str] | None = None,
                     classes: list[str] | None = None, cpu_fraction: dict | None = None,
-                    footprint: list[float] | None = None) -> FirstOrder:
+                    footprint: list[float] | None = None, layout: str | None = None) -> FirstOrder:
     """An executed profile trace (rows as `profile_plan`) -> the first-order parameters on
     `metric_names` (default: every metric the trace measured)."""
     M = len(catalog_names)
-    rows = windows_of(M)
+    layout = layout or (trace.provenance or {}).get("layout") or LAYOUT_ONE_THREAD
+    rows = windows_of(M, layout)
     if trace.T < rows["all"][-1] + 1:
         raise ValidationError(f"profile trace has {trace.T} windows; a {M}-stressor profile has "
                               f"{rows['all'][-1] + 1}")
@@ -66,8 +124,10 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     idle = np.nan_to_num(idle, nan=0.0)
     noise = np.clip(np.nan_to_num(np.nanpercentile(v[rows["idle"]], 90, axis=0), nan=0.0) - idle, 0.0, None)
     solo = np.nan_to_num(v[rows["solo"]], nan=0.0)                   # [M, N]
+    solo1 = np.nan_to_num(v[rows["solo1"]], nan=0.0) if rows["solo1"] and len(thread_cores) >= 2 else None
     full = np.nan_to_num(v[rows["all"]], nan=0.0)
-    response = np.clip(solo - idle, 0.0, None)
+    # host-wide metrics: one thread of m wherever it runs (two readings where there are two)
+    response = np.clip((solo if solo1 is None else (solo + solo1) / 2) - idle, 0.0, None)
     cores = [(n, core_index(name)) for n, name in enumerate(names) if core_index(name) is not None]
     own_core = thread_cores[0]
     own = np.zeros(M)
@@ -92,7 +152,19 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
             other[m] = 0.0
             if not isinstance(f, (int, float)):
                 own[m] = 1.0
-    capacity = np.maximum.reduce([idle, solo.max(axis=0), full.max(axis=0)])
+    fixed = None
+    core_of = {j: n for n, j in cores}
+    if solo1 is not None and thread_cores[0] in core_of and thread_cores[1] in core_of:
+        ids = sorted(core_of)
+        cols = [core_of[j] for j in ids]
+        L0 = np.clip(solo[:, cols] - idle[cols], 0.0, 1.0)
+        L1 = np.clip(solo1[:, cols] - idle[cols], 0.0, 1.0)
+        other, f = split_landing(L0, L1, own, ids.index(thread_cores[0]), ids.index(thread_cores[1]))
+        fixed = np.zeros((M, len(names)))
+        fixed[:, cols] = f
+        compute = np.array([c in COMPUTE_CLASSES for c in (classes or [None] * M)])
+        other[compute], fixed[compute] = 0.0, 0.0
+    capacity = np.maximum.reduce([idle, solo.max(axis=0), full.max(axis=0)] + ([solo1.max(axis=0)] if solo1 is not None else []))
     for n, name in enumerate(names):
         peak = (host_peaks or {}).get(name)
         if isinstance(peak, (int, float)) and peak > 0:
@@ -101,7 +173,8 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     capacity = np.where(np.array(unit_list) == "fraction", 1.0, capacity)
     return FirstOrder(names, unit_list, list(catalog_names), list(thread_cores), idle, response, own, other, capacity,
                       classes=list(classes) if classes else None,
-                      footprint=np.asarray(footprint, np.float64) if footprint is not None else None, noise=noise)
+                      footprint=np.asarray(footprint, np.float64) if footprint is not None else None, noise=noise,
+                      fixed=fixed)
 
 
 BUSY_IDLE = 0.25   # a core busier than this with nothing of ours running: the host was not idle
@@ -170,6 +243,6 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
                         "catalog_footprint_B": memory_footprint(catalog.get("stressors", []), threads),
                         "catalog_hash": catalog["hash"], "thread_cores": cores,
                         "host_peaks": peaks, "cpu_fraction": {k: v for k, v in fractions.items() if v},
-                        "agent": getattr(client, "url", ""), "layout": LAYOUT, "hold": HOLD}
+                        "agent": getattr(client, "url", ""), "layout": plan.provenance["layout"], "hold": HOLD}
     trace.write(out_path)
     return trace

@@ -6,7 +6,12 @@ Parameters (all measured by running the stressors alone, controller/forward/prof
 - response R [M, N]: what one thread running stressor m for the whole window adds to idle.
 - own [M], other [M]: the same on per-core metrics (`cpu.util.core<j>`): the busy fraction
   that one thread of m puts on its own core, and what it spills onto each other core (a
-  loopback sink, IO completions, kernel threads).
+  loopback sink, a ping-pong partner, kernel threads).
+- fixed [M, N] (profiles that ran each stressor on a second thread too): the busy fraction m
+  puts on core j whichever thread runs it — a device's completions are handled on the CPUs
+  its interrupt is routed to (on the development VM every virtio-blk interrupt and BLOCK
+  softirq lands on CPU 1: a disk stressor on thread 0 loads core 1, and on thread 1 loads
+  its own core, not core 0). Zero on metrics that are not per-core.
 - noise [N] (when the profile had it): how far the idle windows spread above their median
   (p90 − median); what a target may show on a resource and still have left it idle.
 - capacity [N]: the most the host showed on each metric (solo, all threads at once, and the
@@ -21,8 +26,8 @@ thread; thread k pinned to core `thread_cores[k]`):
 
     x_n = idle_n + φ_{g(n)}(a) · Σ_{m,k} a[m,k] · G[m,k,n]
 
-with G[m,k,n] = R[m,n] for host-wide metrics and own[m] / other[m] for per-core ones (a core
-adds them as a union with its idle level, see `predict`); then clipped to [0, capacity]
+with G[m,k,n] = R[m,n] for host-wide metrics and own[m] / other[m] + fixed[m,n] for per-core
+ones (a core adds them as a union with its idle level, see `predict`); then clipped to [0, capacity]
 (fractions to [0, 1]). The map is linear in a for a fixed φ, which
 is what the inverse planner (inverse.py) uses.
 """
@@ -74,19 +79,22 @@ class FirstOrder:
     classes: list[str] | None = None  # each stressor's resource class (catalog), when known
     footprint: np.ndarray | None = None  # [M] bytes of memory a plan holds for its whole run once it uses m
     noise: np.ndarray | None = None  # [N] spread of the idle windows above their median (p90 − median)
+    fixed: np.ndarray | None = None  # [M, N] per-core share m puts on that core from any thread (None: none)
 
     def __post_init__(self):
         N, M = len(self.metric_names), len(self.catalog_names)
         for name, arr, shape in (("idle", self.idle, (N,)), ("response", self.response, (M, N)),
                                  ("own", self.own, (M,)), ("other", self.other, (M,)),
                                  ("capacity", self.capacity, (N,))) + \
-                ((("noise", self.noise, (N,)),) if self.noise is not None else ()):
+                ((("noise", self.noise, (N,)),) if self.noise is not None else ()) + \
+                ((("fixed", self.fixed, (M, N)),) if self.fixed is not None else ()):
             if np.shape(arr) != shape:
                 raise ValidationError(f"first-order model: {name} has shape {np.shape(arr)}, expected {shape}")
         self.idle = np.asarray(self.idle, np.float64)
         self.response = np.asarray(self.response, np.float64)
         self.own, self.other = np.asarray(self.own, np.float64), np.asarray(self.other, np.float64)
         self.capacity = np.asarray(self.capacity, np.float64)
+        self.fixed = np.zeros((M, N)) if self.fixed is None else np.asarray(self.fixed, np.float64)
         if not self.groups:
             self.groups = {}
             for n, name in enumerate(self.metric_names):
@@ -133,7 +141,7 @@ class FirstOrder:
             if j is None:
                 continue
             for k, core in enumerate(self.thread_cores):
-                G[:, k, n] = self.own if core == j else self.other
+                G[:, k, n] = (self.own if core == j else self.other) + self.fixed[:, n]
         return G
 
     # -- prediction --------------------------------------------------------------
@@ -166,8 +174,9 @@ class FirstOrder:
         """a [B, M, K] (or [M, K]) -> predicted metrics [B, N] (or [N]).
 
         A core's busy fraction is the union of its own thread's busy time u, the other
-        threads' spill s onto it (IO completions, a ping-pong partner) and the host's own
-        background (the idle level i), not their sum: 1 − (1 − i)(1 − u)(1 − s). The spill and
+        threads' spill s onto it (a ping-pong partner; and the completions of any thread's IO
+        whose interrupt this core handles: `fixed`) and the host's own background (the idle
+        level i), not their sum: 1 − (1 − i)(1 − u)(1 − s). The spill and
         the background run in the core's idle time or move to a freer core, and a core its
         thread keeps busy gains little from them (measured on plans replayed on this 2-vCPU
         host: mean |error| per window 0.024 with spill as a sum, 0.021 as a union; and over 20
@@ -184,7 +193,7 @@ class FirstOrder:
             if not on.any():
                 continue
             u = np.clip(own[:, on].sum(axis=1), 0.0, 1.0)
-            s = np.clip(spill[:, ~on].sum(axis=1), 0.0, 1.0)
+            s = np.clip(spill[:, ~on].sum(axis=1) + np.einsum("bmk,m->b", a, self.fixed[:, n]), 0.0, 1.0)
             x[:, n] = 1.0 - (1.0 - self.idle[n]) * (1.0 - u) * (1.0 - s)
         x = self.clip(x)
         return x[0] if single else x
@@ -202,7 +211,8 @@ class FirstOrder:
                 "groups": {g: list(map(int, idx)) for g, idx in self.groups.items()},
                 "usage": self.usage.tolist(), "classes": self.classes,
                 "footprint_B": None if self.footprint is None else self.footprint.tolist(),
-                "idle_noise": None if self.noise is None else self.noise.tolist()}
+                "idle_noise": None if self.noise is None else self.noise.tolist(),
+                "core_fixed": self.fixed.tolist() if self.fixed.any() else None}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "first-order model") -> "FirstOrder":
@@ -218,6 +228,7 @@ class FirstOrder:
                        {str(g): [int(i) for i in idx] for g, idx in (d.get("groups") or {}).items()}, usage,
                        list(d["classes"]) if d.get("classes") else None,
                        np.asarray(d["footprint_B"], np.float64) if d.get("footprint_B") is not None else None,
-                       np.asarray(d["idle_noise"], np.float64) if d.get("idle_noise") is not None else None)
+                       np.asarray(d["idle_noise"], np.float64) if d.get("idle_noise") is not None else None,
+                       np.asarray(d["core_fixed"], np.float64) if d.get("core_fixed") is not None else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValidationError(f"{where}: malformed ({type(e).__name__}: {e})") from None
