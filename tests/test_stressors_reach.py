@@ -206,14 +206,16 @@ def test_pagecache_rw_stays_in_the_page_cache(catalog):
     m = catalog.index("disk_pagecache_rw")
     # 0.8 s of the stressor: the 128 MiB file is written whole even when the VM is slow (0.4 s
     # moved 121 MiB once in CI's Debian stage)
+    cached_before = _cached()   # window 0's record can arrive after the stressor has begun writing
     probes, ev, _ = _bracketed(catalog, ["disk_pagecache_rw"], 0.8, 1.0,
                                lambda pid: (_cached(), _diskstats_full(dev)),
                                RunnerConfig(cpus=(CPU,), scratch_dir=SCRATCH))
     nbytes = int(ev[1].bytes[m, 0])
-    (c0, d0), (c1, d1) = probes[0], probes[2]
+    (_, d0), (c1, d1) = probes[0], probes[2]
     assert nbytes >= 128 << 20, f"only {nbytes >> 20} MiB moved"
-    # the file (128 MiB) is now cached; its re-reads did not go to the device
-    assert c1 - c0 >= 96 << 20, f"page cache grew by {(c1 - c0) >> 20} MiB"
+    # the file (128 MiB) is now cached (measured from before the runner started: on a loaded host
+    # it grew only 59 MiB after the first probe in CI's Debian stage); its re-reads did not go to the device
+    assert c1 - cached_before >= 96 << 20, f"page cache grew by {(c1 - cached_before) >> 20} MiB"
     assert d1["r_B"] - d0["r_B"] < 0.05 * nbytes, f"device read {(d1['r_B'] - d0['r_B']) >> 20} MiB"
 
 
