@@ -108,12 +108,11 @@ def split_landing(L0: np.ndarray, L1: np.ndarray, own: np.ndarray, c0: int, c1: 
 def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[int], *,
                     host_peaks: dict | None = None, metric_names: list[str] | None = None,
                     classes: list[str] | None = None, cpu_fraction: dict | None = None,
-                    footprint: list[float] | None = None, layout: str | None = None) -> FirstOrder:
+                    footprint: list[float] | None = None) -> FirstOrder:
     """An executed profile trace (rows as `profile_plan`) -> the first-order parameters on
     `metric_names` (default: every metric the trace measured)."""
     M = len(catalog_names)
-    layout = layout or (trace.provenance or {}).get("layout") or LAYOUT_ONE_THREAD
-    rows = windows_of(M, layout)
+    rows = windows_of(M, (trace.provenance or {}).get("layout") or LAYOUT_ONE_THREAD)
     if trace.T < rows["all"][-1] + 1:
         raise ValidationError(f"profile trace has {trace.T} windows; a {M}-stressor profile has "
                               f"{rows['all'][-1] + 1}")
