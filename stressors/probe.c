@@ -6,9 +6,9 @@
  * native AIO (io_submit) from one thread or from each CPU's thread, and a ring of its own
  * through io_uring from each CPU's thread (the catalog's queue-depth kernels' submission and
  * all-threads shape, added after the catalog's writers went up to 1.8x (bytes) and 3x (IOPS)
- * past a probe without them); glibc memcpy on every CPU rather than the STREAM triad; separate sender and receiver
- * threads as well as the kernel's one-thread shape (with a paired shape alone, the catalog's
- * stream went 3.9x past the probe on a 2-vCPU VM).
+ * past a probe without them); glibc memcpy and a streaming-store copy on every CPU rather than the
+ * STREAM triad; separate sender and receiver threads as well as the kernel's one-thread shape
+ * (with a paired shape alone, the catalog's stream went 3.9x past the probe on a 2-vCPU VM).
  *
  * Output, one line per probe (stdout):  peak METRIC VALUE DETAIL...
  *   disk.write_Bps  sequential 1 or 4 MiB O_DIRECT overwrites, 4, 8, 16 or 32 in flight, by
@@ -17,8 +17,8 @@
  *   disk.read_Bps   sequential 1 or 4 MiB O_DIRECT reads, same shapes
  *   disk.read_iops  random 4 KiB O_DIRECT reads, 32, 64 or 128 in flight (12 shapes)
  *   disk.write_iops random 4 KiB O_DIRECT overwrites, same
- *   mem.bw_Bps      one thread per CPU over 2 x 128 MiB: glibc memcpy, a copy loop or a read
- *                   sum (best), bytes read + written
+ *   mem.bw_Bps      one thread per CPU over 2 x 128 MiB: glibc memcpy, a copy loop, a read sum
+ *                   or a streaming-store copy (x86-64), bytes read + written
  *   net.lo_Bps      TCP over 127.0.0.1, payload bytes: 1, n or 2n sender/receiver pairs,
  *                   64 KiB, 256 KiB or 1 MiB sends, or n threads each sending to and draining its
  *                   own connection without blocking (on a small VM the wake-ups between
@@ -38,6 +38,9 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <string.h>
 #include <linux/aio_abi.h>
 #include <linux/io_uring.h>
@@ -351,8 +354,12 @@ static void disk_peak(const char *metric, int fd, uint64_t file, int write, int 
     fflush(stdout);
 }
 
-/* mode 0: glibc memcpy (non-temporal stores for big copies); 1: a plain 8-byte copy loop;
- * 2: a read-only sum. Bytes = bytes read + bytes written, the catalog's convention. */
+/* mode 0: glibc memcpy (non-temporal stores above its threshold, ERMS or AVX below it, by CPU);
+ * 1: a plain 8-byte copy loop; 2: a read-only sum; 3: a copy written with SSE2 streaming stores
+ * (x86-64 only: glibc's choice for a 128 MiB copy varies by CPU and version, and on the 2-vCPU
+ * VM the catalog's streaming-store copy went 1.2x past the other three). Bytes = bytes read +
+ * bytes written, the catalog's convention. */
+#define MEM_MODES 4
 static void *mem_worker(void *arg) {
     struct pjob *j = arg;
     uint64_t n = j->len / 8, sum = 0;
@@ -364,17 +371,52 @@ static void *mem_worker(void *arg) {
         } else if (j->random == 1) {
             for (uint64_t i = 0; i < n; i++) b[i] = a[i];
             j->bytes += 2 * (uint64_t)j->len;
-        } else {
+        } else if (j->random == 2) {
             for (uint64_t i = 0; i < n; i += 4) sum += a[i] + a[i + 1] + a[i + 2] + a[i + 3];
             j->bytes += (uint64_t)j->len;
+        } else {
+#if defined(__x86_64__)
+            /* 1 MiB at a time so the deadline is checked often */
+            for (uint64_t off = 0; off < n && now_ns() < j->deadline; off += 1u << 17) {
+                uint64_t end = off + (1u << 17) < n ? off + (1u << 17) : n;
+                for (uint64_t i = off; i < end; i += 8) {
+                    __m128i x0 = _mm_load_si128((const __m128i *)(a + i)), x1 = _mm_load_si128((const __m128i *)(a + i + 2));
+                    __m128i x2 = _mm_load_si128((const __m128i *)(a + i + 4)), x3 = _mm_load_si128((const __m128i *)(a + i + 6));
+                    _mm_stream_si128((__m128i *)(b + i), x0);
+                    _mm_stream_si128((__m128i *)(b + i + 2), x1);
+                    _mm_stream_si128((__m128i *)(b + i + 4), x2);
+                    _mm_stream_si128((__m128i *)(b + i + 6), x3);
+                }
+                _mm_sfence();
+                j->bytes += 16 * (end - off);
+            }
+#else
+            break;   /* no streaming stores here: the shape moves nothing and is not the best */
+#endif
         }
     }
     j->x = sum;   /* keeps the sum alive */
     return NULL;
 }
 
+static double mem_shape(struct pjob *j, pthread_t *t, int threads, int mode, double seconds) {
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < threads; i++) {
+        j[i].deadline = t0 + (uint64_t)(seconds * 1e9);
+        j[i].random = mode;
+        j[i].bytes = 0;
+        pthread_create(&t[i], NULL, mem_worker, &j[i]);
+    }
+    uint64_t bytes = 0;
+    for (int i = 0; i < threads; i++) { pthread_join(t[i], NULL); bytes += j[i].bytes; }
+    return (double)bytes / ((double)(now_ns() - t0) / 1e9);
+}
+
+/* Every shape for half of `seconds`, the two best again for `seconds`, the peak the best of those
+ * (as the disk and loopback probes: not the luckiest of many short runs). */
 static void probe_mem(int threads, double seconds) {
-    static const char *modes[] = {"memcpy", "copy loop", "read sum"};
+    static const char *modes[MEM_MODES] = {"memcpy", "copy loop", "read sum", "streaming-store copy"};
+    int verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL;
     struct pjob *j = calloc((size_t)threads, sizeof *j);
     pthread_t *t = calloc((size_t)threads, sizeof *t);
     size_t len = 128u << 20;   /* 2 x 128 MiB per thread: far past any LLC */
@@ -385,24 +427,25 @@ static void probe_mem(int threads, double seconds) {
         j[i].buf2 = alloc_touched(len, err);
         if (!j[i].buf || !j[i].buf2) { printf("peak mem.bw_Bps nan %s\n", err); return; }
     }
+    double screen[MEM_MODES];
+    int order[MEM_MODES];
+    for (int mode = 0; mode < MEM_MODES; mode++) {
+        screen[mode] = mem_shape(j, t, threads, mode, seconds / 2);
+        if (verbose) fprintf(stderr, "shape mem.bw_Bps %.1f %d threads %s\n", screen[mode], threads, modes[mode]);
+        int k = mode;   /* insertion into order[], best first */
+        while (k > 0 && screen[order[k - 1]] < screen[mode]) { order[k] = order[k - 1]; k--; }
+        order[k] = mode;
+    }
     double best = 0;
-    int best_mode = 0;
-    for (int mode = 0; mode < 3; mode++) {
-        uint64_t t0 = now_ns();
-        for (int i = 0; i < threads; i++) {
-            j[i].deadline = t0 + (uint64_t)(seconds * 1e9);
-            j[i].random = mode;
-            j[i].bytes = 0;
-            pthread_create(&t[i], NULL, mem_worker, &j[i]);
-        }
-        uint64_t bytes = 0;
-        for (int i = 0; i < threads; i++) { pthread_join(t[i], NULL); bytes += j[i].bytes; }
-        double r = (double)bytes / ((double)(now_ns() - t0) / 1e9);
-        if (r > best) { best = r; best_mode = mode; }
+    int best_mode = order[0];
+    for (int i = 0; i < 2; i++) {
+        double v = mem_shape(j, t, threads, order[i], seconds);
+        if (verbose) fprintf(stderr, "again mem.bw_Bps %.1f %d threads %s\n", v, threads, modes[order[i]]);
+        if (v > best) { best = v; best_mode = order[i]; }
     }
     for (int i = 0; i < threads; i++) { free_touched(j[i].buf, len); free_touched(j[i].buf2, len); }
-    printf("peak mem.bw_Bps %.1f best of 3 shapes: %d threads %s over 2 x 128 MiB each, bytes read + written\n",
-           best, threads, modes[best_mode]);
+    printf("peak mem.bw_Bps %.1f best of the 2 best of %d shapes run again: %d threads %s over 2 x 128 MiB each, "
+           "bytes read + written\n", best, MEM_MODES, threads, modes[best_mode]);
     fflush(stdout);
     free(j); free(t);
 }
