@@ -13,7 +13,11 @@ probes run, `reach_repeats` times over, and reach is the median over pairs of (t
 best in that run / the probe's peak right after it). A shared host's disk moves by ±20 %
 within a minute (three pairs on the 2-vCPU VM: 1.09, 1.23, 0.81 for the same two codes), so
 comparing one side's best run with the other side's best run from minutes apart measures
-the neighbours, not the catalog. Paced variants are
+the neighbours, not the catalog. Each side of a pair keeps the best of as many draws: the
+probes keep the best of their confirmed shapes (two runs of the best memory shape), so the
+catalog's candidates run twice in each pair (REACH_DRAWS; with one draw on the catalog's side,
+memory bandwidth that moved 35-77 GB/s between seconds on the VM read as reach 0.68 for two
+copies of the same streaming-store loop). Paced variants are
 measured like the others (at the rate their base's one-thread figure sets) and never
 count towards `peaks` or `reach`.
 
@@ -187,9 +191,9 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     `progress(done_windows, total_windows)` is called as windows complete. probe_seconds > 0:
     also measure the host's own peaks (probe_host_peaks, that long per probe shape, before the
     stressors and after each reach run; the highest kept as the capacity) and the reach: the
-    catalog's two best variants for each reach metric run `reach_repeats` more times, each run
-    followed by the probes, and reach is the median over these pairs of (catalog best / probe
-    peak) (`reach_runs`, `reach_pairs` in the file).
+    catalog's two best variants for each reach metric run REACH_DRAWS times, then the probes,
+    `reach_repeats` times over, and reach is the median over these pairs of (catalog best /
+    probe peak) (`reach_runs`, `reach_pairs` in the file).
 
     Paced variants run in a second pass, one thread each, at the rate resolved from the
     first pass (their base must be measured in it, or already in `config.pace_Bps`): what
@@ -245,17 +249,22 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     if probe_seconds:
         best_names = reach_candidates(catalog, doc)
         multi = all_threads and len(cpus) > 1
-        total += reach_repeats * sum(1 + (multi and catalog.stressors[catalog.index(n)].resource_class
-                                          in BANDWIDTH_CLASSES) for n in best_names)
+        total += REACH_DRAWS * reach_repeats * sum(1 + (multi and catalog.stressors[catalog.index(n)].resource_class
+                                                        in BANDWIDTH_CLASSES) for n in best_names)
         doc["reach_runs"], paired = {}, []
         for _ in range(reach_repeats if best_names else 0):
-            run = await _reach_run(catalog, config, best_names, window_s, all_threads, tick)
-            if run is None:
+            draws = []
+            for _ in range(REACH_DRAWS):
+                run = await _reach_run(catalog, config, best_names, window_s, all_threads, tick)
+                if run is None:
+                    break
+                draws += list(run.items())
+            if not draws:
                 break
             probes.append(await probe_host_peaks(config, seconds=probe_seconds))
-            for name, entry in run.items():
+            for name, entry in draws:
                 doc["reach_runs"].setdefault(name, []).append(entry)
-            paired.append((run, probes[-1][0]))
+            paired.append((draws, probes[-1][0]))
         if not paired:
             probes.append(await probe_host_peaks(config, seconds=probe_seconds))
         peaks, method = {}, {}
@@ -326,6 +335,9 @@ async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, 
     return peaks, detail
 
 
+REACH_DRAWS = 2   # runs of the catalog's candidates per reach pair (the probe keeps its best of 2 or more)
+
+
 def reach_candidates(catalog: Catalog, doc: dict, per_metric: int = 2) -> list[str]:
     """The catalog's `per_metric` best plain variants for each reach metric in `doc`'s main pass:
     the ones run again (a close second may be the better one on a quieter second)."""
@@ -374,12 +386,13 @@ def _ranked_per_metric(catalog: Catalog, entries: list[tuple[str, dict]]) -> dic
     return {m: sorted(per.values(), key=lambda b: -b["value"]) for m, per in best.items()}
 
 
-def reach_pairs(catalog: Catalog, paired: list[tuple[dict, dict]]) -> dict[str, list[float]]:
-    """{metric: [catalog best in run i / probe peak right after it, ...]} over the pairs
-    (stressor entries of one reach run, probe peaks measured right after it)."""
+def reach_pairs(catalog: Catalog, paired: list[tuple[list, dict]]) -> dict[str, list[float]]:
+    """{metric: [catalog best in pair i / probe peak right after it, ...]} over the pairs
+    ([(stressor, calibration entry)] of one pair's REACH_DRAWS runs, probe peaks measured right
+    after them)."""
     out: dict[str, list[float]] = {}
     for entries, peaks in paired:
-        for metric, runs in _ranked_per_metric(catalog, list(entries.items())).items():
+        for metric, runs in _ranked_per_metric(catalog, list(entries)).items():
             if peaks.get(metric):
                 out.setdefault(metric, []).append(round(runs[0]["value"] / peaks[metric], 4))
     return out

@@ -408,11 +408,13 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
         assert reach[metric] == pytest.approx(float(np.median(pairs[metric])), abs=1e-3)
         assert min(pairs[metric]) <= reach[metric] <= max(pairs[metric])
     assert best["disk.write_iops"]["stressor"] == "disk_rand_write_4k_qd64"
-    # each metric's two best variants ran twice more (--reach-repeats 2); catalog_best is the best of all runs
+    # each metric's two best variants ran REACH_DRAWS times in each of the 2 pairs (--reach-repeats
+    # 2); catalog_best is the best of all runs
+    from agentd.calibration import REACH_DRAWS
     from mimesys.calibration import read as read_calibration
     runs = read_calibration(out)["reach_runs"]
     for metric, b in best.items():
-        assert len(runs[b["stressor"]]) == 2, (metric, sorted(runs))
+        assert len(runs[b["stressor"]]) == 2 * REACH_DRAWS, (metric, sorted(runs))
         field = "ops_per_s" if metric.endswith("iops") else "bytes_per_s"
         tried = [doc_e[field] for e in [read_calibration(out)["stressors"][b["stressor"]], *runs[b["stressor"]]]
                  for doc_e in (e["one_thread"], e["all_threads"]) if doc_e]
@@ -524,10 +526,12 @@ def test_reach_pairs_compare_each_run_with_the_probe_right_after_it(catalog):
 
     def entry(v):
         return {"one_thread": {"bytes_per_s": v, "threads": 1}, "all_threads": None}
-    paired = [({"disk_seq_read_1m_qd16": entry(2.0e9), "disk_seq_read_1m_qd4": entry(1.5e9)}, {"disk.read_Bps": 2.1e9}),
-              ({"disk_seq_read_1m_qd16": entry(0.9e9), "disk_seq_read_1m_qd4": entry(1.0e9)}, {"disk.read_Bps": 1.05e9}),
-              ({"disk_seq_read_1m_qd16": entry(1.9e9), "disk_seq_write_direct_1m_qd4_pace75": entry(9e9)},
-               {"disk.read_Bps": 2.0e9})]
+    # a pair holds every draw of the candidates (REACH_DRAWS runs): the best draw of any counts
+    paired = [([("disk_seq_read_1m_qd16", entry(2.0e9)), ("disk_seq_read_1m_qd4", entry(1.5e9)),
+                ("disk_seq_read_1m_qd16", entry(1.2e9))], {"disk.read_Bps": 2.1e9}),
+              ([("disk_seq_read_1m_qd16", entry(0.9e9)), ("disk_seq_read_1m_qd4", entry(1.0e9))], {"disk.read_Bps": 1.05e9}),
+              ([("disk_seq_read_1m_qd16", entry(1.4e9)), ("disk_seq_write_direct_1m_qd4_pace75", entry(9e9)),
+                ("disk_seq_read_1m_qd16", entry(1.9e9))], {"disk.read_Bps": 2.0e9})]
     got = reach_pairs(catalog, paired)
     assert got["disk.read_Bps"] == [pytest.approx(2.0 / 2.1, abs=1e-4), pytest.approx(1.0 / 1.05, abs=1e-4),
                                     pytest.approx(0.95, abs=1e-4)]
