@@ -48,7 +48,7 @@ build: $(STAMP)
 	$(MAKE) -C stressors
 
 test: setup
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 demo: setup
 	$(BIN)/mimesys demo $(DEMO_ARGS)

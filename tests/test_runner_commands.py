@@ -59,7 +59,10 @@ def test_calibrate_writes_rates_and_peaks(tmp_path):
     from agentd.commands.calibrate import calibrate
     out = tmp_path / "calibration.json"
     only = ["cpu_fp_poly", "mem_stream_triad_256M", "net_tcp_loopback", "disk_seq_read_direct"]
-    args = ["--out", str(out), "--window-s", "0.2", "--cpus", CPUS, "--scratch-dir", str(tmp_path / "s")]
+    # no host-peak probes here (3 minutes at the default --probe-seconds; the probes and reach
+    # are test_stressors_reach.py's): the rates and the catalog's own peaks
+    args = ["--out", str(out), "--window-s", "0.2", "--cpus", CPUS, "--scratch-dir", str(tmp_path / "s"),
+            "--probe-seconds", "0"]
     for n in only:
         args += ["--only", n]
     res = CliRunner().invoke(calibrate, args)
@@ -78,6 +81,7 @@ def test_calibrate_writes_rates_and_peaks(tmp_path):
     assert doc["peaks"]["net.rx_Bps"] == doc["peaks"]["net.tx_Bps"]   # a link's two directions
     assert doc["peaks"]["mem.bw_Bps"] == max(triad["one_thread"]["bytes_per_s"],
                                              (triad["all_threads"] or triad["one_thread"])["bytes_per_s"])
+    assert "host_peaks" not in doc and "reach" not in doc     # --probe-seconds 0: no probes
 
 
 def test_calibration_reader_rejects_foreign_files(tmp_path):
