@@ -1,7 +1,7 @@
 """Own-core share of IO stressors: the runner's accounting (calibration cpu_fraction, as now)
 vs the profile's own core readings. First-order per-core error on replayed plans."""
 import sys, glob, json, numpy as np
-sys.path.insert(0, '/work/main')
+sys.path.insert(0, '/work/main')  # a checkout at e4b0595 or later
 from mimesys.trace import Trace
 from mimesys.plan import Plan
 from mimesys.forward.model import load_forward_model
@@ -18,7 +18,9 @@ io = {n for n, c in zip(meta['catalog_names'], classes) if c in ('disk',)}
 def first(fr):
     return fit_first_order(prof, meta['catalog_names'], meta['thread_cores'], host_peaks=meta.get('host_peaks'),
                            metric_names=base.metric_names, classes=classes, cpu_fraction=fr, footprint=None)
-variants = {"runner accounting (as fitted)": first(cal),
+# the models under O were fitted before e4b0595 (runner shares for every class); fit_first_order
+# now takes disk shares from the profile whatever it is given
+variants = {"runner accounting (as fitted)": base,
             "profile readings for IO stressors": first({n: v for n, v in cal.items() if n not in io})}
 pairs = {}
 for d in sorted(glob.glob(f'{O}/eval-rep*')):
