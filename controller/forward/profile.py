@@ -144,9 +144,8 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     # cache, memory classes: one pinned thread that never blocks) puts nothing on other cores.
     # Not for disk stressors: a thread that sleeps on every IO is charged more CPU time than its
     # core's /proc/stat busy time shows (the synchronous 4 KiB reader: 0.30-0.43 by the runner in
-    # three calibrations, 0.27 on its core in the profile, ~0.24 in replayed mixes), and the core's
-    # reading is what a target is measured in. Over the replayed inverse plans of two sessions (10 each), disk shares
-    # from the profile cut the per-core error of inverse plans 0.0077 -> 0.0070 and 0.0087 -> 0.0083.
+    # three calibrations, 0.27 on its core in the profile, ~0.24 in replayed mixes), and the
+    # core's reading is what a target is measured in (bench/results/fidelity/main-2026-11-26).
     cpu_fraction = cpu_fraction or {}
     for m, name in enumerate(catalog_names):
         f = cpu_fraction.get(name)
