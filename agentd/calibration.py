@@ -277,7 +277,8 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
         doc["reach"], doc["catalog_best"] = reach(catalog, doc, peaks)
         if paired:
             doc["reach_pairs"] = reach_pairs(catalog, paired)
-            doc["reach"].update({m: round(float(np.median(r)), 3) for m, r in doc["reach_pairs"].items()})
+            # the pairs' precision: a coarser median could fall outside the pairs it summarizes
+            doc["reach"].update({m: round(float(np.median(r)), 4) for m, r in doc["reach_pairs"].items()})
     return doc
 
 
@@ -363,7 +364,7 @@ def reach(catalog: Catalog, doc: dict, host_peaks: dict) -> tuple[dict, dict]:
     entries = list(doc["stressors"].items())
     entries += [(name, e) for name, runs in (doc.get("reach_runs") or {}).items() for e in runs]
     best = {m: runs[0] for m, runs in _ranked_per_metric(catalog, entries).items()}
-    out = {m: round(best[m]["value"] / host_peaks[m], 3) for m in host_peaks if m in best}
+    out = {m: round(best[m]["value"] / host_peaks[m], 4) for m in host_peaks if m in best}
     return out, best
 
 
