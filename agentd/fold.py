@@ -37,4 +37,7 @@ def fold_threads(plan: Plan, slots: int) -> tuple[Plan, dict]:
     out32 = out.astype(np.float32)
     col = out32.sum(axis=1, keepdims=True)
     out32 = np.where(col > 1.0, out32 / col * np.float32(1 - 1e-6), out32).astype(np.float32)
-    return dataclasses.replace(plan, compositions=out32, provenance=prov), report
+    # a core busy target names one thread's core: folded threads share cores, nothing to hold
+    if plan.core_busy_target is not None:
+        report["core_busy_target"] = "dropped (folded threads share cores)"
+    return dataclasses.replace(plan, compositions=out32, provenance=prov, core_busy_target=None), report

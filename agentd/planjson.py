@@ -13,7 +13,8 @@ composition for a number of windows (rt-app users write per-thread phases the sa
     }
 
 `run` maps stressor names (the catalog's) to the share of each window that stressor runs on
-the thread; what is not listed is idle. Every thread covers the same number of windows.
+the thread; what is not listed is idle. A phase may add `"core_busy": 0.6`: the busy fraction
+of the thread's core the runner holds in those windows by sizing its compute (Plan.core_busy_target). Every thread covers the same number of windows.
 Optional: `catalog_hash` (checked against the catalog), `provenance`, `host_fingerprint`.
 Conversion is exact both ways up to float32: to_json(from_json(x)) keeps the numbers.
 """
@@ -39,6 +40,7 @@ def to_json(plan: Plan, catalog: Catalog | None = None) -> dict:
     """The plan as phases: consecutive windows with the same composition on a thread merge."""
     names = list(plan.catalog_names)
     a = np.asarray(plan.compositions, np.float32)
+    busy = plan.core_busy_target
     threads = []
     for k in range(plan.K):
         phases = []
@@ -47,10 +49,11 @@ def to_json(plan: Plan, catalog: Catalog | None = None) -> dict:
             col = a[t, :, k]
             # The shortest decimal that is the same float32 (0.3, not 0.30000001192092896).
             run = {names[m]: float(str(col[m])) for m in np.nonzero(col)[0]}
-            if prev is not None and run == prev["run"]:
+            hold = None if busy is None or not np.isfinite(busy[t, k]) else float(str(busy[t, k]))
+            if prev is not None and run == prev["run"] and hold == prev.get("core_busy"):
                 prev["windows"] += 1
             else:
-                prev = {"windows": 1, "run": run}
+                prev = {"windows": 1, "run": run} | ({} if hold is None else {"core_busy": hold})
                 phases.append(prev)
         threads.append({"phases": phases})
     doc = {"format": FORMAT, "version": VERSION, "window_s": float(plan.window_s), "seed": int(plan.seed),
@@ -98,8 +101,13 @@ def from_json(doc, catalog: Catalog, where: str = "plan JSON") -> Plan:
         rows = []
         for p, ph in enumerate(th["phases"]):
             wp = f"{w}.phases[{p}]"
-            if not isinstance(ph, dict) or set(ph) - {"windows", "run"}:
-                raise PlanError(f"{wp}: expected {{\"windows\": N, \"run\": {{stressor: fraction}}}}")
+            if not isinstance(ph, dict) or set(ph) - {"windows", "run", "core_busy"}:
+                raise PlanError(f"{wp}: expected {{\"windows\": N, \"run\": {{stressor: fraction}}}} "
+                                f"(and optionally \"core_busy\": fraction)")
+            hold = ph.get("core_busy")
+            if hold is not None and (isinstance(hold, bool) or not isinstance(hold, (int, float))
+                                     or not math.isfinite(hold) or not 0 <= hold <= 1):
+                raise PlanError(f"{wp}.core_busy: expected a fraction in [0, 1], got {hold!r}")
             n = ph.get("windows", 1)
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise PlanError(f"{wp}.windows: expected a positive integer, got {n!r}")
@@ -122,7 +130,7 @@ def from_json(doc, catalog: Catalog, where: str = "plan JSON") -> Plan:
             if float(col.astype(np.float64).sum()) > 1 + 1e-6:
                 raise PlanError(f"{wp}.run: fractions sum to {float(col.sum()):.6g} > 1 (a window holds at most "
                                 f"all of itself)")
-            rows.append((n, col))
+            rows.append((n, col, hold))
         columns.append((total, rows))
     lengths = {t for t, _ in columns}
     if len(lengths) != 1:
@@ -130,16 +138,20 @@ def from_json(doc, catalog: Catalog, where: str = "plan JSON") -> Plan:
                         + ", ".join(f"threads[{k}] {t}" for k, (t, _) in enumerate(columns)))
     T = lengths.pop()
     a = np.zeros((T, len(catalog), len(threads)), np.float32)
+    busy = np.full((T, len(threads)), np.nan, np.float32)
     for k, (_, rows) in enumerate(columns):
         t = 0
-        for n, col in rows:
+        for n, col, hold in rows:
             a[t:t + n, :, k] = col
+            if hold is not None:
+                busy[t:t + n, k] = hold
             t += n
     prov, fp = doc.get("provenance", {}), doc.get("host_fingerprint", {})
     if not isinstance(prov, dict) or not isinstance(fp, dict):
         raise PlanError(f"{where}: provenance and host_fingerprint must be objects")
     plan = Plan.from_catalog(a, catalog, window_s=float(window_s), seed=int(seed),
-                             provenance={"by": "plan from-json", **prov}, host_fingerprint=fp)
+                             provenance={"by": "plan from-json", **prov}, host_fingerprint=fp,
+                             core_busy_target=busy if np.isfinite(busy).any() else None)
     return plan.validate(catalog)
 
 

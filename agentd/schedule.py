@@ -9,6 +9,13 @@ Durations: d[m, k] = floor(a[m, k] * W_ns) in float64 (exact to the nanosecond);
 float32 fractions of a thread sum a hair above 1 (Plan.SUM_TOLERANCE) the largest segment
 is shortened by the excess, so a thread's segments never sum to more than W_ns.
 
+The hold: a plan that names the busy fraction of each thread's core (Plan.core_busy_target)
+gets it compiled into every thread-window that runs both compute (catalog class "cpu") and
+something else: those compute segments go last (the tail, in a drawn order of their own), and
+the runner sizes the tail so the core reaches the target — the CPU an IO or network stressor
+costs depends on how fast the device answers that second, the target does not. Elsewhere no
+hold, no tail: a thread-window of compute alone is exact as compiled.
+
 Repetitions are the runner's: the file stores `warmup_windows` copies of plan window 0
 (tagged repetition -1, window 0..w-1) and the T plan windows once (repetition 0, window t),
 and the runner executes the warm-up, then the T windows `repetitions` times (repetition r,
@@ -18,11 +25,11 @@ each window and thread is drawn here from the seed; the runner keeps it for the 
 repetition 0 and draws every later repetition's order from (seed, executed window, thread),
 so repetitions differ in order but not in durations.
 
-Binary format, little-endian, version 2 (stressors/runner.c reads it)::
+Binary format, little-endian, version 3 (stressors/runner.c reads it)::
 
     header, 56 bytes
-      char[8] magic     "MIMSCHD2"
-      u32     version   2
+      char[8] magic     "MIMSCHD3"
+      u32     version   3
       u32     M         stressors (the catalog, in plan order)
       u32     K         threads
       u32     T         plan windows
@@ -43,7 +50,9 @@ Binary format, little-endian, version 2 (stressors/runner.c reads it)::
                                    rate the agent resolved from the host's calibration)
     stored windows, S entries
       i32 repetition (-1 = warm-up, 0 = plan window)   i32 window index (warm-up: 0..w-1)
-      K times: u16 nseg, then nseg × (u16 stressor index, u64 duration_ns), in run order
+      K times: u16 nseg, u16 ntail, u32 hold (core busy fraction to hold, parts per
+               million; 0xFFFFFFFF = none), then nseg × (u16 stressor index, u64 duration_ns)
+               in run order, the last ntail of them the compute tail the hold sizes
 """
 
 from __future__ import annotations
@@ -57,8 +66,9 @@ from mimesys.catalog import Catalog, load_catalog
 from mimesys.errors import PlanError
 from mimesys.plan import Plan
 
-MAGIC = b"MIMSCHD2"
-VERSION = 2
+MAGIC = b"MIMSCHD3"
+VERSION = 3
+HOLD_NONE = 0xFFFFFFFF
 _HEADER = struct.Struct("<8sIIIIIIQQII")
 _SEG = np.dtype([("stressor", "<u2"), ("dur", "<u8")])
 
@@ -153,6 +163,8 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
         out += [_str(s.name), _str(s.kernel), _str(_params_text(params))]
 
     durations = np.stack([durations_ns(plan.compositions[t], window_ns) for t in range(T)])  # [T, M, K]
+    compute = np.array([s.resource_class == "cpu" for s in catalog.stressors])
+    holds = hold_ppm(plan, durations, compute)                                      # [T, K]
     rng = np.random.default_rng(seed)
     block = 4096
     for b0 in range(0, len(stored), block):
@@ -163,13 +175,34 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
             rep, win = stored[e]
             out.append(struct.pack("<ii", rep, win))
             d = durations[composition_of[e]]  # [M, K]
+            hold = holds[composition_of[e]]
             for k in range(K):
                 idx = order[k][d[order[k], k] > 0]
+                ntail = 0
+                if hold[k] != HOLD_NONE:
+                    tail = compute[idx]
+                    idx, ntail = np.concatenate([idx[~tail], idx[tail]]), int(tail.sum())
                 segs = np.empty(len(idx), _SEG)
                 segs["stressor"] = idx
                 segs["dur"] = d[idx, k]
-                out.append(struct.pack("<H", len(idx)) + segs.tobytes())
+                out.append(struct.pack("<HHI", len(idx), ntail, int(hold[k])) + segs.tobytes())
     return CompiledSchedule(b"".join(out), M, K, T, repetitions, warmup_windows, window_ns, seed)
+
+
+def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray) -> np.ndarray:
+    """uint32 [T, K]: the core busy fraction the runner holds in each thread-window (parts per
+    million), HOLD_NONE where the plan names none or the thread-window has no compute tail to
+    size or nothing but compute."""
+    T, _, K = durations.shape
+    out = np.full((T, K), HOLD_NONE, np.uint32)
+    target = plan.core_busy_target
+    if target is None:
+        return out
+    runs = durations > 0                                                  # [T, M, K]
+    both = runs[:, compute, :].any(axis=1) & runs[:, ~compute, :].any(axis=1)
+    ok = both & np.isfinite(target)
+    out[ok] = np.round(np.clip(target[ok].astype(np.float64), 0.0, 1.0) * 1e6).astype(np.uint32)
+    return out
 
 
 def paces_for(plan: Plan, catalog: Catalog, pace_Bps: dict[str, float]) -> dict[str, int]:
@@ -196,6 +229,8 @@ class DecodedWindow:
     repetition: int
     window: int
     segments: tuple[tuple[tuple[int, int], ...], ...]  # per thread: ((stressor, duration_ns), ...)
+    tails: tuple[int, ...] = ()                        # per thread: the compute tail's segment count
+    holds: tuple[int | None, ...] = ()                 # per thread: core busy held, ppm (None: no hold)
 
 
 def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
@@ -224,14 +259,16 @@ def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
     for _ in range(S):
         rep, win = struct.unpack_from("<ii", data, pos)
         pos += 8
-        threads = []
+        threads, tails, holds = [], [], []
         for _ in range(K):
-            (n,) = struct.unpack_from("<H", data, pos)
-            pos += 2
+            (n, ntail, hold) = struct.unpack_from("<HHI", data, pos)
+            pos += 8
             segs = np.frombuffer(data, _SEG, n, pos)
             pos += n * _SEG.itemsize
             threads.append(tuple((int(s), int(d)) for s, d in zip(segs["stressor"], segs["dur"])))
-        windows.append(DecodedWindow(rep, win, tuple(threads)))
+            tails.append(int(ntail))
+            holds.append(None if hold == HOLD_NONE else int(hold))
+        windows.append(DecodedWindow(rep, win, tuple(threads), tuple(tails), tuple(holds)))
     if pos != len(data):
         raise PlanError(f"compiled schedule has {len(data) - pos} trailing bytes")
     return header, names, windows

@@ -1,9 +1,12 @@
 """Plan: a workload as stressor compositions, float32 [T, M, K], plus metadata.
 
 a[t, m, k] is the fraction of window t that stressor m runs on thread k; each thread's
-column sums to at most 1 and the remainder is idle. On disk (HDF5):
+column sums to at most 1 and the remainder is idle. Optionally, core_busy_target[t, k] is the
+busy fraction the plan aims thread k's core at in window t (NaN: none); the runner holds it
+by sizing the thread's compute (agentd/schedule.py, "The hold"). On disk (HDF5):
 
-    /compositions   float32 [T, M, K]
+    /compositions       float32 [T, M, K]
+    /core_busy_target   float32 [T, K], optional
     attrs: format="mimesys.plan", schema_version, window_s, catalog_hash,
            catalog_names (JSON list), seed, provenance (JSON), host_fingerprint (JSON)
 """
@@ -27,7 +30,7 @@ SCHEMA_VERSION = 1
 # A thread's fractions may sum to 1 + this (float32 rounding of fractions that add to 1).
 SUM_TOLERANCE = 1e-5
 MAX_WINDOWS = 7 * 24 * 3600  # a week of 1 s windows: bounds what a request may ask the agent to hold
-# What a plan file from outside may declare: /compositions only, at most 1 GiB.
+# What a plan file from outside may declare: /compositions (and /core_busy_target), at most 1 GiB.
 PLAN_LIMITS = H5Limits(max_dataset_bytes=1 << 30, max_total_bytes=1 << 30)
 
 
@@ -40,6 +43,7 @@ class Plan:
     seed: int = 0
     provenance: dict = field(default_factory=dict)
     host_fingerprint: dict = field(default_factory=dict)
+    core_busy_target: np.ndarray | None = None  # float32 [T, K], NaN = no target
 
     @property
     def T(self) -> int:
@@ -61,13 +65,15 @@ class Plan:
         """Make the compositions read-only, so a validation result can be kept: RunManager
         validates once (off the event loop) and the backend and compiler ask again for free."""
         self.compositions.flags.writeable = False
+        if self.core_busy_target is not None:
+            self.core_busy_target.flags.writeable = False
         return self
 
     def validate(self, catalog: Catalog | None = None, *, max_threads: int | None = None) -> "Plan":
         """Raise PlanError naming the first offending window/thread/stressor."""
         a = self.compositions
-        key = (id(a), catalog.hash if catalog is not None else None, tuple(self.catalog_names),
-               self.catalog_hash, float(self.window_s))
+        key = (id(a), id(self.core_busy_target), catalog.hash if catalog is not None else None,
+               tuple(self.catalog_names), self.catalog_hash, float(self.window_s))
         if isinstance(a, np.ndarray) and not a.flags.writeable and self.__dict__.get("_validated") == key:
             if max_threads is not None and a.shape[2] > max_threads:   # cheap: not cached
                 raise PlanError(f"plan has {a.shape[2]} threads but this host has {max_threads} CPUs")
@@ -123,16 +129,28 @@ class Plan:
         if bad.any():
             t, k = map(int, np.argwhere(bad)[0])
             raise PlanError("thread's fractions sum to more than 1", window=t, thread=k)
+        b = self.core_busy_target
+        if b is not None:
+            if not isinstance(b, np.ndarray) or b.dtype != np.float32 or b.shape != (T, K):
+                raise PlanError(f"core_busy_target must be float32 [T, K] = [{T}, {K}], got "
+                                f"{getattr(b, 'dtype', type(b).__name__)} {getattr(b, 'shape', None)}")
+            bad = np.isinf(b) | (b < 0) | (b > 1)
+            if bad.any():
+                t, k = map(int, np.argwhere(bad)[0])
+                raise PlanError("core busy target outside [0, 1] (NaN: none)", window=t, thread=k)
         return self
 
     # -- the wire: raw arrays, nothing to interpret ----------------------------
     WIRE_FIELDS = ("compositions", "catalog_names", "catalog_hash", "window_s", "seed", "provenance",
-                   "host_fingerprint")
+                   "host_fingerprint", "core_busy_target")
 
     def to_wire(self) -> dict:
-        return {"compositions": array_to_wire(self.compositions, "<f4"), "catalog_names": list(self.catalog_names),
-                "catalog_hash": self.catalog_hash, "window_s": float(self.window_s), "seed": int(self.seed),
-                "provenance": self.provenance, "host_fingerprint": self.host_fingerprint}
+        out = {"compositions": array_to_wire(self.compositions, "<f4"), "catalog_names": list(self.catalog_names),
+               "catalog_hash": self.catalog_hash, "window_s": float(self.window_s), "seed": int(self.seed),
+               "provenance": self.provenance, "host_fingerprint": self.host_fingerprint}
+        if self.core_busy_target is not None:
+            out["core_busy_target"] = array_to_wire(self.core_busy_target, "<f4")
+        return out
 
     @classmethod
     def from_wire(cls, obj, where: str = "plan", *, max_threads: int | None = None,
@@ -154,6 +172,14 @@ class Plan:
             raise
         except ValidationError as e:
             raise PlanError(str(e)) from None
+        busy = None
+        if obj.get("core_busy_target") is not None:
+            try:
+                busy = array_from_wire(obj["core_busy_target"], f"{where}.core_busy_target", ndim=2, dtype="<f4",
+                                       max_elements=max_elements,
+                                       axis_limits={0: MAX_WINDOWS} | ({1: max_threads} if max_threads else {}))
+            except ValidationError as e:
+                raise PlanError(str(e)) from None
         names, chash = obj["catalog_names"], obj["catalog_hash"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise PlanError(f"{where}.catalog_names: expected a list of names")
@@ -167,7 +193,8 @@ class Plan:
         prov, fp = obj.get("provenance", {}), obj.get("host_fingerprint", {})
         if not isinstance(prov, dict) or not isinstance(fp, dict):
             raise PlanError(f"{where}: provenance and host_fingerprint must be maps")
-        return cls(a, names, chash, window_s=float(window_s), seed=seed, provenance=prov, host_fingerprint=fp)
+        return cls(a, names, chash, window_s=float(window_s), seed=seed, provenance=prov, host_fingerprint=fp,
+                   core_busy_target=busy)
 
     # -- HDF5 -----------------------------------------------------------------
     def write(self, path: Path | str) -> None:
@@ -191,6 +218,9 @@ class Plan:
         set_json(f.attrs, "catalog_names", list(self.catalog_names))
         set_json(f.attrs, "provenance", self.provenance)
         set_json(f.attrs, "host_fingerprint", self.host_fingerprint)
+        if self.core_busy_target is not None:
+            f.create_dataset("core_busy_target", data=np.asarray(self.core_busy_target, np.float32),
+                             compression="gzip", compression_opts=4, shuffle=True)
 
     @classmethod
     def read(cls, path: Path | str, *, limits: H5Limits = PLAN_LIMITS) -> "Plan":
@@ -244,6 +274,13 @@ class Plan:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise PlanError(f"{where}: attribute catalog_names must be a JSON list of names")
         seed = _scalar_attr(f, "seed", 0, int, where)
+        busy = None
+        if "core_busy_target" in f:
+            bds = f["core_busy_target"]
+            if not isinstance(bds, h5py.Dataset) or bds.ndim != 2 or bds.shape != (ds.shape[0], ds.shape[2]):
+                raise PlanError(f"{where}: /core_busy_target must be [T, K] = [{ds.shape[0]}, {ds.shape[2]}], got "
+                                f"{getattr(bds, 'shape', 'a group')}")
+            busy = np.asarray(read_array(bds, where), dtype=np.float32)
         if not 0 <= seed < 1 << 64:   # as on the wire (from_wire); the schedule stores it as a u64
             raise PlanError(f"{where}: attribute seed must be an integer in [0, 2^64)")
         return cls(
@@ -254,6 +291,7 @@ class Plan:
             seed=seed,
             provenance=provenance or {},
             host_fingerprint=fingerprint or {},
+            core_busy_target=busy,
         )
 
 

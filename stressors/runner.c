@@ -65,8 +65,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC "MIMSCHD2"
-#define SCHEDULE_VERSION 2
+#define MAGIC "MIMSCHD3"
+#define SCHEDULE_VERSION 3
+#define HOLD_NONE 0xFFFFFFFFu       /* a thread-window with no core busy fraction to hold */
 #define RING 64                     /* windows a worker may run ahead of the printer */
 #define STEP_TARGET_NS 50000ull     /* aim for 50 us of work between clock reads */
 
@@ -86,6 +87,8 @@ struct schedule {
     int32_t *rep, *win;              /* [S] as stored: -1 / 0 and the plan window */
     uint32_t *seg_off;               /* [S*K] index into segs */
     uint16_t *seg_n;                 /* [S*K] */
+    uint16_t *tail_n;                /* [S*K] the last tail_n segments: compute the hold may trim */
+    uint32_t *hold;                  /* [S*K] core busy to hold, parts per million, or HOLD_NONE */
     struct seg *segs;
     uint8_t *used;                   /* [K*M] thread k uses stressor m */
 };
@@ -100,6 +103,9 @@ struct worker {
     pthread_cond_t gcv;              /* with g.mu: start signal, printer progress */
     void **ts;                       /* [M] per-thread kernel state */
     uint16_t *order;                 /* [max segments]: this window's run order */
+    int statfd;                      /* /proc/stat, for the hold (-1: not readable, no hold) */
+    char *statbuf;
+    size_t statcap;
     struct adapt *adapt;             /* [M] */
     struct win_result ring[RING];
     uint64_t done;                   /* windows finished (guarded by g.mu) */
@@ -262,6 +268,8 @@ static void load_schedule(const char *path) {
     s->win = calloc(s->S, sizeof *s->win);
     s->seg_off = calloc((size_t)s->S * s->K, sizeof *s->seg_off);
     s->seg_n = calloc((size_t)s->S * s->K, sizeof *s->seg_n);
+    s->tail_n = calloc((size_t)s->S * s->K, sizeof *s->tail_n);
+    s->hold = calloc((size_t)s->S * s->K, sizeof *s->hold);
     s->used = calloc((size_t)s->K * s->M, 1);
     size_t segcap = 1024, n = 0;
     s->segs = malloc(segcap * sizeof *s->segs);
@@ -274,9 +282,16 @@ static void load_schedule(const char *path) {
                 s->rep[i], s->win[i], want_rep, want_win);
         for (uint32_t k = 0; k < s->K; k++) {
             uint16_t ns = rd16(&r, "segment count");
+            uint16_t nt = rd16(&r, "tail count");
+            uint32_t hold = rd32(&r, "core busy to hold");
             uint64_t sum = 0;
+            if (nt > ns) die(EXIT_USAGE, "%s: stored window %u thread %u: tail of %u segments > %u segments", path, i, k, nt, ns);
+            if (hold != HOLD_NONE && hold > 1000000u)
+                die(EXIT_USAGE, "%s: stored window %u thread %u: core busy to hold %u ppm > 1000000", path, i, k, hold);
             s->seg_off[(size_t)i * s->K + k] = (uint32_t)n;
             s->seg_n[(size_t)i * s->K + k] = ns;
+            s->tail_n[(size_t)i * s->K + k] = nt;
+            s->hold[(size_t)i * s->K + k] = hold;
             for (uint16_t j = 0; j < ns; j++) {
                 if (n == segcap) { segcap *= 2; s->segs = realloc(s->segs, segcap * sizeof *s->segs); }
                 uint16_t m = rd16(&r, "segment stressor");
@@ -335,15 +350,57 @@ static uint64_t splitmix64(uint64_t x) {
 
 /* The order thread k runs window i's segments in: as stored for the warm-up and the first
  * repetition (the compiler drew it from the seed); every later repetition draws its own from
- * (seed, i, k), so repetitions differ in order but not in durations, as they always have. */
-static void window_order(const struct schedule *s, uint32_t i, uint32_t k, int nseg, uint16_t *order) {
+ * (seed, i, k), so repetitions differ in order but not in durations, as they always have. The
+ * compute tail stays last (shuffled among itself): the hold trims it. */
+static void window_order(const struct schedule *s, uint32_t i, uint32_t k, int nseg, int ntail, uint16_t *order) {
     for (int j = 0; j < nseg; j++) order[j] = (uint16_t)j;
     if (rep_of(s, i) < 1) return;
     uint64_t x = splitmix64(s->seed ^ splitmix64(((uint64_t)i << 16) ^ k)) | 1;
-    for (int j = nseg - 1; j > 0; j--) {
-        int r = (int)(xorshift64(&x) % (uint64_t)(j + 1));
-        uint16_t tmp = order[j]; order[j] = order[r]; order[r] = tmp;
-    }
+    int lo[2] = {0, nseg - ntail}, hi[2] = {nseg - ntail, nseg};
+    for (int part = 0; part < 2; part++)
+        for (int j = hi[part] - 1; j > lo[part]; j--) {
+            int r = lo[part] + (int)(xorshift64(&x) % (uint64_t)(j - lo[part] + 1));
+            uint16_t tmp = order[j]; order[j] = order[r]; order[r] = tmp;
+        }
+}
+
+/* The core's busy and total time so far, in USER_HZ ticks, as the agent's cpu sampler counts
+ * them (/proc/stat, line cpuN: busy = user + nice + system + irq + softirq, total = user ..
+ * steal). Total is not wall time: here a core waiting on synchronous IO counted 0.83 s of
+ * iowait + idle + busy per second, and the sampler's busy fraction is busy / total. */
+static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
+    ssize_t n = pread(w->statfd, w->statbuf, w->statcap - 1, 0);
+    if (n <= 0) return -1;
+    w->statbuf[n] = 0;
+    char key[24];
+    int klen = snprintf(key, sizeof key, "\ncpu%d ", w->cpu);
+    const char *p = strstr(w->statbuf, key);
+    if (!p) return -1;
+    unsigned long long v[8] = {0};
+    if (sscanf(p + klen, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+               &v[7]) != 8)
+        return -1;
+    *busy = v[0] + v[1] + v[2] + v[5] + v[6];
+    *total = *busy + v[3] + v[4] + v[7];
+    return 0;
+}
+
+/* The hold: a thread-window whose plan names the busy fraction of its core runs its
+ * non-compute segments (IO, network, ...; their CPU depends on how the device answers), then
+ * sizes its compute tail to what the core still needs for busy / total to reach the target by
+ * the window's end (the rest of the window counts in full: compute and sleep are), within the
+ * time left. A difference under one tick (the counters' resolution) leaves the tail as compiled. */
+static double hold_tail_scale(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t tail_ns,
+                              uint64_t left_ns) {
+    uint64_t busy, total;
+    if (!tail_ns || core_ticks(w, &busy, &total)) return 1.0;
+    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+    double busy_ns = (double)(busy - at_start[0]) * tick_ns, total_ns = (double)(total - at_start[1]) * tick_ns;
+    double want = (double)hold / 1e6 * (total_ns + (double)left_ns) - busy_ns;
+    if (want < 0) want = 0;
+    if (want > (double)left_ns) want = (double)left_ns;
+    if (want - (double)tail_ns < tick_ns && (double)tail_ns - want < tick_ns) return 1.0;
+    return want / (double)tail_ns;
 }
 
 /* ---------------------------------------------------------------- workers */
@@ -457,14 +514,27 @@ static void *worker_main(void *arg) {
         uint32_t stored = stored_of(s, i);
         size_t base = s->seg_off[(size_t)stored * s->K + w->k];
         int nseg = s->seg_n[(size_t)stored * s->K + w->k];
-        window_order(s, i, (uint32_t)w->k, nseg, w->order);
+        int ntail = s->tail_n[(size_t)stored * s->K + w->k];
+        uint32_t hold = s->hold[(size_t)stored * s->K + w->k];
+        uint64_t at_start[2] = {0, 0};
+        if (hold != HOLD_NONE && (w->statfd < 0 || !w->statbuf || ntail == 0 || ntail == nseg ||
+                                  core_ticks(w, &at_start[0], &at_start[1])))
+            hold = HOLD_NONE;
+        window_order(s, i, (uint32_t)w->k, nseg, ntail, w->order);
         res->nseg = 0;
+        double tail_scale = 1.0;
         for (int j = 0; j < nseg; j++) {
             struct seg *sg = &s->segs[base + w->order[j]];
             struct seg_result *sr = &res->segs[res->nseg++];
             *sr = (struct seg_result){.stressor = sg->stressor, .planned = sg->dur_ns};
-            if (!sg->dur_ns || stopping()) continue;
-            uint64_t deadline = t + sg->dur_ns < win_end ? t + sg->dur_ns : win_end;
+            if (hold != HOLD_NONE && j == nseg - ntail) {
+                uint64_t tail_ns = 0;
+                for (int q = j; q < nseg; q++) tail_ns += s->segs[base + w->order[q]].dur_ns;
+                tail_scale = hold_tail_scale(w, hold, at_start, tail_ns, win_end > t ? win_end - t : 0);
+            }
+            uint64_t dur = j >= nseg - ntail && tail_scale != 1.0 ? (uint64_t)((double)sg->dur_ns * tail_scale) : sg->dur_ns;
+            if (!dur || stopping()) continue;
+            uint64_t deadline = t + dur < win_end ? t + dur : win_end;
             sr->ran = run_segment(w, &s->stressors[sg->stressor], deadline, &sr->ops, &sr->bytes);
             t = now_ns();
         }
@@ -731,10 +801,21 @@ int main(int argc, char **argv) {
         w->ts = calloc(s->M, sizeof *w->ts);
         w->adapt = calloc(s->M, sizeof *w->adapt);
         w->order = calloc(max_seg ? max_seg : 1, sizeof *w->order);
+        /* the per-cpu lines come first in /proc/stat: enough for the lines up to this CPU's */
+        w->statcap = ((size_t)w->cpu + 3) * 256;
+        w->statbuf = malloc(w->statcap);
+        w->statfd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
         for (int r = 0; r < RING; r++) w->ring[r].segs = calloc(max_seg ? max_seg : 1, sizeof(struct seg_result));
         if (pthread_create(&w->tid, NULL, worker_main, w)) die(EXIT_FAILED, "cannot create thread %u", k);
     }
 
+    {
+        /* whether a plan's core busy targets can be held: the workers read /proc/stat */
+        int readable = 1;
+        for (uint32_t k = 0; k < s->K; k++) readable &= g.w[k].statfd >= 0 && g.w[k].statbuf != NULL;
+        out("info hold %s\n", readable ? "proc-stat" : "unavailable (/proc/stat not readable)");
+        fflush(stdout);
+    }
     /* wait until every worker is pinned and set up, then fix t0 */
     pthread_mutex_lock(&g.mu);
     while (g.ready + g.failed < (int)s->K && !g.failed && !g.stop) pthread_cond_wait(&g.cv, &g.mu);

@@ -209,13 +209,35 @@ def test_refuses_when_the_disk_lacks_room(catalog, tmp_path):
 
 def test_bad_schedule_bytes_are_rejected_by_the_runner():
     runner = runner_or_skip()
-    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD2" + b"\x02\x00\x00\x00" + b"\x00" * 10,
+    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD3" + b"\x03\x00\x00\x00" + b"\x00" * 10,
                        capture_output=True)
     assert p.returncode == 2
     assert b"truncated schedule" in p.stdout
-    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD1" + b"\x01\x00\x00\x00" + b"\x00" * 60,
+    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD2" + b"\x02\x00\x00\x00" + b"\x00" * 60,
                        capture_output=True)
-    assert p.returncode == 2 and b"bad magic" in p.stdout          # a version-1 schedule is not read as 2
+    assert p.returncode == 2 and b"bad magic" in p.stdout          # a version-2 schedule is not read as 3
+
+
+def test_a_hold_or_tail_out_of_range_is_refused(catalog):
+    """The thread record's tail count and core busy hold are checked like every other field."""
+    import struct
+    import numpy as np
+    from agentd.schedule import compile_plan
+    runner = runner_or_skip()
+    plan = make_plan(catalog, {"disk_rand_read_4k": 0.3, "cpu_int_crc32": 0.2}, T=1, K=1, window_s=0.1)
+    plan.core_busy_target = np.full((1, 1), 0.5, np.float32)
+    data = bytearray(compile_plan(plan, catalog).data)
+    pos = 56
+    for _ in range(3 * len(catalog)):                 # the stressor table: name, kernel, params
+        pos += 2 + struct.unpack_from("<H", data, pos)[0]
+    pos += 8                                          # repetition, window
+    assert struct.unpack_from("<HHI", data, pos) == (2, 1, 500_000)
+    for patch, message in (((2, 3, 500_000), b"tail of 3 segments > 2 segments"),
+                           ((2, 1, 1_000_001), b"core busy to hold 1000001 ppm > 1000000")):
+        bad = bytearray(data)
+        struct.pack_into("<HHI", bad, pos, *patch)
+        p = subprocess.run([str(runner), "--schedule", "-"], input=bytes(bad), capture_output=True)
+        assert p.returncode == 2 and message in p.stdout, p.stdout
 
 
 def test_unused_big_buffers_are_never_allocated(catalog):

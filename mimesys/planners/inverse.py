@@ -36,7 +36,10 @@ nobody asked for and nobody can check.
 After the solve, in this order: stressors the model cannot tell apart are merged into one
 segment per window and thread (`merge_equivalents`), entries shorter than a stressor can run
 as planned are dropped or raised (`round_to_quanta`), and each core is brought to the target's
-busy fraction from the plan's columns (`match_cpu`).
+busy fraction from the plan's columns (`match_cpu`). The plan also names that fraction per
+thread and window (`core_busy_target`), and the runner holds it: what a disk stressor costs
+its core follows how fast the device answers that second, which no model of the host knows
+in advance (on real replays ±0.03-0.05 of a core in single windows).
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class InverseSettings:
     # real replays (~0.007); 0.01 left 0.0042 mean |target − prediction| on five real mixes, 0.003
     # leaves 0.0028 (the filler's 5 ms quantum rounds a few windows up by that much)
     cpu_tolerance: float = 0.003
+    # the plan names each thread's core busy fraction (the target's) and the runner holds it by
+    # sizing the thread's compute: an IO stressor's CPU follows how fast the device answers
+    hold_core_busy: bool = True
     equivalence_tolerance: float = 0.03   # stressors whose effects differ by less are one (merge_equivalents; 0: off)
 
 
@@ -187,7 +193,20 @@ class InversePlanner:
                 "trace_provenance": trace.provenance, "trace_simulated": bool(trace.simulated),
                 "model_simulated": bool(model.simulated), "absent_in_trace": report["absent_in_trace"]}
         return Plan(project_to_valid(a), list(model.catalog_names), model.catalog_hash, window_s=model.window_s,
-                    seed=int(seed), provenance=prov, host_fingerprint=dict(model.host_fingerprint)).validate()
+                    seed=int(seed), provenance=prov, host_fingerprint=dict(model.host_fingerprint),
+                    core_busy_target=self.core_busy_target(values) if self.settings.hold_core_busy else None
+                    ).validate()
+
+    def core_busy_target(self, values: np.ndarray) -> np.ndarray | None:
+        """float32 [T, K]: the target's busy fraction of each plan thread's core (NaN where the
+        target has none), for the runner to hold; None when the target has no per-core CPU."""
+        first = self.model.first
+        out = np.full((values.shape[0], first.K), np.nan, np.float32)
+        for n, j in self._cores:
+            threads = [k for k, c in enumerate(first.thread_cores) if c == j]
+            if threads:   # one thread holds a core (match_cpu sizes the first one's too)
+                out[:, threads[0]] = np.clip(values[:, n], 0.0, 1.0)
+        return out if np.isfinite(out).any() else None
 
     def solve(self, values: np.ndarray, progress=None) -> tuple[np.ndarray, dict]:
         """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K] float32, info.

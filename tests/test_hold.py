@@ -1,0 +1,120 @@
+"""The hold: a plan that names each thread's core busy fraction (Plan.core_busy_target) gets
+it compiled next to the thread's segments, compute last, and the runner sizes that compute so
+the core reaches the target whatever the IO before it cost (agentd/schedule.py, "The hold")."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentd.planjson import from_json, to_json
+from agentd.schedule import compile_plan, decode_schedule
+from mimesys.errors import PlanError
+from mimesys.plan import Plan
+
+from runner_helpers import make_plan, proc_stat_cpu, runner_or_skip
+
+SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
+IO, COMPUTE = "disk_rand_read_4k", "cpu_int_crc32"
+
+
+def held_plan(catalog, io: float, compute: float, target: float | None, *, T: int, window_s: float) -> Plan:
+    plan = make_plan(catalog, {IO: io, COMPUTE: compute}, T=T, K=1, window_s=window_s)
+    if target is not None:
+        plan.core_busy_target = np.full((T, 1), target, np.float32)
+    return plan
+
+
+def test_compiled_holds_put_compute_last_only_where_there_is_something_to_hold(catalog):
+    T = 4
+    a = np.zeros((T, len(catalog), 2), np.float32)
+    io, cpu, fp = catalog.index(IO), catalog.index(COMPUTE), catalog.index("cpu_fp_poly")
+    a[:, [cpu, fp], :] = 0.2
+    a[:2, io, 0] = 0.3                      # thread 0: IO and compute in windows 0-1, compute alone after
+    busy = np.full((T, 2), 0.6, np.float32)
+    busy[1, 0] = np.nan                     # no target in window 1
+    plan = Plan.from_catalog(a, catalog, seed=3, core_busy_target=busy)
+    _, _, windows = decode_schedule(compile_plan(plan, catalog).data)
+    w0 = windows[0]
+    assert w0.holds == (600_000, None)      # thread 1 runs compute alone: exact as compiled
+    assert w0.tails == (2, 0)
+    assert [m for m, _ in w0.segments[0]][0] == io and {m for m, _ in w0.segments[0][1:]} == {cpu, fp}
+    assert windows[1].holds == (None, None) and windows[1].tails == (0, 0)
+    assert all(w.holds == (None, None) for w in windows[2:])
+    plain = Plan.from_catalog(a, catalog, seed=3)
+    _, _, windows = decode_schedule(compile_plan(plain, catalog).data)
+    assert all(w.holds == (None, None) and w.tails == (0, 0) for w in windows)
+
+
+def test_a_core_busy_target_survives_every_format_and_bad_ones_are_refused(catalog, tmp_path):
+    plan = held_plan(catalog, 0.3, 0.2, 0.55, T=3, window_s=1.0)
+    plan.core_busy_target[2, 0] = np.nan
+    path = tmp_path / "p.h5"
+    plan.write(path)
+    for back in (Plan.read(path), Plan.from_wire(plan.to_wire()), from_json(to_json(plan), catalog)):
+        np.testing.assert_array_equal(back.core_busy_target, plan.core_busy_target)
+    doc = to_json(plan)
+    assert doc["threads"][0]["phases"] == [{"windows": 2, "run": {IO: 0.3, COMPUTE: 0.2}, "core_busy": 0.55},
+                                           {"windows": 1, "run": {IO: 0.3, COMPUTE: 0.2}}]
+    doc["threads"][0]["phases"][0]["core_busy"] = 1.5
+    with pytest.raises(PlanError, match=r"phases\[0\]\.core_busy"):
+        from_json(doc, catalog)
+    plan.core_busy_target[1, 0] = 2.0
+    with pytest.raises(PlanError, match="core busy target outside"):
+        plan.validate(catalog)
+    plan.core_busy_target = np.zeros((3, 2), np.float32)
+    with pytest.raises(PlanError, match=r"core_busy_target must be float32 \[T, K\]"):
+        plan.validate(catalog)
+
+
+def _run(runner: Path, plan: Plan, catalog, cpu: int) -> tuple[float, dict[int, list[int]]]:
+    """(the CPU's busy fraction from the first window's start to the last one's end, as the cpu
+    sampler counts it; per window the compute segment's ran ns)."""
+    sched = compile_plan(plan, catalog)
+    p = subprocess.Popen([str(runner), "--schedule", "-", "--cpus", str(cpu), "--scratch-dir", str(SCRATCH),
+                          "--start-delay-ms", "300"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdin.buffer.write(sched.data)
+    p.stdin.close()
+    ran: dict[int, list[int]] = {}
+    info, start, end = [], None, None
+    for line in p.stdout:
+        f = line.split()
+        if f[0] == "info":
+            info.append(line.strip())
+        elif f[0] == "ready":
+            time.sleep(max(0.0, (int(f[1]) - time.monotonic_ns()) / 1e9))
+            start = proc_stat_cpu(cpu)
+        elif f[0] == "seg" and catalog.names[int(f[3])] == COMPUTE:
+            ran.setdefault(int(f[1]), []).append(int(f[5]))
+        elif f[0] == "done" and int(f[1]) == plan.T - 1:
+            end = proc_stat_cpu(cpu)
+    assert p.wait(timeout=120) == 0, p.stderr.read()
+    assert "info hold proc-stat" in info, info
+    return (end[0] - start[0]) / max(end[1] - start[1], 1), ran
+
+
+@pytest.mark.parametrize("target", [0.55, 0.2])
+def test_the_runner_sizes_compute_so_the_core_reaches_the_target(catalog, target):
+    """Synchronous 4 KiB reads for half of each window cost the core some unknown part of it;
+    the compute after them is stretched (target above) or cut (below) so the core's busy
+    fraction, as /proc/stat counts it, lands on the target — without the hold it lands where the
+    compiled durations happen to put it."""
+    runner = runner_or_skip()
+    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
+    T, W = 8, 0.5
+    held = held_plan(catalog, 0.5, 0.25, target, T=T, window_s=W)
+    busy, ran = _run(runner, held, catalog, cpu)
+    plain_busy, plain_ran = _run(runner, held_plan(catalog, 0.5, 0.25, None, T=T, window_s=W), catalog, cpu)
+    planned = 0.25 * W * 1e9
+    if target > plain_busy:
+        assert np.median([sum(r) for r in ran.values()]) > 1.2 * planned, ran
+    else:
+        assert np.median([sum(r) for r in ran.values()]) < 0.8 * planned, ran
+    assert abs(busy - target) < 0.05, (busy, target, plain_busy)
+    assert abs(busy - target) < abs(plain_busy - target), (busy, target, plain_busy)
+    assert all(abs(sum(r) - planned) < 0.05 * planned for r in plain_ran.values()), plain_ran
