@@ -227,7 +227,8 @@ class HostBackend(Backend):
                     if key[0] < 0:
                         continue  # warm-up window (only if the runner reports them): not part of the trace
                     yield ExecutedWindow(repetition=key[0], window=key[1], start_ns=start_ns, values=values,
-                                         ran_ns=np.asarray(d.ran_ns, np.int64), ops=np.asarray(d.ops, np.int64))
+                                         ran_ns=np.asarray(d.ran_ns, np.int64), ops=np.asarray(d.ops, np.int64),
+                                         planned_ns=np.asarray(d.planned_ns, np.int64))
         finally:
             if handle.exit is None:
                 await handle.stop()

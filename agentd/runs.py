@@ -318,7 +318,7 @@ class RunManager:
                     self.latest.update(w.values)
                     if 0 <= w.window < run.plan.T:
                         self.segment_errors.observe_window(run.plan.compositions[w.window], run.plan.window_s,
-                                                           w.ran_ns)
+                                                           w.ran_ns, w.planned_ns)
                     run.frames.append(wire.pack(wire.window_frame(w)))
         except asyncio.CancelledError:
             state = RunState.CANCELLED

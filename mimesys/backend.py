@@ -42,6 +42,9 @@ class ExecutedWindow:
     values: np.ndarray         # float32 [N], in metric_schema() order, NaN = not measured
     ran_ns: np.ndarray | None = None   # int64 [M, K] nanoseconds each stressor actually ran (None for sim)
     ops: np.ndarray | None = None      # int64 [M, K] operations completed
+    # int64 [M, K] what the runner set out to run: the compiled durations, a held compute tail
+    # as the runner sized it (agentd/schedule.py, "The hold"); None for sim
+    planned_ns: np.ndarray | None = None
 
 
 @dataclass

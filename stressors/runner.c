@@ -30,7 +30,8 @@
  *   note STRESSOR TEXT...                      e.g. "O_DIRECT refused ... buffered"
  *   ready T0_NS WINDOW_NS WINDOWS THREADS STRESSORS
  *   start I REP WIN PLANNED_NS OBSERVED_NS     at each window boundary
- *   seg I THREAD STRESSOR PLANNED_NS RAN_NS OPS BYTES      after the window, per segment
+ *   seg I THREAD STRESSOR PLANNED_NS RAN_NS OPS BYTES      after the window, per segment (PLANNED_NS:
+ *                                              as compiled, or a held compute tail as sized)
  *   thread I THREAD START_NS END_NS CPU_NS     actual wake-up, last work, thread CPU time
  *   done I REP WIN PLANNED_NS END_NS           closes window I's records (END_NS: last work
  *                                              done; the last window's record waits for its
@@ -533,6 +534,7 @@ static void *worker_main(void *arg) {
                 tail_scale = hold_tail_scale(w, hold, at_start, tail_ns, win_end > t ? win_end - t : 0);
             }
             uint64_t dur = j >= nseg - ntail && tail_scale != 1.0 ? (uint64_t)((double)sg->dur_ns * tail_scale) : sg->dur_ns;
+            sr->planned = dur;   /* what the runner set out to run: a held tail as sized */
             if (!dur || stopping()) continue;
             uint64_t deadline = t + dur < win_end ? t + dur : win_end;
             sr->ran = run_segment(w, &s->stressors[sg->stressor], deadline, &sr->ops, &sr->bytes);

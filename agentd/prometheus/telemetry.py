@@ -3,8 +3,9 @@
 - Histogram: counts per le-bucket and their sum, as Prometheus histograms are exposed (the
   event-loop lag, agentd/api/looplag.py, is one).
 - SegmentErrors: how far the runner's executed time per (stressor, thread) and window is
-  from the plan's (|ran_ns - composition * W|), as a cumulative histogram in seconds. Only
-  backends that report ran_ns (the real runner) feed it; the simulated host does not.
+  from what it set out to run (|ran_ns - planned_ns|: the plan's composition * W, a held compute
+  tail as the runner sized it), as a cumulative histogram in seconds. Only backends that
+  report ran_ns (the real runner) feed it; the simulated host does not.
 - LatestSample: the newest measured window (from a run or the monitor loop) with its
   wall-clock time, so a scrape shows the host measurements without sampling itself.
 
@@ -60,12 +61,15 @@ class SegmentErrors(Histogram):
 
     bounds: tuple[float, ...] = SEGMENT_ERROR_BUCKETS_S
 
-    def observe_window(self, composition: np.ndarray, window_s: float, ran_ns: np.ndarray | None) -> None:
-        """composition float32 [M, K]; ran_ns int64 [M, K]. Cells planned or run count once."""
+    def observe_window(self, composition: np.ndarray, window_s: float, ran_ns: np.ndarray | None,
+                       planned_ns: np.ndarray | None = None) -> None:
+        """composition float32 [M, K]; ran_ns, planned_ns int64 [M, K] (planned_ns None: the
+        composition's). Cells planned or run count once."""
         if ran_ns is None:
             return
         ran = np.asarray(ran_ns, np.float64)
-        planned = np.asarray(composition, np.float64) * window_s * 1e9
+        planned = (np.asarray(composition, np.float64) * window_s * 1e9 if planned_ns is None
+                   else np.asarray(planned_ns, np.float64))
         if ran.shape != planned.shape:
             return
         active = (planned > 0) | (ran > 0)

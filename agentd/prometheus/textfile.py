@@ -53,7 +53,8 @@ class ReplayTextfile:
         self.windows += 1
         self.latest, self.latest_at = w.values, time.time()
         if 0 <= w.window < self.plan.T:
-            self.segment_errors.observe_window(self.plan.compositions[w.window], self.plan.window_s, w.ran_ns)
+            self.segment_errors.observe_window(self.plan.compositions[w.window], self.plan.window_s, w.ran_ns,
+                                               w.planned_ns)
         self.write()
 
     def finish(self, state: str, exit_status: int | None) -> None:
