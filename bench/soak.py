@@ -192,8 +192,17 @@ async def loop_lag_buckets(url: str, headers: dict) -> dict:
     """The agent's cumulative event-loop lag histogram {le (str): count} from its /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
     async with aiohttp.ClientSession(headers=headers) as s:
-        async with s.get(url + "/metrics") as r:
-            text = await r.text()
+        for _ in range(50):
+            async with s.get(url + "/metrics") as r:
+                if r.status == 503:   # the flood holds every scrape slot (api.metrics_max_requests)
+                    await asyncio.sleep(0.1)
+                    continue
+                if r.status != 200:
+                    raise RuntimeError(f"GET /metrics: HTTP {r.status}")
+                text = await r.text()
+                break
+        else:
+            raise RuntimeError("GET /metrics: 503 (every scrape slot busy) 50 times in a row")
     return {smp.labels["le"]: smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples
             if smp.name == "mimesys_event_loop_lag_seconds_bucket"}
 
