@@ -14,7 +14,8 @@ composition for a number of windows (rt-app users write per-thread phases the sa
 
 `run` maps stressor names (the catalog's) to the share of each window that stressor runs on
 the thread; what is not listed is idle. A phase may add `"core_busy": 0.6`: the busy fraction
-of the thread's core the runner holds in those windows by sizing its compute (Plan.core_busy_target). Every thread covers the same number of windows.
+of the thread's core the runner holds in those windows by sizing its compute
+(Plan.core_busy_target). Every thread covers the same number of windows.
 Optional: `catalog_hash` (checked against the catalog), `provenance`, `host_fingerprint`.
 Conversion is exact both ways up to float32: to_json(from_json(x)) keeps the numbers.
 """

@@ -16,7 +16,8 @@ from agentd.schedule import compile_plan, decode_schedule
 from mimesys.errors import PlanError
 from mimesys.plan import Plan
 
-from runner_helpers import make_plan, proc_stat_cpu, runner_or_skip
+from agentd.samplers.cpu import CpuSampler, parse_proc_stat
+from runner_helpers import make_plan, runner_or_skip
 
 SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
 IO, COMPUTE = "disk_rand_read_4k", "cpu_int_crc32"
@@ -89,14 +90,14 @@ def _run(runner: Path, plan: Plan, catalog, cpu: int) -> tuple[float, dict[int, 
             info.append(line.strip())
         elif f[0] == "ready":
             time.sleep(max(0.0, (int(f[1]) - time.monotonic_ns()) / 1e9))
-            start = proc_stat_cpu(cpu)
+            start = parse_proc_stat(Path("/proc/stat").read_text())
         elif f[0] == "seg" and catalog.names[int(f[3])] == COMPUTE:
             ran.setdefault(int(f[1]), []).append((int(f[4]), int(f[5])))
         elif f[0] == "done" and int(f[1]) == plan.T - 1:
-            end = proc_stat_cpu(cpu)
+            end = parse_proc_stat(Path("/proc/stat").read_text())
     assert p.wait(timeout=120) == 0, p.stderr.read()
     assert "info hold proc-stat" in info, info
-    return (end[0] - start[0]) / max(end[1] - start[1], 1), ran
+    return CpuSampler.derive(start, end, 0.0)[f"cpu.util.core{cpu}"], ran
 
 
 @pytest.mark.parametrize("target", [0.55, 0.2])

@@ -200,13 +200,17 @@ class InversePlanner:
     def core_busy_target(self, values: np.ndarray) -> np.ndarray | None:
         """float32 [T, K]: the target's busy fraction of each plan thread's core (NaN where the
         target has none), for the runner to hold; None when the target has no per-core CPU."""
-        first = self.model.first
-        out = np.full((values.shape[0], first.K), np.nan, np.float32)
+        out = np.full((values.shape[0], self.model.first.K), np.nan, np.float32)
         for n, j in self._cores:
-            threads = [k for k, c in enumerate(first.thread_cores) if c == j]
-            if threads:   # one thread holds a core (match_cpu sizes the first one's too)
-                out[:, threads[0]] = np.clip(values[:, n], 0.0, 1.0)
+            k = self._core_thread(j)
+            if k is not None:
+                out[:, k] = np.clip(values[:, n], 0.0, 1.0)
         return out if np.isfinite(out).any() else None
+
+    def _core_thread(self, core: int) -> int | None:
+        """The plan thread that answers for a core's busy fraction: the first one pinned there
+        (match_cpu sizes it, the runner holds it)."""
+        return next((k for k, c in enumerate(self.model.first.thread_cores) if c == core), None)
 
     def solve(self, values: np.ndarray, progress=None) -> tuple[np.ndarray, dict]:
         """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K] float32, info.
@@ -500,11 +504,9 @@ class InversePlanner:
         for _ in range(2):
             pred = self._predict(a, prev0, False) + base
             for n, j in self._cores:
-                threads = [k for k, c in enumerate(first.thread_cores) if c == j]
-                target = values[:, n]
-                if not threads or not np.isfinite(target).any():
+                k, target = self._core_thread(j), values[:, n]
+                if k is None or not np.isfinite(target).any():
                     continue
-                k = threads[0]
                 d = np.where(np.isfinite(target), target - pred[:, n], 0.0)
                 over = d < -tol
                 if over.any():
