@@ -11,10 +11,12 @@ is shortened by the excess, so a thread's segments never sum to more than W_ns.
 
 The hold: a plan that names the busy fraction of each thread's core (Plan.core_busy_target)
 gets it compiled into every thread-window that runs both compute (catalog class "cpu") and
-something else: those compute segments go last (the tail, in a drawn order of their own), and
-the runner sizes the tail so the core reaches the target — the CPU an IO or network stressor
-costs depends on how fast the device answers that second, the target does not. Elsewhere no
-hold, no tail: a thread-window of compute alone is exact as compiled.
+disk IO (class "disk"): the other segments run first and the compute goes last (the tail, in a
+drawn order of their own), and the runner sizes the tail so the core reaches the target — the
+CPU a disk stressor costs depends on how fast the device answers that second, the target does
+not. Elsewhere no hold, no tail: compute, loopback sends and memory stressors keep their core
+busy for as long as they run, so such a window is as exact as compiled, and a hold there
+would only add the counters' reading error (one tick) to it.
 
 Repetitions are the runner's: the file stores `warmup_windows` copies of plan window 0
 (tagged repetition -1, window 0..w-1) and the T plan windows once (repetition 0, window t),
@@ -164,7 +166,8 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
 
     durations = np.stack([durations_ns(plan.compositions[t], window_ns) for t in range(T)])  # [T, M, K]
     compute = np.array([s.resource_class == "cpu" for s in catalog.stressors])
-    holds = hold_ppm(plan, durations, compute)                                      # [T, K]
+    waits = np.array([s.resource_class == "disk" for s in catalog.stressors])
+    holds = hold_ppm(plan, durations, compute, waits)                               # [T, K]
     rng = np.random.default_rng(seed)
     block = 4096
     for b0 in range(0, len(stored), block):
@@ -189,17 +192,17 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
     return CompiledSchedule(b"".join(out), M, K, T, repetitions, warmup_windows, window_ns, seed)
 
 
-def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray) -> np.ndarray:
+def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray, waits: np.ndarray) -> np.ndarray:
     """uint32 [T, K]: the core busy fraction the runner holds in each thread-window (parts per
-    million), HOLD_NONE where the plan names none or the thread-window has no compute tail to
-    size or nothing but compute."""
+    million), HOLD_NONE where the plan names none, or the thread-window has no compute tail to
+    size, or nothing whose CPU the device decides (`waits`: a bool per stressor)."""
     T, _, K = durations.shape
     out = np.full((T, K), HOLD_NONE, np.uint32)
     target = plan.core_busy_target
     if target is None:
         return out
     runs = durations > 0                                                  # [T, M, K]
-    both = runs[:, compute, :].any(axis=1) & runs[:, ~compute, :].any(axis=1)
+    both = runs[:, compute, :].any(axis=1) & runs[:, waits & ~compute, :].any(axis=1)
     ok = both & np.isfinite(target)
     out[ok] = np.round(np.clip(target[ok].astype(np.float64), 0.0, 1.0) * 1e6).astype(np.uint32)
     return out
