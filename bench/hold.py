@@ -1,11 +1,10 @@
 """How closely the runner's hold puts each core on its plan's busy fraction, on this host.
 
 Runs one plan (default: synchronous random 4 KiB reads, then compute, on each thread) with and
-without `core_busy_target`, reads each
-core's busy / total from /proc/stat (the cpu sampler's own definition) at every runner window's
-end, and prints one JSON line: per core and mode the mean signed and absolute per-window error
-against the target. Windows are the runner's own, so the figure is the hold's, not the
-sampler's alignment.
+without `core_busy_target`, reads each core's busy / total from /proc/stat (the cpu sampler's
+own definition) at every runner window's boundary, and prints one JSON line: per core and mode
+the mean signed and absolute per-window error against the target. Windows are the runner's
+own, so the figure is the hold's, not the sampler's alignment.
 
     python bench/hold.py [--mix serve|kv] [--runner PATH] [--windows 30] [--label NAME]
 """
@@ -17,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,7 +37,7 @@ MIXES = {
     "serve": [{"disk_rand_read_4k": 0.4, "cpu_simd_dist_256": 0.3},
               {"disk_rand_read_4k_qd64": 0.3, "cpu_int_crc32": 0.3}],
     # compute beside loopback RPC, futex round trips and UDP sends (kv_compress's inverse plan,
-    # windows 2-6): every segment keeps its core busy, so the compiler holds none of it
+    # windows 2-6): no disk IO, so only the learned correction acts
     "kv": [{"cpu_simd_dist_256": 0.53, "net_tcp_rpc_128": 0.26, "sched_futex_pingpong": 0.02, "net_udp_sink": 0.01},
            {"cpu_simd_dist_256": 0.63, "net_tcp_rpc_128": 0.27, "sched_futex_pingpong": 0.03, "net_udp_sink": 0.01}],
 }
@@ -46,25 +46,32 @@ TARGETS = {"serve": [0.6, 0.65]}
 
 
 def run(runner: Path, plan: Plan, catalog, cpus: list[int], scratch: Path) -> np.ndarray:
-    """Per window and core: busy / total from /proc/stat between the runner's window ends."""
+    """Per window and core: busy / total from /proc/stat between the runner's window boundaries
+    (t0 + i·W from its `ready` line, read a millisecond after each)."""
     sched = compile_plan(plan, catalog)
     p = subprocess.Popen([str(runner), "--schedule", "-", "--cpus", ",".join(map(str, cpus)),
                           "--scratch-dir", str(scratch), "--start-delay-ms", "300"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     p.stdin.buffer.write(sched.data)
     p.stdin.close()
-    marks = []
+    t0 = None
     for line in p.stdout:
-        f = line.split()
-        if f[0] == "ready":
-            time.sleep(max(0.0, (int(f[1]) - time.monotonic_ns()) / 1e9))
-            marks.append(parse_proc_stat(Path("/proc/stat").read_text()))
-        elif f[0] == "done":
-            marks.append(parse_proc_stat(Path("/proc/stat").read_text()))
+        if line.startswith("ready"):
+            t0 = int(line.split()[1])
+            break
+    if t0 is None:
+        raise SystemExit(f"runner failed before starting: {p.stderr.read()}")
+    drain = threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True)   # keep its pipe flowing
+    drain.start()
+    window_ns = int(round(float(plan.window_s) * 1e9))
+    marks = []
+    for i in range(plan.T + 1):
+        time.sleep(max(0.0, (t0 + i * window_ns + 1_000_000 - time.monotonic_ns()) / 1e9))
+        marks.append(parse_proc_stat(Path("/proc/stat").read_text()))
     if p.wait(timeout=600) != 0:
         raise SystemExit(f"runner failed: {p.stderr.read()}")
-    out = np.zeros((len(marks) - 1, len(cpus)))
-    for w in range(len(marks) - 1):
+    out = np.zeros((plan.T, len(cpus)))
+    for w in range(plan.T):
         d = CpuSampler.derive(marks[w], marks[w + 1], 0.0)
         out[w] = [d[f"cpu.util.core{c}"] for c in cpus]
     return out
