@@ -10,18 +10,11 @@ float32 fractions of a thread sum a hair above 1 (Plan.SUM_TOLERANCE) the larges
 is shortened by the excess, so a thread's segments never sum to more than W_ns.
 
 The hold: a plan that names the busy fraction of each thread's core (Plan.core_busy_target)
-gets it compiled into every thread-window that runs compute (catalog class "cpu"): the other
-segments run first and the compute goes last (the tail, in a drawn order of their own), and
-the runner sizes the tail so the core reaches the target.
-- Where the window also runs disk IO (class "disk"; HOLD_AT_TAIL), from the core's counters
-  at the tail's start: the CPU a disk stressor costs depends on how fast the device answers
-  that second, the target does not. Elsewhere no mid-window reading: compute, loopback and
-  memory stressors keep their core busy while they run, and a reading would only add its
-  one-tick error.
-- Everywhere, by a correction the runner learns from the windows before (the core's busy /
-  total against their targets, smoothed): what steal, futex round trips, segment switches and
-  other tasks take. Measured on this VM, the real mixes' inverse plans run by the runner
-  alone, mean signed error per window: kv_compress -0.005 → -0.001, web_compile -0.006 → 0.000.
+gets it compiled into every thread-window that runs both compute (catalog class "cpu") and
+something else: those compute segments go last (the tail, in a drawn order of their own), and
+the runner sizes the tail so the core reaches the target — the CPU an IO or network stressor
+costs depends on how fast the device answers that second, the target does not. Elsewhere no
+hold, no tail: a thread-window of compute alone is exact as compiled.
 
 Repetitions are the runner's: the file stores `warmup_windows` copies of plan window 0
 (tagged repetition -1, window 0..w-1) and the T plan windows once (repetition 0, window t),
@@ -57,10 +50,9 @@ Binary format, little-endian, version 3 (stressors/runner.c reads it)::
                                    rate the agent resolved from the host's calibration)
     stored windows, S entries
       i32 repetition (-1 = warm-up, 0 = plan window)   i32 window index (warm-up: 0..w-1)
-      K times: u16 nseg, u16 ntail, u32 hold (0xFFFFFFFF = none; else bits 0-30 the core
-               busy fraction to hold in parts per million, bit 31 HOLD_AT_TAIL; ntail ≥ 1),
-               then nseg × (u16 stressor index, u64 duration_ns) in run order, the last
-               ntail of them the compute tail the hold sizes
+      K times: u16 nseg, u16 ntail, u32 hold (core busy fraction to hold, parts per
+               million; 0xFFFFFFFF = none), then nseg × (u16 stressor index, u64 duration_ns)
+               in run order, the last ntail of them the compute tail the hold sizes
 """
 
 from __future__ import annotations
@@ -77,7 +69,6 @@ from mimesys.plan import Plan
 MAGIC = b"MIMSCHD3"
 VERSION = 3
 HOLD_NONE = 0xFFFFFFFF
-HOLD_AT_TAIL = 0x80000000
 _HEADER = struct.Struct("<8sIIIIIIQQII")
 _SEG = np.dtype([("stressor", "<u2"), ("dur", "<u8")])
 
@@ -173,8 +164,7 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
 
     durations = np.stack([durations_ns(plan.compositions[t], window_ns) for t in range(T)])  # [T, M, K]
     compute = np.array([s.resource_class == "cpu" for s in catalog.stressors])
-    waits = np.array([s.resource_class == "disk" for s in catalog.stressors])
-    holds = hold_ppm(plan, durations, compute, waits)                               # [T, K]
+    holds = hold_ppm(plan, durations, compute)                                      # [T, K]
     rng = np.random.default_rng(seed)
     block = 4096
     for b0 in range(0, len(stored), block):
@@ -199,21 +189,19 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
     return CompiledSchedule(b"".join(out), M, K, T, repetitions, warmup_windows, window_ns, seed)
 
 
-def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray, waits: np.ndarray) -> np.ndarray:
+def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray) -> np.ndarray:
     """uint32 [T, K]: the core busy fraction the runner holds in each thread-window (parts per
-    million), with HOLD_AT_TAIL where the window also runs something whose CPU the device
-    decides (`waits`: a bool per stressor); HOLD_NONE where the plan names none or the
-    thread-window has no compute tail to size."""
+    million), HOLD_NONE where the plan names none or the thread-window has no compute tail to
+    size or nothing but compute."""
     T, _, K = durations.shape
     out = np.full((T, K), HOLD_NONE, np.uint32)
     target = plan.core_busy_target
     if target is None:
         return out
     runs = durations > 0                                                  # [T, M, K]
-    ok = runs[:, compute, :].any(axis=1) & np.isfinite(target)
-    at_tail = runs[:, waits & ~compute, :].any(axis=1)
+    both = runs[:, compute, :].any(axis=1) & runs[:, ~compute, :].any(axis=1)
+    ok = both & np.isfinite(target)
     out[ok] = np.round(np.clip(target[ok].astype(np.float64), 0.0, 1.0) * 1e6).astype(np.uint32)
-    out[ok & at_tail] |= np.uint32(HOLD_AT_TAIL)
     return out
 
 
@@ -243,7 +231,6 @@ class DecodedWindow:
     segments: tuple[tuple[tuple[int, int], ...], ...]  # per thread: ((stressor, duration_ns), ...)
     tails: tuple[int, ...] = ()                        # per thread: the compute tail's segment count
     holds: tuple[int | None, ...] = ()                 # per thread: core busy held, ppm (None: no hold)
-    at_tail: tuple[bool, ...] = ()                     # per thread: sized from the counters at the tail
 
 
 def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
@@ -272,7 +259,7 @@ def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
     for _ in range(S):
         rep, win = struct.unpack_from("<ii", data, pos)
         pos += 8
-        threads, tails, holds, at_tail = [], [], [], []
+        threads, tails, holds = [], [], []
         for _ in range(K):
             (n, ntail, hold) = struct.unpack_from("<HHI", data, pos)
             pos += 8
@@ -280,9 +267,8 @@ def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
             pos += n * _SEG.itemsize
             threads.append(tuple((int(s), int(d)) for s, d in zip(segs["stressor"], segs["dur"])))
             tails.append(int(ntail))
-            holds.append(None if hold == HOLD_NONE else int(hold & ~HOLD_AT_TAIL))
-            at_tail.append(hold != HOLD_NONE and bool(hold & HOLD_AT_TAIL))
-        windows.append(DecodedWindow(rep, win, tuple(threads), tuple(tails), tuple(holds), tuple(at_tail)))
+            holds.append(None if hold == HOLD_NONE else int(hold))
+        windows.append(DecodedWindow(rep, win, tuple(threads), tuple(tails), tuple(holds)))
     if pos != len(data):
         raise PlanError(f"compiled schedule has {len(data) - pos} trailing bytes")
     return header, names, windows

@@ -37,7 +37,7 @@ MIXES = {
     "serve": [{"disk_rand_read_4k": 0.4, "cpu_simd_dist_256": 0.3},
               {"disk_rand_read_4k_qd64": 0.3, "cpu_int_crc32": 0.3}],
     # compute beside loopback RPC, futex round trips and UDP sends (kv_compress's inverse plan,
-    # windows 2-6): no disk IO, so only the learned correction acts
+    # windows 2-6): held like every window that mixes compute with something else
     "kv": [{"cpu_simd_dist_256": 0.53, "net_tcp_rpc_128": 0.26, "sched_futex_pingpong": 0.02, "net_udp_sink": 0.01},
            {"cpu_simd_dist_256": 0.63, "net_tcp_rpc_128": 0.27, "sched_futex_pingpong": 0.03, "net_udp_sink": 0.01}],
 }

@@ -69,8 +69,6 @@
 #define MAGIC "MIMSCHD3"
 #define SCHEDULE_VERSION 3
 #define HOLD_NONE 0xFFFFFFFFu       /* a thread-window with no core busy fraction to hold */
-#define HOLD_AT_TAIL 0x80000000u    /* hold flag: size the tail from the counters at its start */
-#define HOLD_BIAS_MAX 0.05          /* most the hold's learned correction adds or takes, of a window */
 #define RING 64                     /* windows a worker may run ahead of the printer */
 #define STEP_TARGET_NS 50000ull     /* aim for 50 us of work between clock reads */
 
@@ -109,11 +107,6 @@ struct worker {
     int statfd;                      /* /proc/stat, for the hold (-1: not readable, no hold) */
     char *statbuf;
     size_t statcap;
-    /* the hold's learned correction: what the core missed its targets by, smoothed */
-    double hold_bias;                /* fraction of a window the compute tail gets beyond plan */
-    uint64_t hold_mark[2];           /* busy, total ticks at the last held window's start */
-    uint32_t hold_mark_ppm;          /* that window's target */
-    uint64_t hold_mark_i;            /* and its index + 1 (0: none to learn from) */
     struct adapt *adapt;             /* [M] */
     struct win_result ring[RING];
     uint64_t done;                   /* windows finished (guarded by g.mu) */
@@ -294,11 +287,8 @@ static void load_schedule(const char *path) {
             uint32_t hold = rd32(&r, "core busy to hold");
             uint64_t sum = 0;
             if (nt > ns) die(EXIT_USAGE, "%s: stored window %u thread %u: tail of %u segments > %u segments", path, i, k, nt, ns);
-            if (hold != HOLD_NONE && (hold & ~HOLD_AT_TAIL) > 1000000u)
-                die(EXIT_USAGE, "%s: stored window %u thread %u: core busy to hold %u ppm > 1000000", path, i, k,
-                    hold & ~HOLD_AT_TAIL);
-            if (hold != HOLD_NONE && nt == 0)
-                die(EXIT_USAGE, "%s: stored window %u thread %u: a core busy to hold but no compute tail", path, i, k);
+            if (hold != HOLD_NONE && hold > 1000000u)
+                die(EXIT_USAGE, "%s: stored window %u thread %u: core busy to hold %u ppm > 1000000", path, i, k, hold);
             s->seg_off[(size_t)i * s->K + k] = (uint32_t)n;
             s->seg_n[(size_t)i * s->K + k] = ns;
             s->tail_n[(size_t)i * s->K + k] = nt;
@@ -396,51 +386,22 @@ static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
     return 0;
 }
 
-/* The hold, in two parts. A thread-window whose plan names the busy fraction of its core runs
- * its compute last (the tail) and sizes it:
- *  - at the tail's start, where the window ran disk IO first (HOLD_AT_TAIL: that IO's CPU
- *    depends on how the device answered), to what the core still needs for busy / total to
- *    reach the target by the window's end (the rest of the window counts in full: compute and
- *    sleep are); a difference under one tick (the counters' resolution) is left alone;
- *  - in every held window, by the learned correction (hold_learn): what the core missed its
- *    targets by in earlier windows — hypervisor steal, the runner's own gaps, another task's
- *    time — smoothed, so a sub-tick bias goes away without one window's reading error moving
- *    the next one by a tick.
- * Returns the tail's scale; *free is 0 where the time left capped it (nothing to learn then). */
-static double hold_tail_scale(struct worker *w, uint32_t hold, int at_tail, const uint64_t at_start[2],
-                              uint64_t tail_ns, uint64_t left_ns, uint64_t window_ns, int *free) {
-    *free = 1;
-    if (!tail_ns) return 1.0;
-    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
-    double want = (double)tail_ns;
+/* The hold: a thread-window whose plan names the busy fraction of its core runs its
+ * non-compute segments (IO, network, ...; their CPU depends on how the device answers), then
+ * sizes its compute tail to what the core still needs for busy / total to reach the target by
+ * the window's end (the rest of the window counts in full: compute and sleep are), within the
+ * time left. A difference under one tick (the counters' resolution) leaves the tail as compiled. */
+static double hold_tail_scale(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t tail_ns,
+                              uint64_t left_ns) {
     uint64_t busy, total;
-    if (at_tail && !core_ticks(w, &busy, &total)) {
-        double busy_ns = (double)(busy - at_start[0]) * tick_ns, total_ns = (double)(total - at_start[1]) * tick_ns;
-        double need = (double)hold / 1e6 * (total_ns + (double)left_ns) - busy_ns;
-        if (need - want >= tick_ns || want - need >= tick_ns) want = need;
-    }
-    want += w->hold_bias * (double)window_ns;
-    if (want < 0) { want = 0; *free = 0; }
-    if (want > (double)left_ns) { want = (double)left_ns; *free = 0; }
+    if (!tail_ns || core_ticks(w, &busy, &total)) return 1.0;
+    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+    double busy_ns = (double)(busy - at_start[0]) * tick_ns, total_ns = (double)(total - at_start[1]) * tick_ns;
+    double want = (double)hold / 1e6 * (total_ns + (double)left_ns) - busy_ns;
+    if (want < 0) want = 0;
+    if (want > (double)left_ns) want = (double)left_ns;
+    if (want - (double)tail_ns < tick_ns && (double)tail_ns - want < tick_ns) return 1.0;
     return want / (double)tail_ns;
-}
-
-/* The learned correction: at a held window's start, the last window's busy / total (when it was
- * held, the one just before and not capped) against its target moves hold_bias by a gain small
- * enough that one window's reading error (a tick: 1 % of a 1 s window) barely moves it, and
- * smaller for short windows, whose one-tick error is a larger fraction. */
-static void hold_learn(struct worker *w, uint64_t i, uint32_t hold, const uint64_t at_start[2], uint64_t window_ns) {
-    if (w->hold_mark_i && w->hold_mark_i == i && at_start[1] > w->hold_mark[1]) {
-        double got = (double)(at_start[0] - w->hold_mark[0]) / (double)(at_start[1] - w->hold_mark[1]);
-        double gain = 0.2 * (window_ns < 1000000000ull ? (double)window_ns / 1e9 : 1.0);
-        w->hold_bias += gain * ((double)w->hold_mark_ppm / 1e6 - got);
-        if (w->hold_bias > HOLD_BIAS_MAX) w->hold_bias = HOLD_BIAS_MAX;
-        if (w->hold_bias < -HOLD_BIAS_MAX) w->hold_bias = -HOLD_BIAS_MAX;
-    }
-    w->hold_mark[0] = at_start[0];
-    w->hold_mark[1] = at_start[1];
-    w->hold_mark_ppm = hold;
-    w->hold_mark_i = i + 1;
 }
 
 /* ---------------------------------------------------------------- workers */
@@ -556,13 +517,10 @@ static void *worker_main(void *arg) {
         int nseg = s->seg_n[(size_t)stored * s->K + w->k];
         int ntail = s->tail_n[(size_t)stored * s->K + w->k];
         uint32_t hold = s->hold[(size_t)stored * s->K + w->k];
-        int at_tail = hold != HOLD_NONE && (hold & HOLD_AT_TAIL);
         uint64_t at_start[2] = {0, 0};
-        if (hold != HOLD_NONE) hold &= ~HOLD_AT_TAIL;
-        if (hold != HOLD_NONE && (w->statfd < 0 || !w->statbuf || ntail == 0 ||
+        if (hold != HOLD_NONE && (w->statfd < 0 || !w->statbuf || ntail == 0 || ntail == nseg ||
                                   core_ticks(w, &at_start[0], &at_start[1])))
             hold = HOLD_NONE;
-        if (hold != HOLD_NONE) hold_learn(w, i, hold, at_start, s->window_ns);
         window_order(s, i, (uint32_t)w->k, nseg, ntail, w->order);
         res->nseg = 0;
         double tail_scale = 1.0;
@@ -573,10 +531,7 @@ static void *worker_main(void *arg) {
             if (hold != HOLD_NONE && j == nseg - ntail) {
                 uint64_t tail_ns = 0;
                 for (int q = j; q < nseg; q++) tail_ns += s->segs[base + w->order[q]].dur_ns;
-                int free;
-                tail_scale = hold_tail_scale(w, hold, at_tail, at_start, tail_ns, win_end > t ? win_end - t : 0,
-                                             s->window_ns, &free);
-                if (!free) w->hold_mark_i = 0;      /* capped: its miss says nothing of the bias */
+                tail_scale = hold_tail_scale(w, hold, at_start, tail_ns, win_end > t ? win_end - t : 0);
             }
             uint64_t dur = j >= nseg - ntail && tail_scale != 1.0 ? (uint64_t)((double)sg->dur_ns * tail_scale) : sg->dur_ns;
             sr->planned = dur;   /* what the runner set out to run: a held tail as sized */
