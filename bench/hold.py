@@ -30,7 +30,7 @@ from agentd.schedule import compile_plan                       # noqa: E402
 from mimesys.catalog import load_catalog                       # noqa: E402
 from mimesys.plan import Plan                                  # noqa: E402
 
-# per thread: stressor -> fraction of the window (kv_compress's inverse plan, windows 2-6)
+# per mix, per thread: stressor -> fraction of the window
 MIXES = {
     # synchronous 4 KiB reads (their CPU is what the device makes of them) before compute:
     # the hold's case
