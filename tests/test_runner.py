@@ -78,7 +78,8 @@ def threads_doing(pid: int) -> str:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_within_50ms(catalog, tmp_path, sig):
     """Stopped = every stressor thread has ended (the runner's main thread is all that is
-    left, or nothing): within 50 ms. The process itself is gone soon after; how soon depends
+    left, or nothing): within 50 ms (500 ms where a thread is still in uninterruptible disk
+    wait at 50 ms: no signal reaches it before the disk answers). The process itself is gone soon after; how soon depends
     on the memory the kernel must release (768 MiB of 4 KiB pages takes 66 ms to unmap on
     this VM, 3 ms as huge pages), so that bound is 1 s."""
     plan = make_plan(catalog, {"cpu_fp_poly": 0.4, "mem_stream_triad_256M": 0.3, "disk_seq_write_fdatasync": 0.2},
@@ -119,7 +120,11 @@ def test_signal_stops_within_50ms(catalog, tmp_path, sig):
     rc, stopped, exited, ex, late = asyncio.run(go())
     assert (rc, ex.status) == (4, "stopped"), ex
     took = "more than 2 s" if stopped is None else f"{stopped * 1e3:.1f} ms"
-    assert stopped is not None and stopped < 0.05, \
+    # a thread in uninterruptible sleep (D: the fdatasync stressor waiting on writeback) takes
+    # no signal until the disk answers; seen once at 170 ms on CI's shared disk. That wait is
+    # the kernel's, so it gets the disk's bound; every other case must stop within 50 ms.
+    bound = 0.5 if any(t.startswith("D ") for t in late.split(", ")) else 0.05
+    assert stopped is not None and stopped < bound, \
         f"stressor threads took {took} to stop; at 50 ms: {late}; {ex.stderr_tail}"
     assert exited is not None and exited < 1.0, f"stopped in {took} but the process was still there after {exited} s"
     assert list(tmp_path.iterdir()) == []
