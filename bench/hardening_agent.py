@@ -160,7 +160,10 @@ def healthz_summary(path: Path, t_from: float = 0.0, t_to: float = float("inf"))
     """The agent's and the control's /healthz latency (probes from t_from to t_to s), and how
     many of the agent's probes over 100 ms came with the control over 100 ms within a second
     (a host stall, not the agent's)."""
-    rows = np.loadtxt(path, ndmin=2) if path.exists() and path.stat().st_size else np.zeros((0, 3))
+    # The prober is terminated at the block's end: a last line it was writing may be cut short.
+    lines = path.read_text().splitlines() if path.exists() else []
+    rows = np.array([[float(x) for x in ln.split()] for ln in lines if len(ln.split()) == 3],
+                    dtype=float).reshape(-1, 3)
     rows = rows[(rows[:, 0] >= t_from) & (rows[:, 0] < t_to)]
     t, a, b = rows[:, 0], rows[:, 1], rows[:, 2]
     slow = np.flatnonzero(a > 100)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import tempfile
@@ -163,7 +164,10 @@ def metrics_flooder(url: str, clients: int, rps: float, out: str) -> None:
             tasks = [asyncio.create_task(scraper(s, counts, clients / rps)) for _ in range(clients)]
             while True:
                 await asyncio.sleep(0.25)
-                Path(out).write_text(json.dumps(counts))
+                # Whole or not at all: the block's end terminates this process, maybe mid-write,
+                # and a truncated file read there failed the soak (CI, stop 31).
+                Path(out + ".tmp").write_text(json.dumps(counts))
+                os.replace(out + ".tmp", out)
                 if any(t.done() for t in tasks):
                     raise RuntimeError(f"a /metrics scraper stopped: {[t.exception() for t in tasks if t.done()]}")
     asyncio.run(main())
