@@ -10,6 +10,11 @@ pool; the same subset for every arm), three arms:
   code of `mimesys forward adapt`);
 - scratch: the same k-fold ridge selection fitted on the n samples alone, no base;
 - A unadapted: A's model as it is (needs no sample of B);
+- A rehosted / adapted, rehosted (when both hosts' calibration.json are in WORK/hostA and
+  WORK/hostB): A's first order carried to B by the ratio of the calibrations
+  (controller/forward/rehost.py, `forward adapt --calibration`), A's correction on top; then
+  no sample of B, or the adaptation fitted on the n samples. The calibration is what every
+  host runs before its first plan: it costs no sample of B;
 - B profile + fit (context, when B's campaign recorded a solo profile): the product's `forward
   fit` on B — B's own first order from its ~100-window solo profile (not counted in n) plus the
   correction fitted on the n samples.
@@ -50,7 +55,7 @@ from controller.forward.adapt import fit_adaptation, fit_scratch, heldout_error 
 from controller.forward.burst_score import eval_runs  # noqa: E402
 from controller.forward.fit import _select, holdout_split  # noqa: E402
 
-ARMS = ("adapted", "scratch", "A unadapted", "B profile + fit")
+ARMS = ("adapted", "adapted, rehosted", "scratch", "A unadapted", "A rehosted", "B profile + fit")
 
 
 def subset(ds, idx, path: Path) -> Path:
@@ -129,6 +134,16 @@ def main() -> None:
     profile_b = profile_b if (profile_b.exists() and not args.no_profile_arm) else None
     base_fwd = forward_err(fm)
     base_burst = burst_errors(fm, runs, peaks)
+    cal_a, cal_b = args.work / "hostA" / "calibration.json", args.work / "hostB" / "calibration.json"
+    moved = None
+    if cal_a.exists() and cal_b.exists():
+        import copy
+        from mimesys import calibration
+        from controller.forward.rehost import rehost
+        moved = copy.copy(fm)
+        moved.first, rehost_report = rehost(fm.first, calibration.read(cal_a), calibration.read(cal_b))
+        moved_base = (forward_err(moved), *burst_errors(moved, runs, peaks))
+        print(f"rehosted by the calibrations: {json.dumps(rehost_report)[:2000]}", file=sys.stderr)
     rows = []
     for n in [int(x) for x in args.ns.split(",")]:
         if n > len(fit_pool):
@@ -144,6 +159,11 @@ def main() -> None:
             sc_model = fit_scratch(fm.metric_names, fm.first.units, scales, A[idx], P[idx], obs[idx], seed=rep)
             sc = (forward_err(sc_model), *burst_errors(sc_model, runs, peaks))
             arms = [("adapted", ad), ("scratch", sc), ("A unadapted", (base_fwd, *base_burst))]
+            if moved is not None:
+                moved.adaptation = None
+                moved.adaptation = fit_adaptation(moved, A[idx], P[idx], obs[idx], seed=rep)
+                arms += [("adapted, rehosted", (forward_err(moved), *burst_errors(moved, runs, peaks))),
+                         ("A rehosted", moved_base)]
             if profile_b is not None:
                 pf = fit_with_profile(ds, idx, profile_b, tmpdir, f"n{n}r{rep}")
                 arms.append(("B profile + fit", (forward_err(pf), *burst_errors(pf, runs, peaks))))
@@ -189,7 +209,7 @@ def plot(summary, path: Path, doc) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key, label in ((axes[0], "forward", "forward model: held-out median relative error"),
                            (axes[1], "burst", "burst-structure error (held-out runs)")):
-        for arm, style in zip(ARMS, ("o-", "s--", ":", "^-.")):
+        for arm, style in zip(ARMS, ("o-", "D-", "s--", ":", "x:", "^-.")):
             pts = [s for s in summary if s["arm"] == arm]
             if not pts:
                 continue

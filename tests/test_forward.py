@@ -816,6 +816,21 @@ def test_forward_adapt_cli_writes_a_model_agents_load(sim_forward, tmp_path):
     assert r.exit_code != 0 and "catalog" in r.output
     r = CliRunner().invoke(cli, ["forward", "adapt", str(tmp_path / "ad"), str(tmp_path / "b.h5"), "-o", str(tmp_path / "y")])
     assert r.exit_code != 0 and "itself adapted" in r.output
+    # with B's calibration: the base's first order is rehosted first; A's must be found
+    name = ad.catalog_names[0]
+    for host, rate in (("a", 1e9), ("b", 2e8)):
+        doc = _calibration({name: {"bytes_per_s": rate, "ops_per_s": rate / 4096}}, {"disk.read_Bps": rate})
+        doc["catalog_hash"] = ad.catalog_hash
+        (tmp_path / f"cal_{host}.json").write_text(json.dumps(doc))
+    args = ["forward", "adapt", str(fm_dir), str(tmp_path / "b.h5"), "--samples", "25",
+            "--calibration", str(tmp_path / "cal_b.json")]
+    r = CliRunner().invoke(cli, [*args, "-o", str(tmp_path / "z")])
+    assert r.exit_code != 0 and "--base-calibration" in r.output, r.output
+    r = CliRunner().invoke(cli, [*args, "--base-calibration", str(tmp_path / "cal_a.json"), "-o", str(tmp_path / "z")])
+    assert r.exit_code == 0 and json.loads(r.output)["rehosted"], r.output
+    moved = load_forward_model(tmp_path / "z")
+    assert moved.provenance["rehosted"]["stressor_ratios"][name]["bytes_per_s"] == pytest.approx(0.2)
+    assert moved.provenance["rehosted"]["capacity_ratios"]["disk.read_Bps"] == pytest.approx(0.2)
 
 
 def test_adaptation_ceiling_round_trips_and_a_capped_device_is_learned():
@@ -903,3 +918,70 @@ def test_a_disk_stressors_own_core_share_comes_from_the_profile_not_the_runner(s
     with_cal = fit(ds_path, profile_path, tmp_path / "fm-cal", FitOptions(calibration=str(tmp_path / "calibration.json"), **opts))
     assert with_cal.first.own[cpu] == pytest.approx(0.61)
     assert with_cal.first.own[disk] == pytest.approx(plain.first.own[disk]) and plain.first.own[disk] != pytest.approx(0.93)
+
+
+def _calibration(rates: dict, peaks: dict) -> dict:
+    return {"format": "mimesys.calibration", "schema_version": 1, "catalog_hash": "sha256:toy", "peaks": peaks,
+            "stressors": {n: {"one_thread": r} for n, r in rates.items()}}
+
+
+def test_rehost_carries_the_first_order_by_the_calibrations_ratios():
+    """B's disk reads at a tenth of A's rate up to a tenth of A's peak (a throttle) and gives its
+    compute thread half a core (a quota): the rehosted first order predicts that on B's metrics
+    only, and a stressor B's calibration lacks keeps A's figures."""
+    from controller.forward.rehost import peak_family, rehost
+    fo = toy_first_order()
+    fo.classes = ["cpu", "disk", "disk", "network"]
+    cal_a = _calibration({"cpu": {"cpu_fraction": 1.0}, "disk_read": {"bytes_per_s": 600e6, "cpu_fraction": 0.2},
+                          "net": {"bytes_per_s": 2e9}}, {"disk.read_Bps": 1e9})
+    cal_b = _calibration({"cpu": {"cpu_fraction": 0.5}, "disk_read": {"bytes_per_s": 60e6, "cpu_fraction": 0.2}},
+                         {"disk.read_Bps": 1e8})
+    b, report = rehost(fo, cal_a, cal_b)
+    assert peak_family("disk.vda.read_Bps") == "disk.read_Bps" and peak_family("disk.read_Bps") == "disk.read_Bps"
+    a = np.zeros((4, 2))
+    a[1, 0] = 1.0
+    x_a, x_b = fo.predict(a), b.predict(a)
+    r, rv = fo.metric_names.index("disk.read_Bps"), fo.metric_names.index("disk.vda.read_Bps")
+    assert x_b[r] == pytest.approx(x_a[r] / 10) and x_b[rv] == pytest.approx(x_a[rv] / 10)
+    assert b.capacity[r] == pytest.approx(1e8) and b.capacity[rv] == pytest.approx(1e8)
+    a2 = np.zeros((4, 2))
+    a2[0, 0] = 1.0
+    assert b.predict(a2)[0] == pytest.approx(0.5) and fo.predict(a2)[0] == pytest.approx(1.0)
+    a3 = np.zeros((4, 2))
+    a3[3, 1] = 1.0
+    assert np.allclose(b.predict(a3), fo.predict(a3)) and report["kept"] == ["disk_write", "net"]
+    w = fo.metric_names.index("disk.write_Bps")
+    assert b.capacity[w] == fo.capacity[w]      # no stressor of B moved it, no peak says otherwise
+
+
+def test_adapting_from_the_rehosted_first_order_needs_fewer_samples():
+    """On a throttled host B: the first order the calibrations carried to B is within the
+    noise of B's held-out disk reads with no sample of B (A's model is 9x off), and adapting it
+    on 10 samples beats adapting A's model as it is."""
+    from controller.forward.adapt import fit_adaptation, heldout_error
+    from controller.forward.rehost import rehost
+    rng = np.random.default_rng(3)
+    fm = toy_model()
+    fm.first.classes = ["cpu", "disk", "disk", "network"]
+    true_b = toy_first_order()
+    true_b.response[1, [3, 5]] /= 10
+    true_b.capacity[[3, 5]] = 1e8
+    true_b = FirstOrder(true_b.metric_names, true_b.units, true_b.catalog_names, true_b.thread_cores, true_b.idle,
+                        true_b.response, true_b.own, true_b.other, true_b.capacity)
+    a, prev = _random_compositions(rng, 210), _random_compositions(rng, 210)
+    a[:, :, 0] = 0.0
+    a[:, 1, 0] = rng.uniform(0.1, 1.0, len(a))      # thread 0 reads in every window, at any share
+    obs = true_b.predict(a) * rng.normal(1.0, 0.03, (210, len(NAMES)))
+    cal_a = _calibration({"disk_read": {"bytes_per_s": 600e6}}, {"disk.read_Bps": 1e9})
+    cal_b = _calibration({"disk_read": {"bytes_per_s": 60e6}}, {"disk.read_Bps": 1e8})
+    j = fm.metric_names.index("disk.read_Bps")
+    fm.adaptation = fit_adaptation(fm, a[:10], prev[:10], obs[:10])
+    plain = heldout_error(fm, a[10:], prev[10:], obs[10:], fm.scales)["per_metric"][j]
+    fm.adaptation = None
+    unadapted = heldout_error(fm, a[10:], prev[10:], obs[10:], fm.scales)["per_metric"][j]
+    fm.first = rehost(fm.first, cal_a, cal_b)[0]
+    rehosted = heldout_error(fm, a[10:], prev[10:], obs[10:], fm.scales)["per_metric"][j]
+    fm.adaptation = fit_adaptation(fm, a[:10], prev[:10], obs[:10])
+    moved = heldout_error(fm, a[10:], prev[10:], obs[10:], fm.scales)["per_metric"][j]
+    assert unadapted > 5.0 and rehosted < 0.03, (unadapted, rehosted)
+    assert moved < 0.8 * plain, (moved, plain)

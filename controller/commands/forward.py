@@ -4,7 +4,8 @@
     mimesys forward fit DATASET [--profile profile.h5] -o DIR            first order + correction
     mimesys forward predict DIR PLAN -o predicted.h5                     a plan's trace, not run
     mimesys forward score DIR DATASET [--runs EVAL_DIR]                  held-out error per metric (+ bursts)
-    mimesys forward adapt BASE DATASET_B -o DIR [--samples N]            carry BASE to DATASET_B's host
+    mimesys forward adapt BASE DATASET_B -o DIR [--samples N] [--calibration CAL_B]
+                                                                         carry BASE to DATASET_B's host
 """
 
 from __future__ import annotations
@@ -160,23 +161,31 @@ def render_bursts(stats: dict) -> str:
               help="Share of the dataset kept out (scored by `forward score`).")
 @click.option("--folds", default=5, type=click.IntRange(2, 50), show_default=True,
               help="Cross-validation folds that choose each metric's adaptation (or none).")
+@click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Host B's calibration.json (`mimesys-agent calibrate` on B): BASE's first order is first "
+                   "carried to B by the ratio of B's calibrated rates, CPU shares and peaks to A's.")
+@click.option("--base-calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Host A's calibration.json (default: the one BASE was fitted with).")
 @click.option("--seed", default=0, type=int, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
 @_friendly
-def adapt_cmd(base_dir, dataset, output, samples, holdout, folds, seed, overwrite):
+def adapt_cmd(base_dir, dataset, output, samples, holdout, folds, calibration, base_calibration, seed, overwrite):
     """Carry the forward model BASE_DIR (fitted on host A) to the host DATASET was collected on,
     from a few of its samples: a linear map on BASE's prediction per metric, shrunk toward BASE
     and chosen by k-fold (BASE unchanged where the folds see no gain)."""
     from controller.forward.adapt import AdaptOptions, adapt
 
-    fm = adapt(base_dir, dataset, output, AdaptOptions(samples=samples, holdout=holdout, folds=folds, seed=seed),
-               overwrite=overwrite)
+    opts = AdaptOptions(samples=samples, holdout=holdout, folds=folds, seed=seed,
+                        calibration=str(calibration) if calibration else None,
+                        base_calibration=str(base_calibration) if base_calibration else None)
+    fm = adapt(base_dir, dataset, output, opts, overwrite=overwrite)
     chosen = fm.adaptation.info["chosen"]
     fam = {}
     for c in chosen.values():
         fam[c["family"]] = fam.get(c["family"], 0) + 1
     click.echo(json.dumps({"forward_model": str(output), "base": str(base_dir), "fit_samples": fm.provenance["fit_samples"],
                            "heldout_samples": len(fm.provenance["heldout_samples"]), "families": fam,
+                           "rehosted": "rehosted" in fm.provenance,
                            "simulated": fm.simulated}))
 
 

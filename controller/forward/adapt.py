@@ -25,6 +25,11 @@ too few samples to tell, the base is kept.
 `fit_scratch` is the comparison the transfer bench needs: the same ridge selection, from the
 same samples, with no base model (per metric, an intercept and the composition's terms).
 
+With B's calibration (`calibration=`, `--calibration`), the base's first order is first carried
+to B by the ratio of B's calibrated figures to A's (rehost.py: B's rates, CPU shares and
+ceilings, which every host measures before its first plan and which no sample of B pays for);
+A's correction and the map above then work on top of it.
+
 A dataset stays bound to its host: B's samples are read from B's dataset, and the adapted
 model records both the base model's provenance and B's fingerprint.
 """
@@ -47,6 +52,7 @@ from ..dataset import Dataset
 from ..model.checkpoint import git_revision
 from ..model.data import file_sha256
 from .fit import _select, holdout_split
+from .rehost import rehost
 from .score import FLOOR, relative_error
 
 LAMBDAS = (0.01, 0.1, 1.0, 10.0, 100.0)   # ridge penalty per sample (standardized terms)
@@ -61,6 +67,9 @@ class AdaptOptions:
     holdout: float = 0.2         # share of B's dataset kept out (scored by `forward score`)
     folds: int = 5
     seed: int = 0
+    calibration: str | None = None       # B's calibration.json: the base's first order rehosted first (rehost.py)
+    base_calibration: str | None = None  # A's; default: the one the base model was fitted with
+
 
 
 def _ridge(Z: np.ndarray, r: np.ndarray, w: np.ndarray, lam: float, free: np.ndarray) -> np.ndarray:
@@ -262,6 +271,9 @@ def adapt(base_dir: Path | str, dataset_path: Path | str, out_dir: Path | str, o
         raise ValidationError(f"{dataset_path}: {ds.action.shape[2]} threads, the base model has {fm.threads}")
     if abs(float(ds.window_s) - fm.window_s) > 1e-9:
         raise ValidationError(f"{dataset_path}: windows of {ds.window_s} s, the base model's are {fm.window_s} s")
+    rehosted = None
+    if options.calibration is not None:
+        fm.first, rehosted = rehost_base(fm, base_manifest, base_dir, options)
     fit_idx, held = holdout_split(ds.S, options.holdout, options.seed)
     if options.samples is not None:
         if options.samples > len(fit_idx):
@@ -279,13 +291,30 @@ def adapt(base_dir: Path | str, dataset_path: Path | str, out_dir: Path | str, o
                                       "host_fingerprint": base_manifest.get("host_fingerprint")},
                      "dataset": str(dataset_path), "dataset_sha256": file_sha256(dataset_path),
                      "fit_samples": int(len(fit_idx)), "fit_sample_indices": fit_idx.tolist(),
-                     "heldout_samples": held.tolist(), "adapt_options": asdict(options), "git_revision": git_revision()}
+                     "heldout_samples": held.tolist(), "adapt_options": asdict(options), "git_revision": git_revision(),
+                     **({"rehosted": rehosted} if rehosted is not None else {})}
     with staged_dir(out_dir) as tmp:
         corr = base_manifest.get("correction")
         if corr:
             shutil.copy(base_dir / corr["file"], tmp / corr["file"])
         (tmp / MANIFEST).write_text(json.dumps(fm.manifest(corr), indent=1) + "\n")
     return load_forward_model(out_dir)
+
+
+def rehost_base(fm: ForwardModel, base_manifest: dict, base_dir: Path, options: AdaptOptions):
+    """The base's first order carried to B by A's and B's calibrations (rehost.py) -> (first, report)."""
+    from mimesys import calibration
+    cal_a = options.base_calibration or ((base_manifest.get("provenance") or {}).get("fit_options") or {}).get("calibration")
+    if not cal_a or not Path(cal_a).is_file():
+        raise ValidationError(f"{base_dir}: the calibration the base model was fitted with "
+                              f"({cal_a or 'none recorded'}) is not here; pass host A's with --base-calibration")
+    doc_a, doc_b = calibration.read(cal_a), calibration.read(options.calibration)
+    for doc, path in ((doc_a, cal_a), (doc_b, options.calibration)):
+        if doc.get("catalog_hash") and doc["catalog_hash"] != fm.catalog_hash:
+            raise ValidationError(f"{path}: calibration of catalog {doc['catalog_hash']}, the base model's is "
+                                  f"{fm.catalog_hash}")
+    first, report = rehost(fm.first, doc_a, doc_b)
+    return first, {"base_calibration": str(cal_a), "calibration": str(options.calibration), **report}
 
 
 def heldout_error(model, a, prev, obs, scales) -> dict:
