@@ -316,12 +316,17 @@ async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, 
             "--scratch-dir", str(config.scratch_dir or DEFAULT_SCRATCH_DIR),
             "--scratch-budget", str(int(config.scratch_budget_bytes))]
     proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    # ~30 shapes of `seconds` each, but a shape ends only when its IOs in flight come back: on a
+    # throttled device (60 MB/s, 128 MiB in flight) each overran by seconds and 60 + 10 s was
+    # not enough (bench/bursts_real.py's host B). A bound that stops a wedged probe, not a pace.
+    limit = 300 + 60 * seconds
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=60 + 10 * seconds)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=limit)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()
-        raise RunnerError(f"{runner} --probe all did not finish within {60 + 10 * seconds:.0f} s") from None
+        raise RunnerError(f"{runner} --probe all did not finish within {limit:.0f} s (a very slow or throttled "
+                          f"scratch device? `--probe-seconds` shortens every shape)") from None
     if proc.returncode != 0:
         raise RunnerError(f"{runner} --probe all failed (exit {proc.returncode}): {err.decode(errors='replace').strip()}")
     peaks, detail = {}, {}
