@@ -112,7 +112,12 @@ def main() -> None:
     ap.add_argument("--b-dataset", type=Path, default=None,
                     help="B's dataset (default WORK/hostB/dataset.h5; bench/dataset_unfiltered.py makes one with every sample)")
     ap.add_argument("--no-profile-arm", action="store_true", help="Skip the 'B profile + fit' context arm.")
+    ap.add_argument("--plot-only", action="store_true", help="Draw OUT/transfer.png again from OUT/transfer.json.")
     args = ap.parse_args()
+    if args.plot_only:
+        doc = json.loads((args.out / "transfer.json").read_text())
+        plot(doc["summary"], args.out / "transfer.png", doc)
+        return
 
     fm = load_forward_model(args.work / "hostA" / "forward")
     ds_path = args.b_dataset or args.work / "hostB" / "dataset.h5"
@@ -218,6 +223,8 @@ def plot(summary, path: Path, doc) -> None:
             e = np.array([s[key][1] for s in pts])
             ax.errorbar(ns, m, yerr=e, fmt=style, capsize=3, label=arm)
         ax.set_xscale("log")
+        if key == "forward":
+            ax.set_yscale("log")   # scratch sits 10-100x above the others: all of them readable
         ax.set_xlabel("samples of host B")
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)

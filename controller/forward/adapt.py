@@ -71,7 +71,6 @@ class AdaptOptions:
     base_calibration: str | None = None  # A's; default: the one the base model was fitted with
 
 
-
 def _ridge(Z: np.ndarray, r: np.ndarray, w: np.ndarray, lam: float, free: np.ndarray) -> np.ndarray:
     """argmin Σ w (r − Zθ)² + lam·n·Σ_{not free} θ²  (Z's columns standardized by the caller)."""
     n = len(r)

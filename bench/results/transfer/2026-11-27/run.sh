@@ -13,3 +13,9 @@ python bench/dataset_unfiltered.py /work/s27/bursts/hostB/campaign -o /work/s27/
 # from main at 55ce68c (the rehosted arms)
 python bench/transfer.py --work /work/s27/bursts --b-dataset /work/s27/bursts/hostB/dataset_all.h5 \
     --out bench/results/transfer/2026-11-27 --repeats 5
+# the product path, once: `forward adapt --calibration` on 50 of B's samples, scored by `forward score`
+python -m controller.cli forward adapt /work/s27/out/30min-fresh/forward /work/s27/bursts/hostB/dataset_all.h5 \
+    -o /work/s27/adapted-rehosted --samples 50 --calibration calibration_hostB.json --base-calibration calibration_hostA.json
+python -m controller.cli forward score /work/s27/adapted-rehosted /work/s27/bursts/hostB/dataset_all.h5 \
+    --runs /work/s27/bursts/hostB/runs --json > forward_score_adapted_rehosted_n50.json
+python bench/transfer.py --out bench/results/transfer/2026-11-27 --plot-only   # forward panel on a log scale
