@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import tempfile
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mimesys import wire  # noqa: E402
 from mimesys.catalog import load_catalog  # noqa: E402
+from mimesys.fsutil import atomic_write_text  # noqa: E402
 from mimesys.plan import Plan  # noqa: E402
 from mimesys.trace import Trace  # noqa: E402
 from bench.hardening_agent import (control_server, healthz_probing, healthz_summary, in_own_process,  # noqa: E402
@@ -166,8 +166,7 @@ def metrics_flooder(url: str, clients: int, rps: float, out: str) -> None:
                 await asyncio.sleep(0.25)
                 # Whole or not at all: the block's end terminates this process, maybe mid-write,
                 # and a truncated file read there failed the soak (CI, stop 31).
-                Path(out + ".tmp").write_text(json.dumps(counts))
-                os.replace(out + ".tmp", out)
+                atomic_write_text(out, json.dumps(counts))
                 if any(t.done() for t in tasks):
                     raise RuntimeError(f"a /metrics scraper stopped: {[t.exception() for t in tasks if t.done()]}")
     asyncio.run(main())

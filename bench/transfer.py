@@ -143,10 +143,9 @@ def main() -> None:
     moved = None
     if cal_a.exists() and cal_b.exists():
         import copy
-        from mimesys import calibration
-        from controller.forward.rehost import rehost
+        from controller.forward.adapt import rehost_base
         moved = copy.copy(fm)
-        moved.first, rehost_report = rehost(fm.first, calibration.read(cal_a), calibration.read(cal_b))
+        rehost_report = rehost_base(moved, cal_a, cal_b)
         moved_base = (forward_err(moved), *burst_errors(moved, runs, peaks))
         print(f"rehosted by the calibrations: {json.dumps(rehost_report)[:2000]}", file=sys.stderr)
     rows = []

@@ -79,9 +79,9 @@ def threads_doing(pid: int) -> str:
 def test_signal_stops_within_50ms(catalog, tmp_path, sig):
     """Stopped = every stressor thread has ended (the runner's main thread is all that is
     left, or nothing): within 50 ms (500 ms where a thread is still in uninterruptible disk
-    wait at 50 ms: no signal reaches it before the disk answers). The process itself is gone soon after; how soon depends
-    on the memory the kernel must release (768 MiB of 4 KiB pages takes 66 ms to unmap on
-    this VM, 3 ms as huge pages), so that bound is 1 s."""
+    wait at 50 ms: no signal reaches it before the disk answers). The process itself is gone
+    soon after; how soon depends on the memory the kernel must release (768 MiB of 4 KiB pages
+    takes 66 ms to unmap on this VM, 3 ms as huge pages), so that bound is 1 s."""
     plan = make_plan(catalog, {"cpu_fp_poly": 0.4, "mem_stream_triad_256M": 0.3, "disk_seq_write_fdatasync": 0.2},
                      T=200, K=len(CPUS), window_s=0.5)
 

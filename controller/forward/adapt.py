@@ -272,7 +272,12 @@ def adapt(base_dir: Path | str, dataset_path: Path | str, out_dir: Path | str, o
         raise ValidationError(f"{dataset_path}: windows of {ds.window_s} s, the base model's are {fm.window_s} s")
     rehosted = None
     if options.calibration is not None:
-        fm.first, rehosted = rehost_base(fm, base_manifest, base_dir, options)
+        cal_a = options.base_calibration or \
+            ((base_manifest.get("provenance") or {}).get("fit_options") or {}).get("calibration")
+        if not cal_a or not Path(cal_a).is_file():
+            raise ValidationError(f"{base_dir}: the calibration the base model was fitted with "
+                                  f"({cal_a or 'none recorded'}) is not here; pass host A's with --base-calibration")
+        rehosted = rehost_base(fm, cal_a, options.calibration)
     fit_idx, held = holdout_split(ds.S, options.holdout, options.seed)
     if options.samples is not None:
         if options.samples > len(fit_idx):
@@ -300,20 +305,16 @@ def adapt(base_dir: Path | str, dataset_path: Path | str, out_dir: Path | str, o
     return load_forward_model(out_dir)
 
 
-def rehost_base(fm: ForwardModel, base_manifest: dict, base_dir: Path, options: AdaptOptions):
-    """The base's first order carried to B by A's and B's calibrations (rehost.py) -> (first, report)."""
-    from mimesys import calibration
-    cal_a = options.base_calibration or ((base_manifest.get("provenance") or {}).get("fit_options") or {}).get("calibration")
-    if not cal_a or not Path(cal_a).is_file():
-        raise ValidationError(f"{base_dir}: the calibration the base model was fitted with "
-                              f"({cal_a or 'none recorded'}) is not here; pass host A's with --base-calibration")
-    doc_a, doc_b = calibration.read(cal_a), calibration.read(options.calibration)
-    for doc, path in ((doc_a, cal_a), (doc_b, options.calibration)):
+def rehost_base(fm: ForwardModel, base_calibration: Path | str, calibration: Path | str) -> dict:
+    """fm's first order carried to B by A's and B's calibrations (rehost.py), in place -> report."""
+    from mimesys import calibration as cal
+    doc_a, doc_b = cal.read(base_calibration), cal.read(calibration)
+    for doc, path in ((doc_a, base_calibration), (doc_b, calibration)):
         if doc.get("catalog_hash") and doc["catalog_hash"] != fm.catalog_hash:
             raise ValidationError(f"{path}: calibration of catalog {doc['catalog_hash']}, the base model's is "
                                   f"{fm.catalog_hash}")
-    first, report = rehost(fm.first, doc_a, doc_b)
-    return first, {"base_calibration": str(cal_a), "calibration": str(options.calibration), **report}
+    fm.first, report = rehost(fm.first, doc_a, doc_b)
+    return {"base_calibration": str(base_calibration), "calibration": str(calibration), **report}
 
 
 def heldout_error(model, a, prev, obs, scales) -> dict:

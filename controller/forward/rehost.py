@@ -35,8 +35,8 @@ def peak_family(metric: str) -> str:
     return f"{parts[0]}.{parts[-1]}" if len(parts) > 2 else metric
 
 
-def _ratio(a: dict, b: dict, key: str) -> float | None:
-    x, y = a.get(key), b.get(key)
+def _ratio(x, y) -> float | None:
+    """y / x for a figure of A (x) and of B (y); None where either is missing or unusable."""
     if x is None or y is None or not np.isfinite(x) or not np.isfinite(y) or x <= 0 or y < 0:
         return None
     return float(y) / float(x)
@@ -51,7 +51,7 @@ def rehost(first: FirstOrder, cal_a: dict, cal_b: dict) -> tuple[FirstOrder, dic
     for m, name in enumerate(first.catalog_names):
         one_a = ((st_a.get(name) or {}).get("one_thread")) or {}
         one_b = ((st_b.get(name) or {}).get("one_thread")) or {}
-        r = {key: _ratio(one_a, one_b, key) for key in ("bytes_per_s", "ops_per_s", "cpu_fraction")}
+        r = {key: _ratio(one_a.get(key), one_b.get(key)) for key in ("bytes_per_s", "ops_per_s", "cpu_fraction")}
         r = {k: v for k, v in r.items() if v is not None}
         if not r:
             kept.append(name)
@@ -74,10 +74,10 @@ def rehost(first: FirstOrder, cal_a: dict, cal_b: dict) -> tuple[FirstOrder, dic
         if first.fraction[n] or not np.isfinite(cap[n]):
             continue
         fam = peak_family(metric)
-        q = _ratio({"p": peaks_a.get(fam)}, {"p": peaks_b.get(fam)}, "p")
+        q = _ratio(peaks_a.get(fam), peaks_b.get(fam))
         if q is None:
             hi_a, hi_b = float(first.response[:, n].max(initial=0.0)), float(R[:, n].max(initial=0.0))
-            q = hi_b / hi_a if hi_a > 0 else None
+            q = _ratio(hi_a, hi_b)
         if q is not None:
             cap[n] = max(first.idle[n], cap[n] * q)
             cap_ratio[metric] = round(q, 4)
