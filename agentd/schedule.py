@@ -13,8 +13,13 @@ The hold: a plan that names the busy fraction of each thread's core (Plan.core_b
 gets it compiled into every thread-window that runs both compute (catalog class "cpu") and
 something else: those compute segments go last (the tail, in a drawn order of their own), and
 the runner sizes the tail so the core reaches the target — the CPU an IO or network stressor
-costs depends on how fast the device answers that second, the target does not. Elsewhere no
-hold, no tail: a thread-window of compute alone is exact as compiled.
+costs depends on how fast the device answers that second, the target does not. A thread-window
+that runs something else but no compute gets a reserve: the catalog's first compute variant
+(a plain ALU loop: no memory traffic, no extra thread) planned at 0 ns, which the runner grows
+only if the window's IO leaves the core short of the target (a device that answers faster than
+the planner expected would otherwise leave the core idle where the target was busy). Elsewhere
+no hold, no tail: a thread-window of compute alone is exact as compiled. The runner also learns,
+per thread, the CPU that lands on its core after the reading (see runner.c, "The hold").
 
 Repetitions are the runner's: the file stores `warmup_windows` copies of plan window 0
 (tagged repetition -1, window 0..w-1) and the T plan windows once (repetition 0, window t),
@@ -52,7 +57,8 @@ Binary format, little-endian, version 3 (stressors/runner.c reads it)::
       i32 repetition (-1 = warm-up, 0 = plan window)   i32 window index (warm-up: 0..w-1)
       K times: u16 nseg, u16 ntail, u32 hold (core busy fraction to hold, parts per
                million; 0xFFFFFFFF = none), then nseg × (u16 stressor index, u64 duration_ns)
-               in run order, the last ntail of them the compute tail the hold sizes
+               in run order, the last ntail of them the compute tail the hold sizes (a
+               reserve: one tail segment of 0 ns)
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ VERSION = 3
 HOLD_NONE = 0xFFFFFFFF
 _HEADER = struct.Struct("<8sIIIIIIQQII")
 _SEG = np.dtype([("stressor", "<u2"), ("dur", "<u8")])
+_SCHEDULER_KERNELS = {"cpu_contend", "futex_pingpong"}   # compute that brings threads of its own
 
 
 @dataclass(frozen=True)
@@ -164,7 +171,8 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
 
     durations = np.stack([durations_ns(plan.compositions[t], window_ns) for t in range(T)])  # [T, M, K]
     compute = np.array([s.resource_class == "cpu" for s in catalog.stressors])
-    holds = hold_ppm(plan, durations, compute)                                      # [T, K]
+    holds, reserve = hold_ppm(plan, durations, compute)                             # [T, K] each
+    reserve_m = reserve_stressor(catalog) if reserve.any() else None
     rng = np.random.default_rng(seed)
     block = 4096
     for b0 in range(0, len(stored), block):
@@ -175,34 +183,46 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
             rep, win = stored[e]
             out.append(struct.pack("<ii", rep, win))
             d = durations[composition_of[e]]  # [M, K]
-            hold = holds[composition_of[e]]
+            hold, spare = holds[composition_of[e]], reserve[composition_of[e]]
             for k in range(K):
                 idx = order[k][d[order[k], k] > 0]
                 ntail = 0
-                if hold[k] != HOLD_NONE:
+                if spare[k]:
+                    idx, ntail = np.append(idx, reserve_m), 1
+                elif hold[k] != HOLD_NONE:
                     tail = compute[idx]
                     idx, ntail = np.concatenate([idx[~tail], idx[tail]]), int(tail.sum())
                 segs = np.empty(len(idx), _SEG)
                 segs["stressor"] = idx
-                segs["dur"] = d[idx, k]
+                segs["dur"] = d[idx, k]        # the reserve's 0 ns: d is 0 where the plan runs nothing
                 out.append(struct.pack("<HHI", len(idx), ntail, int(hold[k])) + segs.tobytes())
     return CompiledSchedule(b"".join(out), M, K, T, repetitions, warmup_windows, window_ns, seed)
 
 
-def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray) -> np.ndarray:
-    """uint32 [T, K]: the core busy fraction the runner holds in each thread-window (parts per
-    million), HOLD_NONE where the plan names none or the thread-window has no compute tail to
-    size or nothing but compute."""
+def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(uint32 [T, K], bool [T, K]): the core busy fraction the runner holds in each
+    thread-window (parts per million; HOLD_NONE where the plan names none, or the thread-window
+    runs nothing or nothing but compute), and where the held thread-window has no compute of its
+    own and gets the reserve."""
     T, _, K = durations.shape
     out = np.full((T, K), HOLD_NONE, np.uint32)
     target = plan.core_busy_target
     if target is None:
-        return out
+        return out, np.zeros((T, K), bool)
     runs = durations > 0                                                  # [T, M, K]
-    both = runs[:, compute, :].any(axis=1) & runs[:, ~compute, :].any(axis=1)
-    ok = both & np.isfinite(target)
+    other = runs[:, ~compute, :].any(axis=1)
+    ok = other & np.isfinite(target)
     out[ok] = np.round(np.clip(target[ok].astype(np.float64), 0.0, 1.0) * 1e6).astype(np.uint32)
-    return out
+    return out, ok & ~runs[:, compute, :].any(axis=1)
+
+
+def reserve_stressor(catalog: Catalog) -> int:
+    """The reserve's stressor: the catalog's first compute variant that does its work on the
+    calling thread alone (not a scheduler kernel with helper threads)."""
+    for m, s in enumerate(catalog.stressors):
+        if s.resource_class == "cpu" and s.kernel not in _SCHEDULER_KERNELS:
+            return m
+    raise PlanError("the catalog has no compute variant to hold a core's busy fraction with")
 
 
 def paces_for(plan: Plan, catalog: Catalog, pace_Bps: dict[str, float]) -> dict[str, int]:

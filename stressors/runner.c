@@ -51,6 +51,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -108,6 +109,10 @@ struct worker {
     char *statbuf;
     size_t statcap;
     struct adapt *adapt;             /* [M] */
+    double post_frac;                /* the hold's estimate of core busy that lands after its reading */
+    int held_last;                   /* the last window was held: learn from it at the next one's start */
+    uint64_t held_from[2];           /* its (busy, total) ticks at its start */
+    double held_sized;               /* its busy fraction as the reading + its sized tail put it */
     struct win_result ring[RING];
     uint64_t done;                   /* windows finished (guarded by g.mu) */
     char err[ERRLEN];
@@ -300,7 +305,7 @@ static void load_schedule(const char *path) {
                 if (m >= s->M) die(EXIT_USAGE, "%s: stored window %u thread %u: stressor index %u >= M=%u", path, i, k, m, s->M);
                 sum += d;
                 s->segs[n++] = (struct seg){m, d};
-                if (d) s->used[(size_t)k * s->M + m] = 1;
+                if (d || j >= ns - nt) s->used[(size_t)k * s->M + m] = 1;   /* a tail may be a 0 ns reserve */
             }
             if (sum > s->window_ns)
                 die(EXIT_USAGE, "%s: stored window %u (plan window %d) thread %u: segments sum to %llu ns > window %llu ns",
@@ -390,18 +395,44 @@ static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
  * non-compute segments (IO, network, ...; their CPU depends on how the device answers), then
  * sizes its compute tail to what the core still needs for busy / total to reach the target by
  * the window's end (the rest of the window counts in full: compute and sleep are), within the
- * time left. A difference under one tick (the counters' resolution) leaves the tail as compiled. */
-static double hold_tail_scale(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t tail_ns,
-                              uint64_t left_ns) {
+ * time left. A difference under one tick (the counters' resolution) leaves the tail as compiled.
+ * Returns the tail's ns; *sized_frac: the busy fraction the reading and that tail add up to.
+ *
+ * CPU the core spends after the reading that is not the tail (the writeback and completions of
+ * the window's writes, softirqs, other tenants; or less than counted, to steal) is outside what
+ * the reading sees. The worker learns it: at the next window's start it compares the held
+ * window's busy fraction with *sized_frac and keeps a running mean (post_frac) that the next
+ * sizing leaves room for, so a host whose IO costs CPU after the fact does not overshoot every
+ * held window by it. */
+#define HOLD_LEARN 0.2               /* weight of one window in post_frac (about five windows) */
+#define HOLD_POST_MAX 0.25           /* |post_frac| at most: one odd window cannot starve the tail */
+
+static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t tail_ns,
+                             uint64_t left_ns, double *sized_frac) {
     uint64_t busy, total;
-    if (!tail_ns || core_ticks(w, &busy, &total)) return 1.0;
+    *sized_frac = NAN;
+    if (core_ticks(w, &busy, &total)) return tail_ns;
     double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
     double busy_ns = (double)(busy - at_start[0]) * tick_ns, total_ns = (double)(total - at_start[1]) * tick_ns;
-    double want = (double)hold / 1e6 * (total_ns + (double)left_ns) - busy_ns;
+    double span = total_ns + (double)left_ns;
+    if (span <= 0) return tail_ns;
+    double want = ((double)hold / 1e6 - w->post_frac) * span - busy_ns;
     if (want < 0) want = 0;
     if (want > (double)left_ns) want = (double)left_ns;
-    if (want - (double)tail_ns < tick_ns && (double)tail_ns - want < tick_ns) return 1.0;
-    return want / (double)tail_ns;
+    uint64_t out = want - (double)tail_ns < tick_ns && (double)tail_ns - want < tick_ns ? tail_ns : (uint64_t)want;
+    *sized_frac = (busy_ns + (double)out) / span;
+    return out;
+}
+
+/* At a window's start, what the last (held) window's core did after its reading. */
+static void hold_learn(struct worker *w, const uint64_t now[2]) {
+    w->held_last = 0;
+    uint64_t total = now[1] - w->held_from[1];
+    if (!total || !isfinite(w->held_sized)) return;
+    double post = (double)(now[0] - w->held_from[0]) / (double)total - w->held_sized;
+    w->post_frac += HOLD_LEARN * (post - w->post_frac);
+    if (w->post_frac > HOLD_POST_MAX) w->post_frac = HOLD_POST_MAX;
+    if (w->post_frac < -HOLD_POST_MAX) w->post_frac = -HOLD_POST_MAX;
 }
 
 /* ---------------------------------------------------------------- workers */
@@ -518,22 +549,33 @@ static void *worker_main(void *arg) {
         int ntail = s->tail_n[(size_t)stored * s->K + w->k];
         uint32_t hold = s->hold[(size_t)stored * s->K + w->k];
         uint64_t at_start[2] = {0, 0};
-        if (hold != HOLD_NONE && (w->statfd < 0 || !w->statbuf || ntail == 0 || ntail == nseg ||
-                                  core_ticks(w, &at_start[0], &at_start[1])))
-            hold = HOLD_NONE;
+        int ticks = (hold != HOLD_NONE || w->held_last) && w->statfd >= 0 && w->statbuf &&
+                    !core_ticks(w, &at_start[0], &at_start[1]);
+        if (w->held_last) {
+            if (ticks) hold_learn(w, at_start);
+            w->held_last = 0;
+        }
+        if (hold != HOLD_NONE && (!ticks || ntail == 0 || ntail == nseg)) hold = HOLD_NONE;
         window_order(s, i, (uint32_t)w->k, nseg, ntail, w->order);
         res->nseg = 0;
-        double tail_scale = 1.0;
+        uint64_t tail_planned = 0, tail_sized = 0;
         for (int j = 0; j < nseg; j++) {
             struct seg *sg = &s->segs[base + w->order[j]];
             struct seg_result *sr = &res->segs[res->nseg++];
             *sr = (struct seg_result){.stressor = sg->stressor, .planned = sg->dur_ns};
             if (hold != HOLD_NONE && j == nseg - ntail) {
-                uint64_t tail_ns = 0;
-                for (int q = j; q < nseg; q++) tail_ns += s->segs[base + w->order[q]].dur_ns;
-                tail_scale = hold_tail_scale(w, hold, at_start, tail_ns, win_end > t ? win_end - t : 0);
+                for (int q = j; q < nseg; q++) tail_planned += s->segs[base + w->order[q]].dur_ns;
+                tail_sized = hold_tail_ns(w, hold, at_start, tail_planned, win_end > t ? win_end - t : 0,
+                                          &w->held_sized);
+                w->held_last = 1;
+                memcpy(w->held_from, at_start, sizeof at_start);
             }
-            uint64_t dur = j >= nseg - ntail && tail_scale != 1.0 ? (uint64_t)((double)sg->dur_ns * tail_scale) : sg->dur_ns;
+            uint64_t dur = sg->dur_ns;
+            if (hold != HOLD_NONE && j >= nseg - ntail && tail_sized != tail_planned)
+                /* the tail's segments share its sized time as they share its planned time (a
+                 * reserve, planned at 0 ns, in equal parts) */
+                dur = tail_planned ? (uint64_t)((double)sg->dur_ns * (double)tail_sized / (double)tail_planned)
+                                   : tail_sized / (uint64_t)ntail;
             sr->planned = dur;   /* what the runner set out to run: a held tail as sized */
             if (!dur || stopping()) continue;
             uint64_t deadline = t + dur < win_end ? t + dur : win_end;
