@@ -424,6 +424,29 @@ static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const uint64_t at_
     return out;
 }
 
+/* CPU first: a held window whose IO so far cost the core less than the planner expected may
+ * need a longer tail than the time its remaining IO leaves. Before each later non-compute
+ * segment the runner estimates the core's busy rate during the IO so far (from the window's
+ * start) and, if the remaining IO at that rate plus the tail the target then needs would not
+ * fit before the window's end, shortens the remaining IO (returns the factor its planned
+ * durations are run at) so that it does. Less than two ticks of IO so far say too little of
+ * the rate; a shortfall under one tick is left alone. */
+static double hold_io_scale(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t io_left_ns,
+                            uint64_t left_ns) {
+    uint64_t busy, total;
+    if (!io_left_ns || core_ticks(w, &busy, &total)) return 1.0;
+    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+    if (total - at_start[1] < 2) return 1.0;
+    double busy_ns = (double)(busy - at_start[0]) * tick_ns, total_ns = (double)(total - at_start[1]) * tick_ns;
+    double rate = busy_ns / total_ns, R = (double)io_left_ns, L = (double)left_ns;
+    if (rate >= 1) return 1.0;
+    double need = ((double)hold / 1e6 - w->post_frac) * (total_ns + L) - busy_ns;   /* busy still to add */
+    double short_ns = need - rate * R - (L - R);          /* the tail it leaves minus the time left for it */
+    if (short_ns < tick_ns) return 1.0;
+    double f = (L - need) / (R * (1 - rate));
+    return f < 0 ? 0 : f > 1 ? 1 : f;
+}
+
 /* At a window's start, what the last (held) window's core did after its reading. */
 static void hold_learn(struct worker *w, const uint64_t now[2]) {
     w->held_last = 0;
@@ -559,10 +582,16 @@ static void *worker_main(void *arg) {
         window_order(s, i, (uint32_t)w->k, nseg, ntail, w->order);
         res->nseg = 0;
         uint64_t tail_planned = 0, tail_sized = 0;
+        double io_scale = 1.0;
         for (int j = 0; j < nseg; j++) {
             struct seg *sg = &s->segs[base + w->order[j]];
             struct seg_result *sr = &res->segs[res->nseg++];
             *sr = (struct seg_result){.stressor = sg->stressor, .planned = sg->dur_ns};
+            if (hold != HOLD_NONE && j > 0 && j < nseg - ntail) {
+                uint64_t io_left = 0;
+                for (int q = j; q < nseg - ntail; q++) io_left += s->segs[base + w->order[q]].dur_ns;
+                io_scale = hold_io_scale(w, hold, at_start, io_left, win_end > t ? win_end - t : 0);
+            }
             if (hold != HOLD_NONE && j == nseg - ntail) {
                 for (int q = j; q < nseg; q++) tail_planned += s->segs[base + w->order[q]].dur_ns;
                 tail_sized = hold_tail_ns(w, hold, at_start, tail_planned, win_end > t ? win_end - t : 0,
@@ -571,6 +600,7 @@ static void *worker_main(void *arg) {
                 memcpy(w->held_from, at_start, sizeof at_start);
             }
             uint64_t dur = sg->dur_ns;
+            if (j < nseg - ntail && io_scale != 1.0) dur = (uint64_t)((double)dur * io_scale);
             if (hold != HOLD_NONE && j >= nseg - ntail && tail_sized != tail_planned)
                 /* the tail's segments share its sized time as they share its planned time (a
                  * reserve, planned at 0 ns, in equal parts) */

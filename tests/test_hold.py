@@ -188,3 +188,20 @@ def test_the_hold_learns_the_cpu_that_lands_on_its_core_after_its_reading(catalo
         neighbour.kill()
         neighbour.wait()
     assert abs(busy - target) < 0.04, (busy, target, ran)
+
+
+def test_io_that_costs_the_core_less_than_planned_yields_to_the_tail(catalog):
+    """Two synchronous readers fill most of each window and cost the core about a third of
+    their time: the compiled compute after them cannot reach the target in the time they leave.
+    CPU first: the runner measures the first reader's cost and shortens the second so the tail
+    fits, and the core lands on the target (without it, well under)."""
+    runner = runner_or_skip()
+    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
+    T, W, target = 8, 0.5, 0.7
+    plan = make_plan(catalog, {IO: 0.35, "disk_seq_read_direct": 0.35, COMPUTE: 0.3}, T=T, K=1, window_s=W)
+    plan.core_busy_target = np.full((T, 1), target, np.float32)
+    busy, _ = _run(runner, plan, catalog, cpu)
+    plan.core_busy_target = None
+    plain_busy, _ = _run(runner, plan, catalog, cpu)
+    assert plain_busy < target - 0.1, (plain_busy, target)
+    assert abs(busy - target) < 0.05, (busy, target, plain_busy)
