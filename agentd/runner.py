@@ -101,7 +101,8 @@ class WindowDone:
     ran_ns: np.ndarray       # int64 [M, K] ns each stressor actually ran
     ops: np.ndarray          # int64 [M, K] operations completed
     bytes: np.ndarray        # int64 [M, K] bytes moved (kernel-specific meaning, see catalog)
-    planned_ns: np.ndarray   # int64 [M, K] compiled durations
+    planned_ns: np.ndarray   # int64 [M, K] what the runner set out to run: compiled durations, a held
+                             # tail as sized, IO shortened so it fits
     planned_start_ns: int
     thread_start_ns: np.ndarray  # int64 [K] each thread's wake-up
     thread_end_ns: np.ndarray    # int64 [K]

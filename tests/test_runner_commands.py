@@ -23,6 +23,27 @@ def _runner():
     runner_or_skip()
 
 
+def test_run_plan_says_what_the_hold_changed(catalog, tmp_path):
+    """A plan whose readers cost the core far less than its 0.7 target: the runner stretches the
+    compute and shortens the second reader so it fits; the report shows both against the
+    compiled plan."""
+    import numpy as np
+    from agentd.commands.run_plan import run_plan
+    plan = make_plan(catalog, {"disk_rand_read_4k": 0.35, "disk_seq_read_direct": 0.35, "cpu_int_crc32": 0.3},
+                     T=6, K=1, window_s=0.5)
+    plan.core_busy_target = np.full((6, 1), 0.7, np.float32)
+    plan.write(tmp_path / "plan.h5")
+    report = tmp_path / "report.json"
+    res = CliRunner().invoke(run_plan, [str(tmp_path / "plan.h5"), "--cpus", CPUS.split("-")[-1], "--scratch-dir",
+                                        str(tmp_path / "scratch"), "--report", str(report)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(report.read_text())
+    crc = doc["stressors"]["cpu_int_crc32"]
+    assert crc["compiled_s"] == pytest.approx(6 * 0.5 * 0.3, rel=1e-6) and crc["planned_s"] > 1.2 * crc["compiled_s"]
+    assert doc["hold"]["compute_resized_s"] > 0.1 and doc["hold"]["other_shortened_s"] > 0.1, doc["hold"]
+    assert "hold (the plan names each core's busy fraction)" in res.output
+
+
 def test_run_plan_prints_planned_vs_achieved(catalog, tmp_path):
     from agentd.commands.run_plan import run_plan
     plan_path = tmp_path / "plan.h5"
@@ -38,6 +59,8 @@ def test_run_plan_prints_planned_vs_achieved(catalog, tmp_path):
     assert doc["windows"] == 8 and doc["seed"] == 9 and doc["exit"] == "done"   # warm-up run, not reported
     crc = doc["stressors"]["cpu_int_crc32"]
     assert crc["planned_s"] == pytest.approx(8 * 0.2 * 0.3 * doc["threads"], rel=1e-6)
+    assert crc["compiled_s"] == crc["planned_s"]           # no core busy target: nothing held
+    assert doc["hold"] == {"compute_resized_s": 0.0, "other_shortened_s": 0.0} and "hold (" not in res.output
     assert crc["ran_s"] > 0.5 * crc["planned_s"] and crc["ops"] > 0
     assert doc["timing"]["segments"] > 0 and doc["timing"]["p99_segment_error_ms"] is not None
     assert list((tmp_path / "scratch").iterdir()) == []

@@ -18,16 +18,23 @@ from mimesys.exitstatus import WORKLOAD, click_error
 from ..hostpaths import online_cpus, parse_cpu_list
 
 
-def summarize(result, catalog, window_ns: int) -> dict:
-    """Planned vs achieved per stressor, and the timing figures, from a RunnerRecord."""
+def summarize(result, catalog, window_ns: int, plan=None) -> dict:
+    """Planned vs achieved per stressor, and the timing figures, from a RunnerRecord. With the
+    plan: also what it compiled to (compiled_s), so what the hold changed shows — a held compute
+    tail as the runner sized it, IO it shortened so the tail fits (planned_s is what the runner
+    set out to run)."""
+    from ..schedule import durations_ns
     wins = result.windows
     M = len(catalog)
+    compiled = np.zeros(M, np.int64)
     planned = np.zeros(M, np.int64)
     ran = np.zeros(M, np.int64)
     ops = np.zeros(M, np.int64)
     nbytes = np.zeros(M, np.int64)
     errors = []
     for w in wins:
+        if plan is not None:
+            compiled += durations_ns(plan.compositions[w.window], window_ns).sum(axis=1)
         planned += w.planned_ns.sum(axis=1)
         ran += w.ran_ns.sum(axis=1)
         ops += w.ops.sum(axis=1)
@@ -43,6 +50,13 @@ def summarize(result, catalog, window_ns: int) -> dict:
         stressors[s.name] = {"class": s.resource_class, "planned_s": planned[m] / 1e9, "ran_s": ran[m] / 1e9,
                              "ops": int(ops[m]), "bytes": int(nbytes[m]),
                              "bytes_per_s": float(nbytes[m] / ran[m] * 1e9) if ran[m] else 0.0}
+        if plan is not None:
+            stressors[s.name]["compiled_s"] = compiled[m] / 1e9
+    hold = None
+    if plan is not None:
+        cpu = np.array([s.resource_class == "cpu" for s in catalog.stressors])
+        delta = (planned - compiled) / 1e9
+        hold = {"compute_resized_s": float(delta[cpu].sum()), "other_shortened_s": float(-delta[~cpu].sum())}
     return {
         "windows": len(wins),
         "exit": result.exit.status if result.exit else None,
@@ -57,6 +71,7 @@ def summarize(result, catalog, window_ns: int) -> dict:
             "drift_ms": float(lateness[-1] / 1e6) if lateness.size else None,
         },
         "notes": dict(result.notes),
+        "hold": hold,
     }
 
 
@@ -138,7 +153,7 @@ def run_plan(plan_path, config_path, scratch_dir, scratch_budget_mib, cpus, seed
             import shutil
             shutil.rmtree(private, ignore_errors=True)
 
-    summary = summarize(result, catalog, int(round(plan.window_s * 1e9)))
+    summary = summarize(result, catalog, int(round(plan.window_s * 1e9)), plan)
     summary.update(plan=str(plan_path), threads=plan.K, window_s=plan.window_s, repetitions=repetitions,
                    seed=plan.seed if seed is None else seed, cpus=list(cpu_list))
     for name, note in summary["notes"].items():
@@ -152,6 +167,10 @@ def run_plan(plan_path, config_path, scratch_dir, scratch_budget_mib, cpus, seed
         say(f"segments: {t['segments']}, |ran - planned| p50 {t['p50_segment_error_ms']:.3f} ms, "
                    f"p99 {t['p99_segment_error_ms']:.3f} ms, max {t['max_segment_error_ms']:.3f} ms; "
                    f"window start lateness max {t['max_start_lateness_ms']:.3f} ms, last {t['drift_ms']:.3f} ms")
+    h = summary["hold"]
+    if plan.core_busy_target is not None and h is not None:
+        say(f"hold (the plan names each core's busy fraction): compute tails {h['compute_resized_s']:+.3f} s "
+            f"against the compiled plan, other stressors shortened {h['other_shortened_s']:.3f} s so the tails fit")
     say(f"runner: {summary['exit']} {summary['exit_detail']}".rstrip())
     if report_path:
         from mimesys.fsutil import atomic_write_text
