@@ -407,13 +407,21 @@ static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
 #define HOLD_LEARN 0.2               /* weight of one window in post_frac (about five windows) */
 #define HOLD_POST_MAX 0.25           /* |post_frac| at most: one odd window cannot starve the tail */
 
+/* The core's busy and total time since at_start (ticks, in ns) and one tick's ns; -1: unreadable. */
+static int core_since(struct worker *w, const uint64_t at_start[2], double *busy_ns, double *total_ns, double *tick_ns) {
+    uint64_t busy, total;
+    if (core_ticks(w, &busy, &total)) return -1;
+    *tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+    *busy_ns = (double)(busy - at_start[0]) * *tick_ns;
+    *total_ns = (double)(total - at_start[1]) * *tick_ns;
+    return 0;
+}
+
 static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t tail_ns,
                              uint64_t left_ns, double *sized_frac) {
-    uint64_t busy, total;
+    double busy_ns, total_ns, tick_ns;
     *sized_frac = NAN;
-    if (core_ticks(w, &busy, &total)) return tail_ns;
-    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
-    double busy_ns = (double)(busy - at_start[0]) * tick_ns, total_ns = (double)(total - at_start[1]) * tick_ns;
+    if (core_since(w, at_start, &busy_ns, &total_ns, &tick_ns)) return tail_ns;
     double span = total_ns + (double)left_ns;
     if (span <= 0) return tail_ns;
     double want = ((double)hold / 1e6 - w->post_frac) * span - busy_ns;
@@ -433,11 +441,8 @@ static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const uint64_t at_
  * the rate; a shortfall under one tick is left alone. */
 static double hold_io_scale(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t io_left_ns,
                             uint64_t left_ns) {
-    uint64_t busy, total;
-    if (!io_left_ns || core_ticks(w, &busy, &total)) return 1.0;
-    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
-    if (total - at_start[1] < 2) return 1.0;
-    double busy_ns = (double)(busy - at_start[0]) * tick_ns, total_ns = (double)(total - at_start[1]) * tick_ns;
+    double busy_ns, total_ns, tick_ns;
+    if (!io_left_ns || core_since(w, at_start, &busy_ns, &total_ns, &tick_ns) || total_ns < 2 * tick_ns) return 1.0;
     double rate = busy_ns / total_ns, R = (double)io_left_ns, L = (double)left_ns;
     if (rate >= 1) return 1.0;
     double need = ((double)hold / 1e6 - w->post_frac) * (total_ns + L) - busy_ns;   /* busy still to add */
@@ -449,7 +454,6 @@ static double hold_io_scale(struct worker *w, uint32_t hold, const uint64_t at_s
 
 /* At a window's start, what the last (held) window's core did after its reading. */
 static void hold_learn(struct worker *w, const uint64_t now[2]) {
-    w->held_last = 0;
     uint64_t total = now[1] - w->held_from[1];
     if (!total || !isfinite(w->held_sized)) return;
     double post = (double)(now[0] - w->held_from[0]) / (double)total - w->held_sized;
