@@ -61,6 +61,29 @@ def test_first_order_is_linear_below_capacity_and_maps_threads_to_cores():
     assert fo.predict(2 * a)[6] == pytest.approx(2 * x[6], rel=0.01)   # linear while far from capacity
 
 
+def test_host_wide_cpu_is_the_mean_of_the_cores(sim_forward):
+    """cpu.util is what the cpu sampler makes it, the cores' mean busy fraction: the model derives
+    it from its per-core predictions, first order and corrected, and fits no correction of its own
+    to it (one let through by a campaign's cross-validation tripled its error on replayed plans)."""
+    from mimesys.forward.model import load_forward_model
+    fo = toy_first_order()
+    fo.response[0, 2] = 0.9          # a solo response at odds with the cores' (noise, other load)
+    a = np.zeros((4, 2))
+    a[0, 0] = 1.0
+    assert fo.predict(a)[2] == pytest.approx(0.5)
+    partial = FirstOrder(NAMES[1:], UNITS[1:], STRESSORS, [0, 1], fo.idle[1:], fo.response[:, 1:], own=fo.own,
+                         other=fo.other, capacity=fo.capacity[1:])
+    assert partial.host_cpu is None and partial.predict(a)[1] == pytest.approx(0.9)   # core 0 unknown: its own
+    fm = load_forward_model(sim_forward[0])
+    n, cores = fm.first.host_cpu
+    assert fm.has_correction and not fm.corrected[n]
+    rng = np.random.default_rng(1)
+    a = rng.uniform(0.0, 0.4, (16, fm.first.M, fm.first.K))
+    for first_only in (True, False):
+        x = fm.predict(a, rng.uniform(0.0, 0.4, a.shape), first_order_only=first_only)[0]
+        assert np.allclose(x[:, n], x[:, cores].mean(axis=1)), first_only
+
+
 def test_interrupt_work_lands_on_its_core_whichever_thread_asks():
     """A device's completions run on the CPU its interrupt is routed to (on the development VM
     every virtio-blk interrupt lands on CPU 1): disk_read on thread 1 loads core 1 only; on
@@ -329,7 +352,8 @@ def test_stressors_the_model_cannot_tell_apart_run_as_one_segment():
     for plan in (split, a):
         err = np.abs(fm.predict_plan(plan)[0] - values)[:, w] / fm.scales[w]
         assert err.mean() < 0.02, err.mean(axis=0)
-    unlike = replace(fo, response=fo.response * np.array([1, 1, 1, 1, 0.5])[:, None])   # half the effect: not alike
+    half = np.array([1, 1, 1, 1, 0.5])       # half the effect (on its core: host-wide CPU is the cores'): not alike
+    unlike = replace(fo, response=fo.response * half[:, None], own=fo.own * half)
     assert InversePlanner(ForwardModel(unlike, fm.scales, "sha256:toy", simulated=True))._equivalents == []
 
 

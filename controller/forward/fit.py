@@ -158,6 +158,8 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
             denom = np.maximum(np.abs(obs) / scales, SCORE_FLOOR)
             ens, mask = fit_ensemble(feats[fit_idx], resid[fit_idx], options.correction, progress=progress,
                                      denom=denom[fit_idx])
+            if first.host_cpu is not None:
+                mask[first.host_cpu[0]] = False    # derived from the cores: FirstOrder.derive
             export_ensemble(ens, feature_dim(first.M, first.K, first.N), tmp / CORRECTION_FILE)
             correction = {"file": CORRECTION_FILE, "members": options.correction.members,
                           "metrics": [n for n, k in zip(first.metric_names, mask) if k],

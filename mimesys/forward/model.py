@@ -91,6 +91,10 @@ class ForwardModel:
         if self.adaptation is not None:
             base = (self.first.predict(a) + mean) / self.scales
             mean = mean + self.adaptation.delta(base, a) * self.scales
+        if self.first.host_cpu is not None:
+            # a derived metric follows its parts: the cores' corrections, none of its own
+            n, cores = self.first.host_cpu
+            mean[:, n], std[:, n] = mean[:, cores].mean(axis=1), std[:, cores].mean(axis=1)
         return mean, std
 
     def predict(self, a: np.ndarray, a_prev: np.ndarray | None = None, *,
@@ -102,7 +106,7 @@ class ForwardModel:
         if first_order_only or not self.has_correction:
             return x, np.zeros_like(x)
         mean, std = self.correction(a, a_prev)
-        return self.first.clip(x + mean), std
+        return self.first.derive(self.first.clip(x + mean)), std
 
     def predict_plan(self, compositions: np.ndarray, *, first_order_only: bool = False):
         """A plan's compositions [T, M, K] -> (prediction [T, N], std [T, N]), each window

@@ -168,7 +168,9 @@ class InversePlanner:
         self._drives_any = np.logical_or.reduce(list(self._drives.values()))   # [M]: drives some resource
         self._delayed_any = np.logical_or.reduce(list(activity.stressor_delays(self._kernels()).values()))
         self._cores = [(n, core_index(name)) for n, name in enumerate(names) if core_index(name) is not None]
-        self._core_metrics = [n for n, _ in self._cores]
+        # ... and host-wide CPU, their mean (FirstOrder.derive)
+        self._core_metrics = [n for n, _ in self._cores] + \
+            ([int(self.model.first.host_cpu[0])] if self.model.first.host_cpu is not None else [])
         self._quanta = self.quanta()
         # What a unit of each stressor costs beyond its fit: the same for all, except that a stressor
         # driving a resource no metric observes (memory bandwidth without a PMU) costs more — its
