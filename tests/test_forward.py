@@ -65,9 +65,11 @@ def test_host_wide_cpu_is_the_mean_of_the_cores(sim_forward):
     """cpu.util is what the cpu sampler makes it, the cores' mean busy fraction: the model derives
     it from its per-core predictions, first order and corrected, and fits no correction of its own
     to it (one let through by a campaign's cross-validation tripled its error on replayed plans)."""
+    from dataclasses import replace
     from mimesys.forward.model import load_forward_model
-    fo = toy_first_order()
-    fo.response[0, 2] = 0.9          # a solo response at odds with the cores' (noise, other load)
+    R = toy_first_order().response.copy()
+    R[0, 2] = 0.9                    # a solo response at odds with the cores' (noise, other load)
+    fo = replace(toy_first_order(), response=R)
     a = np.zeros((4, 2))
     a[0, 0] = 1.0
     assert fo.predict(a)[2] == pytest.approx(0.5)

@@ -27,8 +27,9 @@ thread; thread k pinned to core `thread_cores[k]`):
     x_n = idle_n + φ_{g(n)}(a) · Σ_{m,k} a[m,k] · G[m,k,n]
 
 with G[m,k,n] = R[m,n] for host-wide metrics and own[m] / other[m] + fixed[m,n] for per-core
-ones (a core adds them as a union with its idle level, see `predict`); then clipped to [0, capacity]
-(fractions to [0, 1]). The map is linear in a for a fixed φ, which
+ones (a core adds them as a union with its idle level, see `predict`); host-wide cpu.util, where
+every core's is modeled, is their mean (`derive`), as the cpu sampler defines it; then clipped to
+[0, capacity] (fractions to [0, 1]). The map is linear in a for a fixed φ, which
 is what the inverse planner (inverse.py) uses.
 """
 
