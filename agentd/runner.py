@@ -292,6 +292,19 @@ def plan_uses_disk(plan: Plan, catalog: Catalog) -> bool:
     return bool(disk) and bool((plan.compositions[:, disk, :] > 0).any())
 
 
+async def _send_schedule(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    """Write the schedule and close the pipe. A runner that exits before reading it all breaks
+    the pipe: that is its refusal, which its exit record or status says, so it is not an error here."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(data)
+        await stdin.drain()
+    stdin.close()
+    # Awaited so that a broken pipe is retrieved here: Python before 3.11.5 (Debian 12's 3.11.2)
+    # logs an unretrieved one as "Future exception was never retrieved", a traceback on stderr.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        await stdin.wait_closed()
+
+
 async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, seed: int | None = None,
                        repetitions: int = 1, warmup_windows: int = 0,
                        catalog: Catalog | None = None) -> RunnerHandle:
@@ -325,10 +338,10 @@ async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, see
     handle = RunnerHandle(proc, schedule, catalog, config)
     try:
         assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it exited: the reader says why
-            proc.stdin.write(schedule.data)
-            await proc.stdin.drain()
-            proc.stdin.close()
+        try:
+            await asyncio.wait_for(_send_schedule(proc.stdin, schedule.data), config.setup_timeout_s)
+        except asyncio.TimeoutError:
+            raise RunnerError(f"{runner} did not read its schedule within {config.setup_timeout_s:g} s") from None
         await handle.wait_ready(config.setup_timeout_s)
     except BaseException:
         if proc.returncode is None:
