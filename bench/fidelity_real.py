@@ -5,7 +5,8 @@ at fixed levels? Everything here is measured on this machine; nothing is simulat
 
 Steps (each reused from --out when already there, so an interrupted run resumes):
   1. a local agent on 127.0.0.1 (host backend), calibrated (`mimesys-agent calibrate`)
-  2. targets: every real mix of bench/workloads/mixes.py recorded by the agent
+  2. targets: every real mix of bench/workloads/mixes.py (or those --mixes names, held-out
+     kinds included) recorded by the agent
      (`mimesys-agent record`) for --mix-seconds, then run and recorded once more: the noise
      floor is the DTW between the two recordings of the same mix
   3. the host's solo profile (`mimesys forward profile`); with --collect-rounds R, the campaign
@@ -314,6 +315,9 @@ def main() -> None:
     ap.add_argument("--train-steps", type=int, default=DemoSettings.train_steps,
                     help="Optimizer steps of the diffusion model (the demo's by default; more for a longer campaign).")
     ap.add_argument("--mix-seconds", type=int, default=60)
+    ap.add_argument("--mixes", default="",
+                    help="Mixes to record and replay (comma-separated; bench/workloads/mixes.py --list): the five "
+                         "by default; held-out kinds only when named.")
     ap.add_argument("--replays", type=int, default=2)
     ap.add_argument("--methods", default="single,nearest,knn,model,inverse,select")
     ap.add_argument("--band", type=int, default=10)
@@ -326,9 +330,14 @@ def main() -> None:
                     help="Record, profile, collect and fit, then stop: the replays can run later (the host quiet again).")
     args = ap.parse_args()
 
-    from mixes import MIXES, missing_tools
-    if missing_tools():
-        sh(["apt-get", "install", "-y", "-qq", *missing_tools()])
+    from mixes import HELD_OUT, MIXES, missing_tools
+    mixes = [m for m in args.mixes.split(",") if m] or list(MIXES)
+    unknown = sorted(set(mixes) - set(MIXES) - set(HELD_OUT))
+    if unknown:
+        raise SystemExit(f"--mixes: unknown {', '.join(unknown)}; known: {', '.join([*MIXES, *HELD_OUT])}")
+    held_out = bool(set(mixes) & set(HELD_OUT))
+    if missing_tools(held_out):
+        sh(["apt-get", "install", "-y", "-qq", *missing_tools(held_out)])
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
@@ -346,7 +355,7 @@ def main() -> None:
             sh([*AGENT, "calibrate", "--config", agent.config_file])
         tdir = out / "targets"
         tdir.mkdir(exist_ok=True)
-        for mix in MIXES:
+        for mix in mixes:
             for suffix in ("", ".rerun"):
                 p = tdir / f"{mix}{suffix}.h5"
                 if not p.exists():
@@ -395,7 +404,7 @@ def main() -> None:
                  "select": f"select=select:{onnx},{fm}"}
         methods = [specs[m] for m in wanted]
         targets = sorted(tdir.glob("*.h5"))
-        targets = [p for p in targets if not p.name.endswith(".rerun.h5")]
+        targets = [p for p in targets if not p.name.endswith(".rerun.h5") and p.stem in mixes]
         eval_dirs = []
         for r in range(args.replays):
             d = work / f"eval-rep{r}"

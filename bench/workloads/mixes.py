@@ -21,6 +21,14 @@ directory under --workdir (default /var/tmp), removed at the end.
   slower stream (600 Mbit/s) next to a compressor.
 - web_compile: a web server (nginx) under an HTTP load generator (wrk) serving small and 1 MiB
   files, then a C compiler building a source tree over and over, then both at once.
+
+Held out (run only when named; the fidelity bench's --mixes): kinds the planners were not
+checked against while they were built.
+
+- pg_oltp: PostgreSQL under pgbench: read-write transactions (a WAL flush per commit), then
+  select-only, then bulk loads with checkpoints.
+- files_git: tar | xz of a tree, then large buffered writes flushed per file, then git
+  committing and packing a copy of the tree.
 """
 
 from __future__ import annotations
@@ -49,9 +57,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def missing_tools() -> list[str]:
+NEEDS_HELD_OUT = {"pg_ctl": "postgresql", "git": "git", "xz": "xz-utils", "runuser": "util-linux"}
+
+
+def missing_tools(held_out: bool = False) -> list[str]:
     """Debian packages to install for the mixes (empty when everything is there)."""
-    return sorted({pkg for tool, pkg in NEEDS.items() if shutil.which(tool) is None})
+    needs = {**NEEDS, **(NEEDS_HELD_OUT if held_out else {})}
+    return sorted({pkg for tool, pkg in needs.items() if shutil.which(tool) is None})
 
 
 class MixRun:
@@ -219,16 +231,74 @@ def web_compile(run: MixRun, seconds: float) -> None:
         run.kill([server])
 
 
+PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)), Path("/usr/bin"))
+
+
+def pg_oltp(run: MixRun, seconds: float) -> None:
+    """PostgreSQL (as the postgres user, its own data directory, 127.0.0.1 only) under pgbench."""
+    run.dir.chmod(0o711)                  # the server runs as postgres: it must reach its data directory
+    data = run.dir / "pg"
+    data.mkdir()
+    shutil.chown(data, "postgres", "postgres")
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres", "--no-sync"],
+                   capture_output=True, check=True)
+    port = free_port()
+    server = subprocess.Popen([*as_pg, str(PG_BIN / "postgres"), "-D", str(data), "-p", str(port), "-k", str(data),
+                               "-c", "listen_addresses=127.0.0.1", "-c", "shared_buffers=64MB",
+                               "-c", "max_wal_size=256MB"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    run.procs = [server]
+    conn = ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run([str(PG_BIN / "pg_isready"), *conn], capture_output=True).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("postgres did not answer within 30 s")
+            time.sleep(0.2)
+        subprocess.run([str(PG_BIN / "pgbench"), *conn, "-i", "-q", "-s", "8", "postgres"], capture_output=True,
+                       check=True)         # the tables, before the clock starts
+        p = seconds / 3
+        bench = [str(PG_BIN / "pgbench"), *conn, "-T", str(int(p) + 5), "postgres"]
+        bulk = (f"while :; do {PG_BIN / 'psql'} {' '.join(conn)} -q -c 'drop table if exists bulk' "
+                "-c 'create table bulk as select g, md5(g::text) as h from generate_series(1, 400000) g' "
+                "-c 'checkpoint' postgres >/dev/null; done")
+        run.phase(p, [[*bench[:-1], "-c", "4", "-j", "2", "postgres"]])          # read-write: a WAL flush per commit
+        run.phase(p, [[*bench[:-1], "-S", "-c", "8", "-j", "2", "postgres"]])    # select-only, from shared buffers
+        run.phase(p, [bulk])                                                     # bulk load and checkpoints
+    finally:
+        run.kill([server])
+
+
+def files_git(run: MixRun, seconds: float) -> None:
+    """Buffered file work: tar | xz of a tree (compute reading the page cache), large buffered
+    writes flushed at the end of each file (dd conv=fdatasync), then git committing and packing
+    a copy of the tree."""
+    tree = run.dir / "tree"
+    shutil.copytree("/usr/lib/python3.11", tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    p = seconds / 3
+    git = "git -c user.email=mix@localhost -c user.name=mix"
+    run.phase(p, [f"while :; do tar cf - -C {tree} . | xz -1 -T1 > {run.dir}/tree.tar.xz; done"])
+    run.phase(p, [f"while :; do dd if=/dev/urandom of={run.dir}/big.bin bs=1M count=256 conv=fdatasync "
+                  f"status=none; rm -f {run.dir}/big.bin; sleep 1; done"])
+    run.phase(p, [f"while :; do rm -rf {run.dir}/repo && cp -r {tree} {run.dir}/repo && cd {run.dir}/repo && "
+                  f"git init -q && git add -A && {git} commit -qm tree && git gc -q; cd {run.dir}; done"])
+
+
 MIXES = {"kv_compress": kv_compress, "db_bulk": db_bulk, "burst_serve": burst_serve, "net_stream": net_stream,
          "web_compile": web_compile}
+# Kinds the fidelity bench does not run unless asked (--mixes): applications the planners were
+# never checked against while they were built, to see whether a plan generalizes.
+HELD_OUT = {"pg_oltp": pg_oltp, "files_git": files_git}
 
 
 def run_mix(name: str, seconds: float, workdir: Path = Path("/var/tmp")) -> None:
-    if name not in MIXES:
-        raise SystemExit(f"unknown mix {name!r}; known: {', '.join(MIXES)}")
+    mixes = {**MIXES, **HELD_OUT}
+    if name not in mixes:
+        raise SystemExit(f"unknown mix {name!r}; known: {', '.join(mixes)}")
     run = MixRun(workdir)
     try:
-        MIXES[name](run, seconds)
+        mixes[name](run, seconds)
     finally:
         run.close()
 
@@ -241,9 +311,9 @@ def main() -> None:
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list or not args.name:
-        print("\n".join(MIXES))
+        print("\n".join([*MIXES, *(f"{name} (held out)" for name in HELD_OUT)]))
         return
-    missing = missing_tools()
+    missing = missing_tools(held_out=args.name in HELD_OUT)
     if missing:
         raise SystemExit(f"missing Debian packages for the mixes: {' '.join(missing)} (apt-get install them)")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
