@@ -295,14 +295,19 @@ def plan_uses_disk(plan: Plan, catalog: Catalog) -> bool:
 async def _send_schedule(stdin: asyncio.StreamWriter, data: bytes) -> None:
     """Write the schedule and close the pipe. A runner that exits before reading it all breaks
     the pipe: that is its refusal, which its exit record or status says, so it is not an error here."""
+    # The pipe's end is retrieved however it comes (written, broken, or after a timeout cancels
+    # this): Python before 3.11.5 (Debian 12's 3.11.2) logs an unretrieved broken pipe as "Future
+    # exception was never retrieved", and a cancelled wait on it makes asyncio's own callback fail.
+    closed = asyncio.ensure_future(stdin.wait_closed())
+    closed.add_done_callback(lambda f: f.cancelled() or f.exception())
+    try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(data)
+            await stdin.drain()
+    finally:
+        stdin.close()
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stdin.write(data)
-        await stdin.drain()
-    stdin.close()
-    # Awaited so that a broken pipe is retrieved here: Python before 3.11.5 (Debian 12's 3.11.2)
-    # logs an unretrieved one as "Future exception was never retrieved", a traceback on stderr.
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        await stdin.wait_closed()
+        await asyncio.shield(closed)
 
 
 async def start_runner(plan: Plan, config: RunnerConfig = RunnerConfig(), *, seed: int | None = None,
