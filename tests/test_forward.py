@@ -312,6 +312,41 @@ def test_cpu_first_follows_the_columns_not_a_correction_that_learned_other_load(
     assert np.abs(columns[:, 0] - v[:, 0]).max() <= 0.02, np.round(columns[:, 0], 3)
 
 
+def _rpc_model() -> ForwardModel:
+    """A compute kernel; an RPC that keeps its core as busy as compute does while it moves
+    loopback bytes; a disk writer that leaves its core mostly idle (toy names)."""
+    names = ["cpu.util.core0", "net.lo.rx_Bps", "disk.write_Bps"]
+    R = np.zeros((3, 3))
+    R[1, 1], R[2, 2] = 100e6, 200e6
+    fo = FirstOrder(names, ["fraction", "B/s", "B/s"], ["cpu", "rpc", "wr"], [0], np.zeros(3), R,
+                    own=np.array([1.0, 0.995, 0.2]), other=np.zeros(3), capacity=np.array([1.0, 1e9, 1e9]),
+                    classes=["cpu", "network", "disk"], noise=np.array([0.01, 4e3, 4e3]))
+    return ForwardModel(fo, np.where(fo.fraction, 1.0, fo.capacity), "sha256:toy", simulated=True)
+
+
+def test_cpu_first_keeps_what_is_as_busy_as_compute_on_a_saturated_core():
+    """A core the target kept saturated, with loopback traffic: CPU-first fills the column's few
+    idle per mille with compute and keeps the RPC, which buys no CPU by going (it took a
+    saturated core's RPC from 0.21 to 0.10 and less: loopback at 0.3 of a real database's).
+    Where more CPU is needed than idle time gives, the disk writer, which keeps its core least
+    busy, gives way first, and only as much as the CPU asks."""
+    fm = _rpc_model()
+    planner = InversePlanner(fm)
+    v = np.zeros((2, 3))
+    v[:, 0], v[:, 1], v[:, 2] = [1.0, 0.99], 30e6, [0.0, 30e6]
+    a = np.zeros((2, 3, 1))
+    a[0, :, 0] = [0.685, 0.30, 0.0]        # busy 0.9835, 0.015 of the window idle
+    a[1, :, 0] = [0.55, 0.30, 0.15]        # busy 0.8785 and no idle time: the writer gives way
+    out = planner.match_cpu(a, v, np.ones((2, 3), bool))
+    assert out[:, 1, 0] == pytest.approx([0.30, 0.30])                     # the RPC stays
+    assert out[0, :, 0] == pytest.approx([0.70, 0.30, 0.0])                # compute takes the idle time
+    busy = out[:, :, 0] @ fm.first.own
+    assert busy[0] == pytest.approx(0.9985)                                # as close as the column allows
+    assert busy[1] == pytest.approx(0.99)
+    assert out[1, 2, 0] == pytest.approx(0.15 - 0.1115 / 0.8)              # only what the CPU asks
+    assert (out.sum(axis=1) <= 1 + 1e-9).all()
+
+
 def test_inverse_never_places_writeback_it_cannot_time():
     """The page-cache writer's disk writes are the kernel's writeback, seconds later and in bursts:
     the planner writes with a stressor whose IO lands in its own window, even where the solo

@@ -102,6 +102,10 @@ def is_derived(name: str) -> bool:
     return name.startswith("psi.") or (name.startswith("disk.") and name.endswith(".busy")) or name == "disk.busy"
 
 
+# A stressor whose own-core busy share is within this of the compute filler's keeps its core
+# as busy as the filler does: handing its time to the filler buys no CPU (match_cpu).
+BUSY_AS_FILLER = 0.05
+
 # Full-scale floors for the target's own range (its noise): a busy fraction moves by a few
 # per cent on an idle core; other rates by a small share of what the host can do.
 FRACTION_SCALE_FLOOR = 0.05
@@ -522,21 +526,29 @@ class InversePlanner:
                         excess = np.maximum(excess - part * (1.0 - f), 0.0)
                 short = d > tol
                 if filler is not None and short.any():
-                    # the filler takes the thread's idle time; where that is not enough, the
-                    # thread's other stressors give way (scaled by f) so the core is matched first:
-                    # f·busy + x·own_f = busy + d  and  f·colsum + x = 1
+                    # The filler takes the thread's idle time; where that is not enough, the
+                    # stressors that keep the core least busy per unit of time give way first —
+                    # each unit of stressor m handed to the filler buys own_f − own_m of CPU — until
+                    # the core is matched. Stressors as busy as the filler (a network RPC, a
+                    # contended compute kernel) never give way: that buys no CPU. (Scaling the
+                    # whole column alike, a saturated core lost its RPC to buy 0.02 of CPU a disk
+                    # stressor beside it could give: loopback at 0.3 of a held-out database's.)
                     own_f = first.own[filler]
                     colsum = a[:, :, k].sum(axis=1)
-                    busy = a[:, :, k] @ first.own
-                    x = np.clip(d, 0.0, None) / own_f
-                    f = np.ones(len(d))
-                    full = colsum + x > 1.0
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        f_full = (own_f - (busy + d)) / (colsum * own_f - busy)
-                    f = np.where(full, np.clip(np.nan_to_num(f_full, nan=0.0, posinf=0.0, neginf=0.0), 0.0, 1.0), f)
-                    x = np.where(full, np.clip(1.0 - f * colsum, 0.0, 1.0), x)
-                    a[short, :, k] *= f[short, None]
-                    a[short, filler, k] += x[short]
+                    idle_time = np.clip(1.0 - colsum, 0.0, None)
+                    want = np.where(short, d, 0.0)                     # CPU to add
+                    need = want - idle_time * own_f                    # ... beyond what idle time gives
+                    lost = np.zeros(len(d))                            # CPU the cut stressors took along
+                    for m in np.argsort(first.own, kind="stable"):
+                        gain = own_f - first.own[m]
+                        if m == filler or gain <= BUSY_AS_FILLER or not (need > 0).any():
+                            continue
+                        cut = np.minimum(a[:, m, k], np.clip(need, 0.0, None) / gain)
+                        a[:, m, k] -= cut
+                        need -= cut * gain
+                        lost += cut * first.own[m]
+                    room = np.clip(1.0 - a[:, :, k].sum(axis=1), 0.0, None)
+                    a[:, filler, k] += np.clip((want + lost) / own_f, 0.0, room)
         return a
 
     def _fista(self, a0, G, resid_target, phi, mask, lam_c, iterations, allowed=None, cost=None, left=None):
