@@ -275,7 +275,11 @@ def files_git(run: MixRun, seconds: float) -> None:
     writes flushed at the end of each file (dd conv=fdatasync), then git committing and packing
     a copy of the tree."""
     tree = run.dir / "tree"
-    shutil.copytree("/usr/lib/python3.11", tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    # a tree of real files: Debian 12's Python standard library (54 MB, what the results in
+    # bench/results/fidelity/heldout-2026-11-27 ran on), or elsewhere this Python's
+    src = Path("/usr/lib/python3.11")
+    src = src if src.is_dir() else Path(shutil.__file__).parent
+    shutil.copytree(src, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "site-packages"))
     p = seconds / 3
     git = "git -c user.email=mix@localhost -c user.name=mix"
     run.phase(p, [f"while :; do tar cf - -C {tree} . | xz -1 -T1 > {run.dir}/tree.tar.xz; done"])
