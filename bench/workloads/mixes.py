@@ -259,12 +259,12 @@ def pg_oltp(run: MixRun, seconds: float) -> None:
         subprocess.run([str(PG_BIN / "pgbench"), *conn, "-i", "-q", "-s", "8", "postgres"], capture_output=True,
                        check=True)         # the tables, before the clock starts
         p = seconds / 3
-        bench = [str(PG_BIN / "pgbench"), *conn, "-T", str(int(p) + 5), "postgres"]
+        bench = [str(PG_BIN / "pgbench"), *conn, "-T", str(int(p) + 5)]
         bulk = (f"while :; do {PG_BIN / 'psql'} {' '.join(conn)} -q -c 'drop table if exists bulk' "
                 "-c 'create table bulk as select g, md5(g::text) as h from generate_series(1, 400000) g' "
                 "-c 'checkpoint' postgres >/dev/null; done")
-        run.phase(p, [[*bench[:-1], "-c", "4", "-j", "2", "postgres"]])          # read-write: a WAL flush per commit
-        run.phase(p, [[*bench[:-1], "-S", "-c", "8", "-j", "2", "postgres"]])    # select-only, from shared buffers
+        run.phase(p, [[*bench, "-c", "4", "-j", "2", "postgres"]])          # read-write: a WAL flush per commit
+        run.phase(p, [[*bench, "-S", "-c", "8", "-j", "2", "postgres"]])    # select-only, from shared buffers
         run.phase(p, [bulk])                                                     # bulk load and checkpoints
     finally:
         run.kill([server])

@@ -540,8 +540,10 @@ class InversePlanner:
                     need = want - idle_time * own_f                    # ... beyond what idle time gives
                     lost = np.zeros(len(d))                            # CPU the cut stressors took along
                     for m in np.argsort(first.own, kind="stable"):
+                        if not (need > 0).any():
+                            break
                         gain = own_f - first.own[m]
-                        if m == filler or gain <= BUSY_AS_FILLER or not (need > 0).any():
+                        if m == filler or gain <= BUSY_AS_FILLER:
                             continue
                         cut = np.minimum(a[:, m, k], np.clip(need, 0.0, None) / gain)
                         a[:, m, k] -= cut
