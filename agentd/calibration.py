@@ -21,6 +21,18 @@ copies of the same streaming-store loop). Paced variants are
 measured like the others (at the rate their base's one-thread figure sets) and never
 count towards `peaks` or `reach`.
 
+Short segments (`segment`, disk stressors): the runner ends every segment on time, so an IO
+stressor's queue fills only after its first IO's latency and drains before the deadline: a
+short segment moves less than its share of the steady rate (5 ms of the 4-deep 1 MiB writer
+0.48 of it, 5 ms of fdatasync'd writes 0.32: bench/results/io-segments-2026-11-27). Each disk
+stressor runs 10 ms and 40 ms segments in alternate 250 ms windows (a warm-up pair first, then
+SEGMENT_PAIRS pairs: the device's drift between seconds falls on both lengths alike), and the
+runner's byte counts give bytes(t) = rate · (t − dead): `segment.dead_s`, which the forward
+model takes off every planned segment of the stressor (mimesys/forward/firstorder.py). The
+windows leave the device idle between segments, as a replay's 1 s windows do: back to back
+(50 ms windows) the dead time measured shorter (fdatasync'd writes 1.2 ms, against 3.4 ms in
+250 ms windows and 3.7 ms in 1 s ones on the development VM).
+
 `cpu_fraction` is worker CPU time / wall time while the stressor ran: ~1 for CPU work
 (helper threads on the worker's CPU included: a futex ping-pong keeps its core busy),
 lower for IO that waits on the device. A peak is the highest bytes/s any stressor of that
@@ -49,6 +61,13 @@ DISK_WRITE_KERNELS = ("disk_seq_write", "disk_qd_write")
 MEM_STREAM_KERNELS = ("stream_triad", "stream_read", "stream_copy")
 
 
+# the short-segment pass (module docstring)
+SEGMENT_CLASSES = ("disk",)
+SEGMENT_WINDOW_S = 0.25
+SEGMENT_SECONDS = (0.01, 0.04)
+SEGMENT_PAIRS = 4
+
+
 @dataclass(frozen=True)
 class CalibrationPlan:
     plan: Plan
@@ -73,6 +92,55 @@ def build_plan(catalog: Catalog, threads: int, window_s: float, *, all_threads: 
         many[m] = len(idx) + j
     plan = Plan.from_catalog(a, catalog, window_s=window_s, seed=0, provenance={"by": "calibration"})
     return CalibrationPlan(plan, one, many)
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    plan: Plan
+    short: dict[int, list[int]]   # stressor index -> plan windows with the short segment (warm-up left out)
+    long: dict[int, list[int]]    # ... with the long one
+
+
+def build_segment_plan(catalog: Catalog, threads: int, names: list[str], pairs: int = SEGMENT_PAIRS,
+                       window_s: float = SEGMENT_WINDOW_S) -> SegmentPlan:
+    """Per stressor: an idle window (the previous one's IO drains), then pairs + 1 pairs of a
+    short and a long segment on thread 0; the first pair warms the kernel's latency estimate."""
+    idx = [catalog.index(n) for n in names]
+    per = 1 + 2 * (pairs + 1)
+    a = np.zeros((per * len(idx), len(catalog), threads), np.float32)
+    short, long = {}, {}
+    for i, m in enumerate(idx):
+        rows = [per * i + 1 + 2 * p for p in range(pairs + 1)]
+        a[rows, m, 0] = SEGMENT_SECONDS[0] / window_s
+        a[[r + 1 for r in rows], m, 0] = SEGMENT_SECONDS[1] / window_s
+        short[m], long[m] = rows[1:], [r + 1 for r in rows[1:]]
+    plan = Plan.from_catalog(a, catalog, window_s=window_s, seed=0, provenance={"by": "calibration-segments"})
+    return SegmentPlan(plan, short, long)
+
+
+def summarize_segments(catalog: Catalog, splan: SegmentPlan, windows: list) -> dict[str, dict]:
+    """Runner results of a segment plan -> per stressor name: the median bytes and run time of
+    each length, the rate between them and the dead time (None where the long segments moved
+    no more than the short ones: a device that stalled, nothing to fit)."""
+    by_window = {w.window: w for w in windows}
+    out = {}
+    for m in splan.short:
+        def medians(rows):
+            got = [(by_window[r].bytes[m, 0], by_window[r].ran_ns[m, 0]) for r in rows if r in by_window]
+            if not got:
+                return None, None
+            b, t = np.median(np.asarray(got, np.float64), axis=0)
+            return float(b), float(t) / 1e9
+        (b_s, t_s), (b_l, t_l) = medians(splan.short[m]), medians(splan.long[m])
+        if b_s is None or b_l is None:
+            continue
+        rate = (b_l - b_s) / (t_l - t_s) if t_l > t_s else 0.0
+        dead = float(np.clip(t_s - b_s / rate, 0.0, t_s)) if rate > 0 else None
+        out[catalog.stressors[m].name] = {
+            "window_s": float(splan.plan.window_s), "short_s": round(t_s, 6), "long_s": round(t_l, 6),
+            "short_bytes": b_s, "long_bytes": b_l, "bytes_per_s": float(rate) if rate > 0 else None,
+            "dead_s": None if dead is None else round(dead, 6), "pairs": len(splan.short[m])}
+    return out
 
 
 def _rates(done, m: int, threads: list[int]) -> dict:
@@ -134,9 +202,9 @@ def summarize(catalog: Catalog, cplan: CalibrationPlan, windows: list, notes: di
 
 
 async def _run_pass(catalog: Catalog, config, names: list[str], window_s: float, all_threads: bool,
-                    progress, unavailable: dict[str, str]):
-    """One calibration plan over `names`; a variant the runner refuses is moved to
-    `unavailable` and the plan rebuilt without it. Returns (plan, windows, notes)."""
+                    progress, unavailable: dict[str, str], build=None):
+    """One calibration plan over `names` (build_plan's, or `build(names)`'s); a variant the runner
+    refuses is moved to `unavailable` and the plan rebuilt without it. Returns (plan, windows, notes)."""
     from mimesys.errors import RunnerError
     from .runner import RunnerExit, WindowDone, start_runner
 
@@ -144,7 +212,8 @@ async def _run_pass(catalog: Catalog, config, names: list[str], window_s: float,
     while True:
         if not names:
             return None, [], {}
-        cplan = build_plan(catalog, len(config.cpus), window_s, all_threads=all_threads, only=names)
+        cplan = build(names) if build else \
+            build_plan(catalog, len(config.cpus), window_s, all_threads=all_threads, only=names)
         try:
             handle = await start_runner(cplan.plan, config, catalog=catalog)
             break
@@ -186,7 +255,7 @@ def pace_rates(catalog: Catalog, doc: dict) -> dict[str, float]:
 
 async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = True,
                   only: list[str] | None = None, catalog: Catalog | None = None, progress=None,
-                  probe_seconds: float = 0.0, reach_repeats: int = 3) -> dict:
+                  probe_seconds: float = 0.0, reach_repeats: int = 3, segments: bool = True) -> dict:
     """Run every stressor (or `only` these) on this host; return the calibration document.
     `progress(done_windows, total_windows)` is called as windows complete. probe_seconds > 0:
     also measure the host's own peaks (probe_host_peaks, that long per probe shape, before the
@@ -197,7 +266,8 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
 
     Paced variants run in a second pass, one thread each, at the rate resolved from the
     first pass (their base must be measured in it, or already in `config.pace_Bps`): what
-    they record is what they achieved, not the fraction assumed."""
+    they record is what they achieved, not the fraction assumed. With `segments`, the disk
+    stressors then run short and long segments (module docstring; SEGMENT_PAIRS pairs each)."""
     from dataclasses import replace
 
     from mimesys.errors import RunnerError
@@ -212,7 +282,10 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     paced = [n for n in names if catalog.stressors[catalog.index(n)].pace is not None]
     plain = [n for n in names if n not in paced]
     n_bw = sum(1 for n in plain if catalog.stressors[catalog.index(n)].resource_class in BANDWIDTH_CLASSES)
-    total = len(plain) + (n_bw if all_threads and len(cpus) > 1 else 0) + len(paced)
+    seg_names = [n for n in names if catalog.stressors[catalog.index(n)].resource_class in SEGMENT_CLASSES] \
+        if segments else []
+    total = len(plain) + (n_bw if all_threads and len(cpus) > 1 else 0) + len(paced) + \
+        len(seg_names) * (1 + 2 * (SEGMENT_PAIRS + 1))
     done = [0]
 
     def tick(_ev):
@@ -242,6 +315,15 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
             for n, e in pdoc["stressors"].items():
                 doc["stressors"][n] = {**e, "pace_Bps": rates[n]}
             doc["notes"].update(pdoc["notes"])
+    seg_names = [n for n in seg_names if n not in unavailable]
+    if seg_names:
+        rates = {**(config.pace_Bps or {}), **pace_rates(catalog, doc)}
+        splan, swins, _ = await _run_pass(catalog, replace(config, pace_Bps=rates), seg_names, SEGMENT_WINDOW_S,
+                                          False, tick, unavailable,
+                                          build=lambda ns: build_segment_plan(catalog, len(cpus), ns))
+        if splan is not None:
+            for n, seg in summarize_segments(catalog, splan, swins).items():
+                doc["stressors"][n]["segment"] = seg
     for name, reason in unavailable.items():
         s = catalog.stressors[catalog.index(name)]
         doc["stressors"][name] = {"class": s.resource_class, "kernel": s.kernel, "unavailable": reason,

@@ -10,6 +10,8 @@ File (JSON)::
      "catalog_hash": ..., "window_s": ..., "cpus": [...], "host": {...},
      "stressors": {name: {"class": ..., "one_thread": {"ops_per_s", "bytes_per_s", "ran_s",
                           "cpu_fraction"}, "all_threads": {... , "threads"} | null,
+                          "segment": {"window_s", "short_s", "long_s", "short_bytes", "long_bytes",
+                                      "bytes_per_s", "dead_s", "pairs"} (disk stressors),
                           "note": "...", "unavailable": "why (this host cannot run it)"}},
      "peaks": {"mem.bw_Bps", "cache.bw_Bps", "disk.read_Bps", "disk.write_Bps", "net.tx_Bps", "net.rx_Bps"},
      "notes": {name: text},
@@ -52,6 +54,17 @@ def capacity_peaks(doc: dict) -> dict:
         value = max(value, float((best.get(key) or {}).get("value") or 0.0))
         for metric in PEAK_METRICS.get(key, (key,)):
             out[metric] = value
+    return out
+
+
+def segment_dead_s(doc: dict) -> dict[str, float]:
+    """Per stressor, the seconds each of its segments moves nothing (`segment.dead_s`, measured
+    for the disk stressors: agentd/calibration.py), where the file has a usable figure."""
+    out = {}
+    for name, entry in (doc.get("stressors") or {}).items():
+        dead = ((entry or {}).get("segment") or {}).get("dead_s") if isinstance(entry, dict) else None
+        if isinstance(dead, (int, float)) and not isinstance(dead, bool) and 0.0 <= dead < 1.0:
+            out[name] = float(dead)
     return out
 
 

@@ -313,7 +313,7 @@ def rehost_base(fm: ForwardModel, base_calibration: Path | str, calibration: Pat
         if doc.get("catalog_hash") and doc["catalog_hash"] != fm.catalog_hash:
             raise ValidationError(f"{path}: calibration of catalog {doc['catalog_hash']}, the base model's is "
                                   f"{fm.catalog_hash}")
-    fm.first, report = rehost(fm.first, doc_a, doc_b)
+    fm.first, report = rehost(fm.first, doc_a, doc_b, fm.window_s)
     return {"base_calibration": str(base_calibration), "calibration": str(calibration), **report}
 
 

@@ -84,6 +84,14 @@ def calibration_fractions(path) -> dict:
             for name, e in doc["stressors"].items() if ((e or {}).get("one_thread") or {}).get("cpu_fraction")}
 
 
+def calibration_dead_times(path) -> dict:
+    """Per stressor, the seconds each of its segments moves nothing (`mimesys-agent calibrate`)."""
+    if not path:
+        return {}
+    from mimesys import calibration
+    return calibration.segment_dead_s(calibration.read(path))
+
+
 def catalog_footprint(names: list[str], threads: int) -> list[float] | None:
     """Memory footprints from this build's catalog, for a profile that did not record them."""
     from mimesys.catalog import load_catalog
@@ -127,6 +135,8 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
     first = fit_first_order(profile, meta["catalog_names"], meta["thread_cores"], host_peaks=peaks,
                             classes=meta.get("catalog_classes") or catalog_classes(meta["catalog_names"]),
                             cpu_fraction={**(meta.get("cpu_fraction") or {}), **calibration_fractions(options.calibration)},
+                            segment_dead_s={**(meta.get("segment_dead_s") or {}),
+                                            **calibration_dead_times(options.calibration)},
                             footprint=meta.get("catalog_footprint_B") or catalog_footprint(meta["catalog_names"],
                                                                                           len(meta["thread_cores"])))
     scales = metric_scales(first)

@@ -109,9 +109,10 @@ def split_landing(L0: np.ndarray, L1: np.ndarray, own: np.ndarray, c0: int, c1: 
 def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[int], *,
                     host_peaks: dict | None = None, metric_names: list[str] | None = None,
                     classes: list[str] | None = None, cpu_fraction: dict | None = None,
-                    footprint: list[float] | None = None) -> FirstOrder:
+                    footprint: list[float] | None = None, segment_dead_s: dict | None = None) -> FirstOrder:
     """An executed profile trace (rows as `profile_plan`) -> the first-order parameters on
-    `metric_names` (default: every metric the trace measured)."""
+    `metric_names` (default: every metric the trace measured). segment_dead_s: per stressor name,
+    the seconds each segment moves nothing (the agent's calibration; FirstOrder.dead)."""
     M = len(catalog_names)
     rows = windows_of(M, (trace.provenance or {}).get("layout") or LAYOUT_ONE_THREAD)
     if trace.T < rows["all"][-1] + 1:
@@ -178,7 +179,14 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     return FirstOrder(names, unit_list, list(catalog_names), list(thread_cores), idle, response, own, other, capacity,
                       classes=list(classes) if classes else None,
                       footprint=np.asarray(footprint, np.float64) if footprint is not None else None, noise=noise,
-                      fixed=fixed)
+                      fixed=fixed, dead=segment_dead(catalog_names, segment_dead_s, float(trace.window_s)))
+
+
+def segment_dead(names: list[str], seconds: dict | None, window_s: float) -> np.ndarray | None:
+    """[M] each stressor's dead time as a share of the window (None: none measured)."""
+    if not seconds:
+        return None
+    return np.array([min(float(seconds.get(n) or 0.0) / window_s, 1.0) for n in names])
 
 
 BUSY_IDLE = 0.25   # a core busier than this with nothing of ours running: the host was not idle
@@ -241,12 +249,14 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
     cal = info.get("calibration") or {}
     fractions = {name: ((e or {}).get("one_thread") or {}).get("cpu_fraction")
                  for name, e in (cal.get("stressors") or {}).items()}
+    from mimesys.calibration import segment_dead_s
     peaks = dict(cal.get("host_peaks") or {}) | {k: v for k, v in (cal.get("peaks") or {}).items()
                                                   if k not in (cal.get("host_peaks") or {})}
     trace.provenance = {"by": FORMAT, "catalog_names": names, "catalog_classes": classes,
                         "catalog_footprint_B": memory_footprint(catalog.get("stressors", []), threads),
                         "catalog_hash": catalog["hash"], "thread_cores": cores,
                         "host_peaks": peaks, "cpu_fraction": {k: v for k, v in fractions.items() if v},
+                        "segment_dead_s": segment_dead_s(cal),
                         "agent": getattr(client, "url", ""), "layout": plan.provenance["layout"], "hold": HOLD}
     trace.write(out_path)
     return trace

@@ -14,6 +14,7 @@ on top and `forward adapt`'s map fitted on B's few samples after that:
 - capacity[n]: × B/A of the host peak of n's family (`disk.vda.read_Bps` -> `disk.read_Bps`)
   where both calibrations have one, else × the ratio of the largest solo responses on n (B's
   ceiling where no peak was measured); fractions stay at 1;
+- a segment's dead time (FirstOrder.dead): B's, where B's calibration measured it;
 - idle, noise, interrupt routing (fixed) and the memory footprints are A's: B's idle level is
   B's to show and the correction / adaptation learn it.
 
@@ -42,8 +43,9 @@ def _ratio(x, y) -> float | None:
     return float(y) / float(x)
 
 
-def rehost(first: FirstOrder, cal_a: dict, cal_b: dict) -> tuple[FirstOrder, dict]:
-    """A's first order, A's and B's calibration documents -> (B's first order, report)."""
+def rehost(first: FirstOrder, cal_a: dict, cal_b: dict, window_s: float | None = None) -> tuple[FirstOrder, dict]:
+    """A's first order, A's and B's calibration documents -> (B's first order, report).
+    window_s: the model's window, for B's segment dead times (A's kept without it)."""
     st_a, st_b = cal_a.get("stressors") or {}, cal_b.get("stressors") or {}
     R, own, other = first.response.copy(), first.own.copy(), first.other.copy()
     classes = first.classes or [None] * first.M
@@ -86,5 +88,20 @@ def rehost(first: FirstOrder, cal_a: dict, cal_b: dict) -> tuple[FirstOrder, dic
                        {g: list(idx) for g, idx in first.groups.items()}, None,
                        list(first.classes) if first.classes else None,
                        None if first.footprint is None else first.footprint.copy(),
-                       None if first.noise is None else first.noise.copy(), first.fixed.copy())
+                       None if first.noise is None else first.noise.copy(), first.fixed.copy(),
+                       dead_on(first, cal_b, window_s))
     return moved, {"stressor_ratios": ratios, "capacity_ratios": cap_ratio, "kept": kept}
+
+
+
+def dead_on(first: FirstOrder, cal_b: dict, window_s: float | None) -> np.ndarray:
+    """[M] B's segment dead times (a share of the window) where B's calibration measured them:
+    what a segment loses is how B's device answers; A's elsewhere."""
+    from mimesys.calibration import segment_dead_s
+    dead = first.dead.copy()
+    if window_s:
+        for m, name in enumerate(first.catalog_names):
+            seconds = segment_dead_s(cal_b).get(name)
+            if seconds is not None:
+                dead[m] = min(seconds / window_s, 1.0)
+    return dead

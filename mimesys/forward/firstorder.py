@@ -16,6 +16,11 @@ Parameters (all measured by running the stressors alone, controller/forward/prof
   (p90 − median); what a target may show on a resource and still have left it idle.
 - capacity [N]: the most the host showed on each metric (solo, all threads at once, and the
   independent calibration peaks when there are any): the physical ceiling.
+- dead [M] (from the agent's calibration, `segment.dead_s` / window): the share of a window
+  each planned segment of m runs before it moves anything at its rate — an IO stressor's queue
+  fills after its first IO's latency and drains before the segment's deadline, so a segment
+  of length a moves rate · (a − dead) (0 for compute; 1-6 ms for the disk stressors on the
+  development VM, where the planner's 5 ms segments of writers moved 0.3-0.5 of their share).
 - groups: shared resources (disk, network, memory bandwidth). A thread of m uses a share
   U[m, g] of group g's capacity (its largest response / capacity over the group's metrics);
   when the window's load L_g = Σ a·U exceeds 1, every contribution to the group's metrics
@@ -24,13 +29,14 @@ Parameters (all measured by running the stressors alone, controller/forward/prof
 Prediction for a composition a [M, K] (fraction of the window each stressor runs on each
 thread; thread k pinned to core `thread_cores[k]`):
 
-    x_n = idle_n + φ_{g(n)}(a) · Σ_{m,k} a[m,k] · G[m,k,n]
+    x_n = idle_n + φ_{g(n)}(e) · Σ_{m,k} e[m,k] · G[m,k,n],   e = max(a − dead, 0) where a > 0
 
 with G[m,k,n] = R[m,n] for host-wide metrics and own[m] / other[m] + fixed[m,n] for per-core
-ones (a core adds them as a union with its idle level, see `predict`); host-wide cpu.util, where
+ones (a core adds them as a union with its idle level, see `predict`; its own thread's share
+counts the whole segment, a dead time is spent on its core too); host-wide cpu.util, where
 every core's is modeled, is their mean (`derive`), as the cpu sampler defines it; then clipped to
 [0, capacity] (fractions to [0, 1]). The map is linear in a for a fixed φ, which
-is what the inverse planner (inverse.py) uses.
+is what the inverse planner (inverse.py) uses: it solves for e and plans e + dead.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ class FirstOrder:
     footprint: np.ndarray | None = None  # [M] bytes of memory a plan holds for its whole run once it uses m
     noise: np.ndarray | None = None  # [N] spread of the idle windows above their median (p90 − median)
     fixed: np.ndarray | None = None  # [M, N] per-core share m puts on that core from any thread (None: none)
+    dead: np.ndarray | None = None   # [M] share of a window each planned segment of m moves nothing (None: none)
 
     def __post_init__(self):
         N, M = len(self.metric_names), len(self.catalog_names)
@@ -88,7 +95,8 @@ class FirstOrder:
                                  ("own", self.own, (M,)), ("other", self.other, (M,)),
                                  ("capacity", self.capacity, (N,))) + \
                 ((("noise", self.noise, (N,)),) if self.noise is not None else ()) + \
-                ((("fixed", self.fixed, (M, N)),) if self.fixed is not None else ()):
+                ((("fixed", self.fixed, (M, N)),) if self.fixed is not None else ()) + \
+                ((("dead", self.dead, (M,)),) if self.dead is not None else ()):
             if np.shape(arr) != shape:
                 raise ValidationError(f"first-order model: {name} has shape {np.shape(arr)}, expected {shape}")
         self.idle = np.asarray(self.idle, np.float64)
@@ -96,6 +104,7 @@ class FirstOrder:
         self.own, self.other = np.asarray(self.own, np.float64), np.asarray(self.other, np.float64)
         self.capacity = np.asarray(self.capacity, np.float64)
         self.fixed = np.zeros((M, N)) if self.fixed is None else np.asarray(self.fixed, np.float64)
+        self.dead = np.zeros(M) if self.dead is None else np.clip(np.asarray(self.dead, np.float64), 0.0, 1.0)
         if not self.groups:
             self.groups = {}
             for n, name in enumerate(self.metric_names):
@@ -179,6 +188,20 @@ class FirstOrder:
         seen = set(self.groups)
         return np.array([CLASS_GROUP.get(c) is not None and CLASS_GROUP[c] not in seen for c in self.classes])
 
+    def effective(self, a: np.ndarray) -> np.ndarray:
+        """a [..., M, K] -> the share of each planned segment that moves anything: a − dead where
+        m runs, never below 0 (a itself where no stressor has a dead time)."""
+        if not self.dead.any():
+            return a
+        return np.where(a > 0, np.clip(a - self.dead[:, None], 0.0, None), 0.0)
+
+    def planned(self, e: np.ndarray) -> np.ndarray:
+        """e [..., M, K] effective shares -> the segments to plan for them (e + dead where e > 0):
+        `effective`'s inverse."""
+        if not self.dead.any():
+            return e
+        return np.where(e > 0, e + self.dead[:, None], 0.0)
+
     def group_load(self, a: np.ndarray) -> np.ndarray:
         """a [B, M, K] -> L [B, G]."""
         return np.einsum("bm,mg->bg", a.sum(axis=2), self.usage)
@@ -206,7 +229,8 @@ class FirstOrder:
         showed its thread's time, not that plus the 0.01 its idle windows had)."""
         single = np.ndim(a) == 2
         a = np.asarray(a, np.float64)[None] if single else np.asarray(a, np.float64)
-        x = self.idle + self.group_scale(a) * np.einsum("bmk,mkn->bn", a, self.gain)
+        e = self.effective(a)
+        x = self.idle + self.group_scale(e) * np.einsum("bmk,mkn->bn", e, self.gain)
         cores = np.asarray(self.thread_cores)
         own = np.einsum("bmk,m->bk", a, self.own)                  # [B, K] each thread on its core
         spill = np.einsum("bmk,m->bk", a, self.other)              # [B, K] ... and on the others
@@ -215,7 +239,7 @@ class FirstOrder:
             if not on.any():
                 continue
             u = np.clip(own[:, on].sum(axis=1), 0.0, 1.0)
-            s = np.clip(spill[:, ~on].sum(axis=1) + np.einsum("bmk,m->b", a, self.fixed[:, n]), 0.0, 1.0)
+            s = np.clip(spill[:, ~on].sum(axis=1) + np.einsum("bmk,m->b", e, self.fixed[:, n]), 0.0, 1.0)
             x[:, n] = 1.0 - (1.0 - self.idle[n]) * (1.0 - u) * (1.0 - s)
         x = self.clip(self.derive(x))
         return x[0] if single else x
@@ -234,7 +258,8 @@ class FirstOrder:
                 "usage": self.usage.tolist(), "classes": self.classes,
                 "footprint_B": None if self.footprint is None else self.footprint.tolist(),
                 "idle_noise": None if self.noise is None else self.noise.tolist(),
-                "core_fixed": self.fixed.tolist() if self.fixed.any() else None}
+                "core_fixed": self.fixed.tolist() if self.fixed.any() else None,
+                "segment_dead": self.dead.tolist() if self.dead.any() else None}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "first-order model") -> "FirstOrder":
@@ -251,6 +276,7 @@ class FirstOrder:
                        list(d["classes"]) if d.get("classes") else None,
                        np.asarray(d["footprint_B"], np.float64) if d.get("footprint_B") is not None else None,
                        np.asarray(d["idle_noise"], np.float64) if d.get("idle_noise") is not None else None,
-                       np.asarray(d["core_fixed"], np.float64) if d.get("core_fixed") is not None else None)
+                       np.asarray(d["core_fixed"], np.float64) if d.get("core_fixed") is not None else None,
+                       np.asarray(d["segment_dead"], np.float64) if d.get("segment_dead") is not None else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValidationError(f"{where}: malformed ({type(e).__name__}: {e})") from None

@@ -33,10 +33,14 @@ stressor whose resource the target does not measure at all (network stressors fo
 without network metrics) costs what an unobserved one does: the plan would add contention
 nobody asked for and nobody can check.
 
-After the solve, in this order: stressors the model cannot tell apart are merged into one
-segment per window and thread (`merge_equivalents`), entries shorter than a stressor can run
-as planned are dropped or raised (`round_to_quanta`), and each core is brought to the target's
-busy fraction from the plan's columns (`match_cpu`). The plan also names that fraction per
+The solve is in effective shares: what a segment moves at its stressor's rate, after the
+dead time each segment of an IO stressor spends filling and draining its queue (the agent's
+calibration measures it; FirstOrder.effective). After the solve, in this order: stressors the
+model cannot tell apart are merged into one segment per window and thread
+(`merge_equivalents`), entries shorter than a stressor can run as planned are dropped or
+raised (`round_to_quanta`), each segment is lengthened by its dead time (`pad_dead_time`),
+and each core is brought to the target's busy fraction from the plan's columns (`match_cpu`).
+The plan also names that fraction per
 thread and window (`core_busy_target`), and the runner holds it: what a disk stressor costs
 its core follows how fast the device answers that second, which no model of the host knows
 in advance (on real replays ±0.03-0.05 of a core in single windows).
@@ -279,16 +283,19 @@ class InversePlanner:
         # only the stressors some window may use enter the solve (the rest stay 0)
         use = np.flatnonzero(allowed.any(axis=0))
         for i in range(passes):
+            # the solve is in effective shares (what moves bytes: FirstOrder.effective); the
+            # correction and the predictions see the segments that would be planned for them
             phi = first.group_scale(a)                              # [C, N]
             if use_corr:
-                corr = (self._correction(a, np.concatenate([prev0, a[:-1]])) / scales).astype(np.float32)
+                planned = first.planned(a)
+                corr = (self._correction(planned, np.concatenate([prev0, planned[:-1]])) / scales).astype(np.float32)
             if use.size:
                 a[:, use] = self._fista(a[:, use], G[use], y - idle_s - corr, phi, mask * reweight, lam_c,
                                         s.iterations if i == 0 else s.refine_iterations, allowed[:, use], cost[use],
                                         left=None if left is None else left[use])
             if s.rms_reweight and i < passes - 1:
-                reweight = self.metric_reweight(a, y, observed, use_corr, scales, prev0).astype(np.float32)
-        a = self.round_to_quanta(self.merge_equivalents(a))
+                reweight = self.metric_reweight(first.planned(a), y, observed, use_corr, scales, prev0).astype(np.float32)
+        a = self.pad_dead_time(self.round_to_quanta(self.merge_equivalents(a)))
         if s.cpu_first:   # then rounded again: the filler's top-up is no exception (≤ 5 ms of CPU)
             a = self.round_to_quanta(self.match_cpu(a, values, allowed, prev0))
         pred = self._predict(a, prev0, use_corr) / scales
@@ -437,6 +444,12 @@ class InversePlanner:
             if submit > 0 and rate[m] > 0:
                 q[m] = max(q[m], submit / (rate[m] * window))
         return np.clip(q, 0.0, 0.05)   # beyond 50 ms the rate is not the submission's (a page-cache kernel)
+
+    def pad_dead_time(self, e: np.ndarray) -> np.ndarray:
+        """Effective shares [T, M, K] -> the segments to plan: each lengthened by its stressor's
+        dead time (FirstOrder.planned), a column over the window scaled back into it."""
+        a = self.model.first.planned(e)
+        return a / np.maximum(a.sum(axis=1, keepdims=True), 1.0)
 
     def round_to_quanta(self, a: np.ndarray) -> np.ndarray:
         """Each entry below half its stressor's quantum dropped, between half and one raised to
