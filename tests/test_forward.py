@@ -413,6 +413,86 @@ def test_no_stressor_runs_for_less_than_it_can_run_as_planned():
     assert a[-1, 1, 0] > 0.05                                # the stream is still read
 
 
+def test_a_segment_moves_its_share_less_the_dead_time_and_the_plan_pays_it():
+    """A disk writer whose every segment spends 4 ms filling and draining its queue: the forward
+    model predicts rate × (a − dead) for a segment of a (nothing for a segment shorter than
+    that), its CPU on the thread's core for the whole segment; the inverse planner solves in
+    those effective shares and plans each writer segment 4 ms longer, so the plan's prediction
+    is the target's bytes — without it, 5-10 ms segments fell 30-60 % short."""
+    fo = toy_first_order()
+    w, r = STRESSORS.index("disk_write"), NAMES.index("disk.write_Bps")
+    dead = np.zeros(4)
+    dead[w] = 0.004
+    fd = FirstOrder(fo.metric_names, fo.units, fo.catalog_names, fo.thread_cores, fo.idle, fo.response, fo.own,
+                    fo.other, fo.capacity, dead=dead)
+    a = np.zeros((3, 4, 2))
+    a[0, w, 0], a[1, w, 0], a[2, w, 0] = 0.01, 0.003, 0.5
+    x = fd.predict(a)
+    assert x[:, r] == pytest.approx([300e6 * 0.006, 0.0, 300e6 * 0.496], rel=1e-3)   # (φ: the device shared)
+    assert x[:, 0] == pytest.approx(fo.predict(a)[:, 0])            # the core pays the whole segment
+    assert np.allclose(fd.effective(fd.planned(a)), a) and fd.planned(np.zeros_like(a)).sum() == 0
+    assert np.allclose(FirstOrder.from_dict(fd.to_dict()).dead, dead)
+    assert not fo.dead.any() and fo.to_dict()["segment_dead"] is None
+
+    T = 12
+    vals = np.zeros((T, len(NAMES)), np.float32)
+    vals[:, 0] = 0.3
+    vals[:, r] = np.linspace(1.5e6, 30e6, T)                        # 5-100 ms of the writer's time
+    vals[:, 7] = 1e9
+    trace = Trace(vals, [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)])
+    fm = ForwardModel(fd, np.where(fd.fraction, 1.0, fd.capacity), "sha256:toy", simulated=True)
+    plan = InversePlanner(fm).generate(trace).compositions
+    got = fm.predict_plan(plan)[0][:, r]
+    # within a quarter of what one segment's dead time would have cost (1.2 MB/s)
+    assert np.abs(got - vals[:, r]).max() < 0.3e6, (got, vals[:, r])
+    on = plan[:, w, :] > 0
+    assert (plan[:, w, :][on] >= 0.005 + 0.004 - 1e-6).all()          # a quantum that moves, plus the dead time
+    assert plan[0, w].sum() == pytest.approx(1.5e6 / 300e6 + 0.004 * on[0].sum(), abs=1e-3)
+    # the same plan on a host without the dead time would move 0.004 of a window more per segment
+    assert (fo.predict(plan)[:, r] > got + 0.9 * 300e6 * 0.004 * on.sum(axis=1)).all()
+
+
+def test_a_windows_disk_io_runs_on_one_thread_where_it_fits():
+    """The threads of a window run their IO at the same time, and a device shares itself between
+    them: the planner puts each window's disk IO on one thread (of the cores whose target covers
+    the IO's own CPU, the least busy: room for the compute beside it), the same shares one after
+    the other, so the bytes are the sum the model predicts; a window whose IO does not fit on
+    one thread keeps it where it was."""
+    fo = toy_first_order()
+    fo.classes = ["cpu", "disk", "disk", "network"]
+    fm = ForwardModel(fo, np.where(fo.fraction, 1.0, fo.capacity), "sha256:toy", simulated=True)
+    T = 8
+    vals = np.zeros((T, len(NAMES)), np.float32)
+    vals[:, 0], vals[:, 1], vals[:, 2] = 0.4, 0.7, 0.55
+    vals[:, NAMES.index("disk.write_Bps")] = 60e6                  # 0.2 of the writer's window
+    vals[:, NAMES.index("disk.read_Bps")] = vals[:, NAMES.index("disk.vda.read_Bps")] = 120e6
+    vals[:, 7] = 1e9
+    trace = Trace(vals, [MetricSpec(n, u) for n, u in zip(NAMES, UNITS)])
+    planner = InversePlanner(fm)
+    a = planner.generate(trace).compositions
+    io = a[:, 1:3, :].sum(axis=1)                                   # [T, K] disk time per thread
+    assert (io[:, 1] == 0).all() and (io[:, 0] > 0.39).all(), io    # all on core 0's thread (target 0.4)
+    x = fm.predict_plan(a)[0]
+    for name, want in (("disk.write_Bps", 60e6), ("disk.read_Bps", 120e6)):
+        assert x[:, NAMES.index(name)] == pytest.approx(want, rel=0.05)
+    # spread over both threads by the solve, the same shares are put together, not changed
+    spread = np.zeros((1, 4, 2))
+    spread[0, 1] = [0.1, 0.1]
+    spread[0, 2] = [0.05, 0.15]
+    spread[0, 0] = [0.3, 0.2]
+    one = planner.one_device_queue(spread, vals[:1].astype(np.float64))
+    assert one[0, 1:3, 1].sum() == 0 and one[0, 1:3, 0] == pytest.approx([0.2, 0.2])
+    assert np.array_equal(one[0, 0], spread[0, 0])                   # room enough: compute untouched
+    busy = spread.copy()
+    busy[0, 0] = [0.8, 0.6]                                          # compute gives way to the IO
+    one = planner.one_device_queue(busy, vals[:1].astype(np.float64))
+    assert one[0, 1:3, 0] == pytest.approx([0.2, 0.2]) and one[0, :, 0].sum() == pytest.approx(1.0)
+    assert one[0, 0, 0] == pytest.approx(0.6) and one[0, 0, 1] == pytest.approx(0.6)
+    full = spread.copy()
+    full[0, 0], full[0, 3] = 0.0, [0.75, 0.75]                      # loopback fills both: no room
+    assert np.array_equal(planner.one_device_queue(full, vals[:1].astype(np.float64)), full)
+
+
 def test_activity_resources_and_the_guard():
     from mimesys import activity
     assert [activity.resource_of(n) for n in ["disk.read_Bps", "disk.vda.write_iops", "disk.busy", "psi.io.some",
@@ -981,6 +1061,29 @@ def test_a_disk_stressors_own_core_share_comes_from_the_profile_not_the_runner(s
     assert with_cal.first.own[disk] == pytest.approx(plain.first.own[disk]) and plain.first.own[disk] != pytest.approx(0.93)
 
 
+def test_a_calibrations_segment_dead_times_reach_the_fitted_model(sim_forward, tmp_path):
+    """`forward fit --calibration`: each disk stressor's measured dead time per segment (seconds)
+    becomes its share of the model's window; stressors without one have none, and a figure that
+    is not a number of seconds under one is ignored."""
+    from controller.forward.fit import FitOptions, fit
+    from controller.forward.correction import CorrectionConfig
+    from mimesys.trace import Trace
+    _, profile_path, ds_path = sim_forward
+    prof = Trace.read(profile_path)
+    names = prof.provenance["catalog_names"]
+    cal = {"format": "mimesys.calibration", "schema_version": 1, "peaks": {},
+           "stressors": {"disk_seq_write_fdatasync": {"segment": {"dead_s": 0.0037}},
+                         "disk_rand_read_4k": {"segment": {"dead_s": "fast"}},
+                         "disk_readahead": {"segment": {"dead_s": None}}}}
+    (tmp_path / "calibration.json").write_text(json.dumps(cal))
+    fm = fit(ds_path, profile_path, tmp_path / "fm", FitOptions(calibration=str(tmp_path / "calibration.json"),
+                                                                 correction=CorrectionConfig(members=1, steps=10)))
+    dead = dict(zip(names, fm.first.dead))
+    assert dead["disk_seq_write_fdatasync"] == pytest.approx(0.0037 / prof.window_s)
+    assert dead["disk_rand_read_4k"] == 0 and dead["disk_readahead"] == 0 and dead["cpu_fp_poly"] == 0
+    assert json.loads((tmp_path / "fm" / "manifest.json").read_text())["first_order"]["segment_dead"] is not None
+
+
 def _calibration(rates: dict, peaks: dict) -> dict:
     return {"format": "mimesys.calibration", "schema_version": 1, "catalog_hash": "sha256:toy", "peaks": peaks,
             "stressors": {n: {"one_thread": r} for n, r in rates.items()}}
@@ -1013,6 +1116,20 @@ def test_rehost_carries_the_first_order_by_the_calibrations_ratios():
     assert np.allclose(b.predict(a3), fo.predict(a3)) and report["kept"] == ["disk_write", "net"]
     w = fo.metric_names.index("disk.write_Bps")
     assert b.capacity[w] == fo.capacity[w]      # no stressor of B moved it, no peak says otherwise
+
+
+def test_rehost_takes_the_new_hosts_segment_dead_times():
+    """What a short segment misses is how B's device answers: B's measured dead time (seconds,
+    as a share of the model's window) replaces A's; a stressor B did not measure keeps A's."""
+    from controller.forward.rehost import rehost
+    fo = toy_first_order()
+    fo.dead = np.array([0.0, 0.002, 0.004, 0.0])
+    cal_a = _calibration({"disk_read": {"bytes_per_s": 600e6}}, {})
+    cal_b = _calibration({"disk_read": {"bytes_per_s": 600e6}}, {})
+    cal_b["stressors"]["disk_read"]["segment"] = {"dead_s": 0.015}
+    b, _ = rehost(fo, cal_a, cal_b, window_s=0.5)
+    assert b.dead == pytest.approx([0.0, 0.03, 0.004, 0.0])
+    assert rehost(fo, cal_a, cal_b)[0].dead == pytest.approx(fo.dead)     # no window: A's
 
 
 def test_adapting_from_the_rehosted_first_order_needs_fewer_samples():

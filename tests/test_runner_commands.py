@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -105,6 +106,39 @@ def test_calibrate_writes_rates_and_peaks(tmp_path):
     assert doc["peaks"]["mem.bw_Bps"] == max(triad["one_thread"]["bytes_per_s"],
                                              (triad["all_threads"] or triad["one_thread"])["bytes_per_s"])
     assert "host_peaks" not in doc and "reach" not in doc     # --probe-seconds 0: no probes
+    seg = doc["stressors"]["disk_seq_read_direct"]["segment"]   # the disk stressor's short segments
+    assert seg["long_bytes"] > seg["short_bytes"] > 0 and seg["bytes_per_s"] > 0
+    assert 0 <= seg["dead_s"] <= seg["short_s"] and seg["pairs"] == 4
+    assert f"each segment loses {seg['dead_s'] * 1e3:.1f} ms" in res.output
+    assert all("segment" not in doc["stressors"][n] for n in only[:3])
+
+
+def test_segment_dead_time_is_what_the_short_segments_miss_of_the_long_ones_rate():
+    """Runner counts of 10 and 40 ms segments of a device moving 1 GB/s after 3 ms: the pass
+    finds the rate between the two lengths and the 3 ms; the warm-up pair is not read; a device
+    that moved no more in the long segments than in the short has no figure."""
+    from types import SimpleNamespace
+
+    from agentd.calibration import build_segment_plan, summarize_segments
+    from mimesys.catalog import load_catalog
+    catalog = load_catalog()
+    names = ["disk_seq_write_fdatasync", "disk_rand_read_4k"]
+    sp = build_segment_plan(catalog, 2, names)
+    a = sp.plan.compositions
+    assert a.shape[0] == 2 * (1 + 2 * 5) and sp.plan.window_s == 0.25
+    windows = []
+    for t in range(a.shape[0]):
+        ran = np.rint(a[t] * 0.25e9).astype(np.int64)
+        moved = np.where(ran > 0, np.clip(ran / 1e9 - 0.003, 0, None) * 1e9, 0).astype(np.int64)
+        moved[catalog.index("disk_rand_read_4k")] = np.where(ran[catalog.index("disk_rand_read_4k")] > 0, 5_000_000, 0)
+        if t in (1, 12):
+            moved *= 10                                      # the warm-up pairs: not read
+        windows.append(SimpleNamespace(window=t, bytes=moved, ran_ns=ran))
+    seg = summarize_segments(catalog, sp, windows)
+    fd = seg["disk_seq_write_fdatasync"]
+    assert fd["dead_s"] == pytest.approx(0.003, abs=1e-5) and fd["bytes_per_s"] == pytest.approx(1e9, rel=1e-3)
+    assert fd["short_s"] == pytest.approx(0.01) and fd["long_s"] == pytest.approx(0.04) and fd["pairs"] == 4
+    assert seg["disk_rand_read_4k"]["dead_s"] is None and seg["disk_rand_read_4k"]["bytes_per_s"] is None
 
 
 def test_calibration_reader_rejects_foreign_files(tmp_path):

@@ -87,6 +87,9 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
         line = f"{name:28s} {one['ops_per_s']:12.4g} ops/s {one['bytes_per_s'] / 1e6:10.1f} MB/s"
         if e["all_threads"]:
             line += f"   x{e['all_threads']['threads']}: {e['all_threads']['bytes_per_s'] / 1e6:10.1f} MB/s"
+        dead = (e.get("segment") or {}).get("dead_s")
+        if dead is not None:
+            line += f"   each segment loses {dead * 1e3:.1f} ms (queue fill and drain)"
         click.echo(line)
     click.echo("peaks: " + json.dumps({k: round(v) for k, v in doc["peaks"].items()}))
     for metric, value in (doc.get("host_peaks") or {}).items():

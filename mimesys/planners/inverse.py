@@ -37,8 +37,9 @@ The solve is in effective shares: what a segment moves at its stressor's rate, a
 dead time each segment of an IO stressor spends filling and draining its queue (the agent's
 calibration measures it; FirstOrder.effective). After the solve, in this order: stressors the
 model cannot tell apart are merged into one segment per window and thread
-(`merge_equivalents`), entries shorter than a stressor can run as planned are dropped or
-raised (`round_to_quanta`), each segment is lengthened by its dead time (`pad_dead_time`),
+(`merge_equivalents`), a window's disk IO is put on one thread (`one_device_queue`: the
+device serves one queue at a time), entries shorter than a stressor can run as planned are
+dropped or raised (`round_to_quanta`), each segment is lengthened by its dead time (`pad_dead_time`),
 and each core is brought to the target's busy fraction from the plan's columns (`match_cpu`).
 The plan also names that fraction per
 thread and window (`core_busy_target`), and the runner holds it: what a disk stressor costs
@@ -180,6 +181,7 @@ class InversePlanner:
         self._core_metrics = [n for n, _ in self._cores] + \
             ([int(self.model.first.host_cpu[0])] if self.model.first.host_cpu is not None else [])
         self._quanta = self.quanta()
+        self._disk = np.array([c == "disk" for c in (first.classes or [None] * first.M)])   # one_device_queue
         # What a unit of each stressor costs beyond its fit: the same for all, except that a stressor
         # driving a resource no metric observes (memory bandwidth without a PMU) costs more — its
         # contention cannot be checked against the target, so it is not used to fill in CPU time.
@@ -295,7 +297,7 @@ class InversePlanner:
                                         left=None if left is None else left[use])
             if s.rms_reweight and i < passes - 1:
                 reweight = self.metric_reweight(first.planned(a), y, observed, use_corr, scales, prev0).astype(np.float32)
-        a = self.pad_dead_time(self.round_to_quanta(self.merge_equivalents(a)))
+        a = self.pad_dead_time(self.round_to_quanta(self.one_device_queue(self.merge_equivalents(a), values)))
         if s.cpu_first:   # then rounded again: the filler's top-up is no exception (≤ 5 ms of CPU)
             a = self.round_to_quanta(self.match_cpu(a, values, allowed, prev0))
         pred = self._predict(a, prev0, use_corr) / scales
@@ -444,6 +446,67 @@ class InversePlanner:
             if submit > 0 and rate[m] > 0:
                 q[m] = max(q[m], submit / (rate[m] * window))
         return np.clip(q, 0.0, 0.05)   # beyond 50 ms the rate is not the submission's (a page-cache kernel)
+
+    def one_device_queue(self, a: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """[T, M, K] effective shares -> each window's disk IO on one thread, where that thread's
+        column has room for it and the dead time of the segments it gains, its compute that
+        drives nothing giving way if need be (CPU-first then sizes both cores). The threads of a
+        window start together and run their IO first, so IO on two threads runs at the same
+        time and the device shares itself between them, where the model counts each in full up
+        to the window's average load: two threads of the 16-deep 1 MiB writer each moved about
+        half of what one moves alone (bench/results/io-segments-2026-11-27), and a held-out
+        plan's 24 ms of it on both threads replayed 34-100 MB/s where 266 were predicted. One
+        after the other on one thread, the window's IO is the sum the model predicts. The thread
+        that takes it: of those whose core's target is at least what the IO costs that core, the
+        least busy one (the most room left beside the IO for the compute that makes up the
+        rest); without a per-core target, the one with the most IO already."""
+        first = self.model.first
+        disk = self._disk
+        if first.K < 2 or not disk.any():
+            return a
+        io = a[:, disk, :]                                          # [T, D, K]
+        per_thread = io.sum(axis=1)                                 # [T, K]
+        multi = (per_thread > 0).sum(axis=1) >= 2
+        if not multi.any():
+            return a
+        T = a.shape[0]
+        rows = np.arange(T)
+        target = self.core_busy_target(values)
+        if target is None or not np.isfinite(target).any():
+            k_star = np.argmax(per_thread, axis=1)                  # [T]
+        else:
+            tgt = np.nan_to_num(target.astype(np.float64), nan=1.0)
+            io_cpu = io.sum(axis=2) @ first.own[disk]               # [T]: the IO's CPU on whichever core
+            feasible = tgt >= io_cpu[:, None] - self.settings.cpu_tolerance
+            k_star = np.where(feasible.any(axis=1), np.argmin(np.where(feasible, tgt, np.inf), axis=1),
+                              np.argmax(tgt, axis=1))
+        onto = np.zeros(per_thread.shape, bool)
+        onto[rows, k_star] = True
+        moving = (io * ~onto[:, None, :]).sum(axis=2)               # [T, D]: IO on the other threads
+        staying = io[rows, :, k_star]                               # [T, D]
+        gained = ((moving > 0) & ~(staying > 0)) @ first.dead[disk]  # dead time of segments new there
+        compute = ~self._drives_any & ~disk                        # [M]: what may give way on k*
+        yielding = a[rows][:, compute][np.arange(T), :, k_star] if compute.any() else np.zeros((T, 0))
+        excess = a.sum(axis=1)[rows, k_star] + moving.sum(axis=1) + gained - 1.0     # [T]
+        free = yielding.sum(axis=1)
+        fits = multi & (excess <= free + 1e-9)
+        if not fits.any():
+            return a
+        a = a.copy()
+        t = np.flatnonzero(fits)
+        n = np.arange(len(t))
+        sub = a[t]
+        merged = np.zeros_like(sub[:, disk, :])
+        merged[n, :, k_star[t]] = staying[t] + moving[t]
+        sub[:, disk, :] = merged
+        if compute.any():
+            keep = np.where(free[t] > 0, np.clip(1.0 - np.clip(excess[t], 0.0, None) / np.maximum(free[t], 1e-12),
+                                                 0.0, 1.0), 1.0)
+            comp = sub[:, compute, :]
+            comp[n, :, k_star[t]] *= keep[:, None]
+            sub[:, compute, :] = comp
+        a[t] = sub
+        return a
 
     def pad_dead_time(self, e: np.ndarray) -> np.ndarray:
         """Effective shares [T, M, K] -> the segments to plan: each lengthened by its stressor's
