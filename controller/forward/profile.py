@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mimesys.calibration import segment_dead_s
 from mimesys.errors import ValidationError
 from mimesys.forward.firstorder import FirstOrder, core_index
 from mimesys.plan import Plan
@@ -249,7 +250,6 @@ async def run_profile(client, out_path, *, progress=None) -> Trace:
     cal = info.get("calibration") or {}
     fractions = {name: ((e or {}).get("one_thread") or {}).get("cpu_fraction")
                  for name, e in (cal.get("stressors") or {}).items()}
-    from mimesys.calibration import segment_dead_s
     peaks = dict(cal.get("host_peaks") or {}) | {k: v for k, v in (cal.get("peaks") or {}).items()
                                                   if k not in (cal.get("host_peaks") or {})}
     trace.provenance = {"by": FORMAT, "catalog_names": names, "catalog_classes": classes,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mimesys.calibration import segment_dead_s
 from mimesys.forward.firstorder import CLASS_GROUP, FirstOrder, core_index, metric_group
 
 RATE_OF_UNIT = {"B/s": "bytes_per_s", "1/s": "ops_per_s"}
@@ -93,15 +94,13 @@ def rehost(first: FirstOrder, cal_a: dict, cal_b: dict, window_s: float | None =
     return moved, {"stressor_ratios": ratios, "capacity_ratios": cap_ratio, "kept": kept}
 
 
-
 def dead_on(first: FirstOrder, cal_b: dict, window_s: float | None) -> np.ndarray:
     """[M] B's segment dead times (a share of the window) where B's calibration measured them:
     what a segment loses is how B's device answers; A's elsewhere."""
-    from mimesys.calibration import segment_dead_s
     dead = first.dead.copy()
     if window_s:
+        measured = segment_dead_s(cal_b)
         for m, name in enumerate(first.catalog_names):
-            seconds = segment_dead_s(cal_b).get(name)
-            if seconds is not None:
-                dead[m] = min(seconds / window_s, 1.0)
+            if name in measured:
+                dead[m] = min(measured[name] / window_s, 1.0)
     return dead

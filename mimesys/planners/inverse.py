@@ -39,10 +39,10 @@ calibration measures it; FirstOrder.effective). After the solve, in this order: 
 model cannot tell apart are merged into one segment per window and thread
 (`merge_equivalents`), a window's disk IO is put on one thread (`one_device_queue`: the
 device serves one queue at a time), entries shorter than a stressor can run as planned are
-dropped or raised (`round_to_quanta`), each segment is lengthened by its dead time (`pad_dead_time`),
-and each core is brought to the target's busy fraction from the plan's columns (`match_cpu`).
-The plan also names that fraction per
-thread and window (`core_busy_target`), and the runner holds it: what a disk stressor costs
+dropped or raised (`round_to_quanta`), each segment is lengthened by its dead time
+(`pad_dead_time`), and each core is brought to the target's busy fraction from the plan's
+columns (`match_cpu`). The plan also names that fraction per thread and window
+(`core_busy_target`), and the runner holds it: what a disk stressor costs
 its core follows how fast the device answers that second, which no model of the host knows
 in advance (on real replays ±0.03-0.05 of a core in single windows).
 """
@@ -486,7 +486,7 @@ class InversePlanner:
         staying = io[rows, :, k_star]                               # [T, D]
         gained = ((moving > 0) & ~(staying > 0)) @ first.dead[disk]  # dead time of segments new there
         compute = ~self._drives_any & ~disk                        # [M]: what may give way on k*
-        yielding = a[rows][:, compute][np.arange(T), :, k_star] if compute.any() else np.zeros((T, 0))
+        yielding = a[rows, :, k_star][:, compute]                   # [T, C] on the thread that takes the IO
         excess = a.sum(axis=1)[rows, k_star] + moving.sum(axis=1) + gained - 1.0     # [T]
         free = yielding.sum(axis=1)
         fits = multi & (excess <= free + 1e-9)
