@@ -39,8 +39,9 @@ from ..hostpaths import online_cpus, parse_cpu_list
 def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_only, only, probe_seconds, reach_repeats,
               as_json, progress):
     """Run each stressor alone (one thread; all threads for bandwidth classes) and record ops/s,
-    bytes/s and per-class peaks; probe the host's own peaks (code that is not a catalog
-    stressor) and report each metric's reach = catalog best / host peak."""
+    bytes/s and per-class peaks, and what a short segment of each disk stressor loses (its dead
+    time, which the forward model plans around); probe the host's own peaks (code that is not a
+    catalog stressor) and report each metric's reach = catalog best / host peak."""
     from tqdm import tqdm
 
     from mimesys.calibration import write
