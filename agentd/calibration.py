@@ -127,15 +127,17 @@ def summarize_segments(catalog: Catalog, splan: SegmentPlan, windows: list) -> d
     each length, the rate between them and the dead time (None where the long segments moved
     no more than the short ones: a device that stalled, nothing to fit)."""
     by_window = {w.window: w for w in windows}
+
+    def medians(m: int, rows: list[int]) -> tuple[float | None, float | None]:
+        got = [(by_window[r].bytes[m, 0], by_window[r].ran_ns[m, 0]) for r in rows if r in by_window]
+        if not got:
+            return None, None
+        b, t = np.median(np.asarray(got, np.float64), axis=0)
+        return float(b), float(t) / 1e9
+
     out = {}
     for m in splan.short:
-        def medians(rows):
-            got = [(by_window[r].bytes[m, 0], by_window[r].ran_ns[m, 0]) for r in rows if r in by_window]
-            if not got:
-                return None, None
-            b, t = np.median(np.asarray(got, np.float64), axis=0)
-            return float(b), float(t) / 1e9
-        (b_s, t_s), (b_l, t_l) = medians(splan.short[m]), medians(splan.long[m])
+        (b_s, t_s), (b_l, t_l) = medians(m, splan.short[m]), medians(m, splan.long[m])
         if b_s is None or b_l is None:
             continue
         rate = (b_l - b_s) / (t_l - t_s) if t_l > t_s else 0.0

@@ -28,6 +28,8 @@ import numpy as np
 from mimesys.calibration import segment_dead_s
 from mimesys.forward.firstorder import CLASS_GROUP, FirstOrder, core_index, metric_group
 
+from .profile import segment_dead
+
 RATE_OF_UNIT = {"B/s": "bytes_per_s", "1/s": "ops_per_s"}
 
 
@@ -97,10 +99,8 @@ def rehost(first: FirstOrder, cal_a: dict, cal_b: dict, window_s: float | None =
 def dead_on(first: FirstOrder, cal_b: dict, window_s: float | None) -> np.ndarray:
     """[M] B's segment dead times (a share of the window) where B's calibration measured them:
     what a segment loses is how B's device answers; A's elsewhere."""
-    dead = first.dead.copy()
-    if window_s:
-        measured = segment_dead_s(cal_b)
-        for m, name in enumerate(first.catalog_names):
-            if name in measured:
-                dead[m] = min(measured[name] / window_s, 1.0)
-    return dead
+    measured = segment_dead_s(cal_b)
+    if not window_s or not measured:
+        return first.dead.copy()
+    on_b = np.array([n in measured for n in first.catalog_names])
+    return np.where(on_b, segment_dead(first.catalog_names, measured, window_s), first.dead)

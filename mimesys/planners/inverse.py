@@ -493,19 +493,14 @@ class InversePlanner:
         if not fits.any():
             return a
         a = a.copy()
-        t = np.flatnonzero(fits)
-        n = np.arange(len(t))
-        sub = a[t]
-        merged = np.zeros_like(sub[:, disk, :])
-        merged[n, :, k_star[t]] = staying[t] + moving[t]
-        sub[:, disk, :] = merged
-        if compute.any():
-            keep = np.where(free[t] > 0, np.clip(1.0 - np.clip(excess[t], 0.0, None) / np.maximum(free[t], 1e-12),
-                                                 0.0, 1.0), 1.0)
-            comp = sub[:, compute, :]
-            comp[n, :, k_star[t]] *= keep[:, None]
-            sub[:, compute, :] = comp
-        a[t] = sub
+        t = np.flatnonzero(fits)[:, None]
+        k = k_star[t]
+        d = np.flatnonzero(disk)[None, :]
+        a[t, d, :] = 0.0
+        a[t, d, k] = io[t[:, 0]].sum(axis=2)                         # the window's IO, on thread k*
+        c = np.flatnonzero(compute)[None, :]
+        keep = np.clip(1.0 - np.clip(excess[t], 0.0, None) / np.maximum(free[t], 1e-12), 0.0, 1.0)
+        a[t, c, k] *= keep
         return a
 
     def pad_dead_time(self, e: np.ndarray) -> np.ndarray:
