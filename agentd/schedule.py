@@ -19,9 +19,9 @@ that runs something else but no compute gets a reserve: the catalog's first comp
 only if the window's IO leaves the core short of the target (a device that answers faster than
 the planner expected would otherwise leave the core idle where the target was busy). Elsewhere
 no hold, no tail: a thread-window of compute alone is exact as compiled. The runner also learns,
-per thread, the CPU that lands on its core after the reading, and shortens a held window's IO
-where, at the core's busy rate so far, the rest of it would leave the tail no room to reach the
-target or carry the core past the target on its own (runner.c, "The hold", "CPU first").
+per thread, the CPU that lands on its core after the reading, and shortens a held window's later
+IO when the IO so far cost the core so little that the tail would not fit (runner.c, "The hold",
+"CPU first").
 
 Repetitions are the runner's: the file stores `warmup_windows` copies of plan window 0
 (tagged repetition -1, window 0..w-1) and the T plan windows once (repetition 0, window t),

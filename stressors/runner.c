@@ -432,37 +432,24 @@ static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const uint64_t at_
     return out;
 }
 
-/* CPU first: the IO of a held window may cost its core more or less than the planner expected,
- * and the tail can only make up the difference within bounds: a tail that would need more time
- * than the remaining IO leaves, or a core already past its target with no tail left to trim.
- * The runner runs a held window's IO in chunks of IO_CHUNK_NS and before each estimates the
- * core's busy rate during the window so far; if the remaining IO at that rate would leave the
- * tail no room to reach the target, or carry the core past it with no tail at all, it shortens
- * the remaining IO (returns the factor its planned durations are run at) so the core lands on
- * the target. Less than IO_RATE_TICKS ticks say too little of the rate; a miss under one tick
- * is left alone. Each chunk estimates afresh, so a cut made on a noisy early rate is undone
- * for the IO still to come. */
-#define IO_CHUNK_NS 25000000ull
-#define IO_RATE_TICKS 3
+/* CPU first: a held window whose IO so far cost the core less than the planner expected may
+ * need a longer tail than the time its remaining IO leaves. Before each later non-compute
+ * segment the runner estimates the core's busy rate during the IO so far (from the window's
+ * start) and, if the remaining IO at that rate plus the tail the target then needs would not
+ * fit before the window's end, shortens the remaining IO (returns the factor its planned
+ * durations are run at) so that it does. Less than two ticks of IO so far say too little of
+ * the rate; a shortfall under one tick is left alone. */
 static double hold_io_scale(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t io_left_ns,
                             uint64_t left_ns) {
     double busy_ns, total_ns, tick_ns;
-    if (!io_left_ns || core_since(w, at_start, &busy_ns, &total_ns, &tick_ns) || total_ns < IO_RATE_TICKS * tick_ns)
-        return 1.0;
+    if (!io_left_ns || core_since(w, at_start, &busy_ns, &total_ns, &tick_ns) || total_ns < 2 * tick_ns) return 1.0;
     double rate = busy_ns / total_ns, R = (double)io_left_ns, L = (double)left_ns;
-    double goal = ((double)hold / 1e6 - w->post_frac) * (total_ns + L);      /* busy by the window's end */
-    double need = goal - busy_ns;                                           /* busy still to add */
-    if (rate < 1 && need - rate * R - (L - R) >= tick_ns) {
-        /* short: the tail the target then needs does not fit in the time the IO leaves */
-        double f = (L - need) / (R * (1 - rate));
-        return f < 0 ? 0 : f > 1 ? 1 : f;
-    }
-    if (rate > 0 && rate * R - need >= tick_ns) {
-        /* over: the IO alone carries the core past the target */
-        double f = need / (rate * R);
-        return f < 0 ? 0 : f > 1 ? 1 : f;
-    }
-    return 1.0;
+    if (rate >= 1) return 1.0;
+    double need = ((double)hold / 1e6 - w->post_frac) * (total_ns + L) - busy_ns;   /* busy still to add */
+    double short_ns = need - rate * R - (L - R);          /* the tail it leaves minus the time left for it */
+    if (short_ns < tick_ns) return 1.0;
+    double f = (L - need) / (R * (1 - rate));
+    return f < 0 ? 0 : f > 1 ? 1 : f;
 }
 
 /* At a window's start, what the last (held) window's core did after its reading. */
@@ -477,15 +464,13 @@ static void hold_learn(struct worker *w, const uint64_t now[2]) {
 
 /* ---------------------------------------------------------------- workers */
 
-/* Run one stressor until `deadline` (or stop), or return to the caller between steps once
- * past `check_at` (the kernel still sees `deadline`: the caller may run it on); returns the ns
- * it ran. */
-static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t deadline, uint64_t check_at,
+/* Run one stressor until `deadline` (or stop); returns the ns it ran. */
+static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t deadline,
                             uint64_t *ops, uint64_t *bytes) {
     struct adapt *a = &w->adapt[st->index];
     void *ts = w->ts[st->index];
     uint64_t start = now_ns(), t = start, bytes0 = *bytes;
-    while (t < deadline && t < check_at && !stopping()) {
+    while (t < deadline && !stopping()) {
         uint64_t left = deadline - t, n = a->units;
         if (a->ns_per_unit > 0 && !st->ops->watches_deadline) {
             uint64_t fit = (uint64_t)((double)left / a->ns_per_unit);
@@ -606,6 +591,11 @@ static void *worker_main(void *arg) {
             struct seg *sg = &s->segs[base + w->order[j]];
             struct seg_result *sr = &res->segs[res->nseg++];
             *sr = (struct seg_result){.stressor = sg->stressor, .planned = sg->dur_ns};
+            if (hold != HOLD_NONE && j > 0 && j < nseg - ntail) {
+                uint64_t io_left = 0;
+                for (int q = j; q < nseg - ntail; q++) io_left += s->segs[base + w->order[q]].dur_ns;
+                io_scale = hold_io_scale(w, hold, at_start, io_left, win_end > t ? win_end - t : 0);
+            }
             if (hold != HOLD_NONE && j == nseg - ntail) {
                 for (int q = j; q < nseg; q++) tail_planned += s->segs[base + w->order[q]].dur_ns;
                 tail_sized = hold_tail_ns(w, hold, at_start, tail_planned, win_end > t ? win_end - t : 0,
@@ -614,6 +604,7 @@ static void *worker_main(void *arg) {
                 memcpy(w->held_from, at_start, sizeof at_start);
             }
             uint64_t dur = sg->dur_ns;
+            if (j < nseg - ntail && io_scale != 1.0) dur = (uint64_t)((double)dur * io_scale);
             if (hold != HOLD_NONE && j >= nseg - ntail && tail_sized != tail_planned)
                 /* the tail's segments share its sized time as they share its planned time (a
                  * reserve, planned at 0 ns, in equal parts) */
@@ -621,29 +612,8 @@ static void *worker_main(void *arg) {
                                    : tail_sized / (uint64_t)ntail;
             sr->planned = dur;   /* what the runner set out to run: a held tail as sized */
             if (!dur || stopping()) continue;
-            if (hold != HOLD_NONE && j < nseg - ntail) {
-                /* held IO: the rest of the window's IO re-scaled every IO_CHUNK_NS; the kernel
-                 * sees one segment whose deadline moves, so a queue is not drained per chunk */
-                uint64_t later = 0, seg_start = t;
-                for (int q = j + 1; q < nseg - ntail; q++) later += s->segs[base + w->order[q]].dur_ns;
-                double rest = (double)sg->dur_ns;                /* planned ns still to run, unscaled */
-                while (rest >= 1 && t < win_end && !stopping()) {
-                    io_scale = hold_io_scale(w, hold, at_start, (uint64_t)rest + later, win_end - t);
-                    uint64_t end = t + (uint64_t)(rest * io_scale);
-                    if (end > win_end) end = win_end;
-                    if (end <= t) break;
-                    run_segment(w, &s->stressors[sg->stressor], end, t + IO_CHUNK_NS, &sr->ops, &sr->bytes);
-                    uint64_t t2 = now_ns();
-                    rest -= (double)(t2 - t) / io_scale;
-                    t = t2;
-                    if (t >= end) break;
-                }
-                sr->planned = (uint64_t)((double)sg->dur_ns * io_scale);
-                sr->ran = t - seg_start;
-                continue;
-            }
             uint64_t deadline = t + dur < win_end ? t + dur : win_end;
-            sr->ran = run_segment(w, &s->stressors[sg->stressor], deadline, UINT64_MAX, &sr->ops, &sr->bytes);
+            sr->ran = run_segment(w, &s->stressors[sg->stressor], deadline, &sr->ops, &sr->bytes);
             t = now_ns();
         }
         res->end = t;

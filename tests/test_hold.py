@@ -205,21 +205,3 @@ def test_io_that_costs_the_core_less_than_planned_yields_to_the_tail(catalog):
     plain_busy, _ = _run(runner, plan, catalog, cpu)
     assert plain_busy < target - 0.1, (plain_busy, target)
     assert abs(busy - target) < 0.05, (busy, target, plain_busy)
-
-
-def test_io_that_carries_the_core_past_its_target_is_cut_short(catalog):
-    """A memory stream (not compute: its own resource class, but as busy as compute) planned for
-    0.8 of each window whose core target is 0.45: trimming the compute tail to nothing still
-    leaves the core at about 0.8. CPU first: the runner measures the core's busy rate during the
-    window and ends the stream where the core reaches the target (without a target it runs as
-    compiled)."""
-    runner = runner_or_skip()
-    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
-    T, W, target = 8, 0.5, 0.45
-    plan = make_plan(catalog, {"mem_stream_triad_256M": 0.8, COMPUTE: 0.05}, T=T, K=1, window_s=W)
-    plan.core_busy_target = np.full((T, 1), target, np.float32)
-    busy, _ = _run(runner, plan, catalog, cpu)
-    plan.core_busy_target = None
-    plain_busy, _ = _run(runner, plan, catalog, cpu)
-    assert plain_busy > target + 0.25, (plain_busy, target)
-    assert abs(busy - target) < 0.05, (busy, target, plain_busy)
