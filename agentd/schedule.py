@@ -3,7 +3,8 @@
 Compiling turns each window's fractions into integer nanosecond segments and fixes
 their order. For every executed window and thread, the stressors with a non-zero share
 run back to back in an order drawn from `numpy.random.default_rng(seed)`, then the thread
-sleeps for the rest of the window. Same plan + seed + options → identical bytes.
+sleeps for the rest of the window (a held window, below, sleeps before its tail instead). Same
+plan + seed + options → identical bytes.
 
 Durations: d[m, k] = floor(a[m, k] * W_ns) in float64 (exact to the nanosecond); if the
 float32 fractions of a thread sum a hair above 1 (Plan.SUM_TOLERANCE) the largest segment
@@ -13,7 +14,9 @@ The hold: a plan that names the busy fraction of each thread's core (Plan.core_b
 gets it compiled into every thread-window that runs both compute (catalog class "cpu") and
 something else: those compute segments go last (the tail, in a drawn order of their own), and
 the runner sizes the tail so the core reaches the target — the CPU an IO or network stressor
-costs depends on how fast the device answers that second, the target does not. A thread-window
+costs depends on how fast the device answers that second, the target does not. The tail runs
+last in the window, sized from a second reading just before it, so the CPU the IO costs the
+core after the fact (completions, softirqs) is counted before the tail rather than after it. A thread-window
 that runs something else but no compute gets a reserve: the catalog's first compute variant
 (a plain ALU loop: no memory traffic, no extra thread) planned at 0 ns, which the runner grows
 only if the window's IO leaves the core short of the target (a device that answers faster than
