@@ -402,10 +402,10 @@ static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
  * The tail follows the reading even where the two differ by less than a counter unit (10 ms):
  * the reading is floored, but so is the sampler's count at the window's end, and the unit's
  * fraction the reading misses is the same fraction the sampler's floor takes off, so the
- * window's busy count comes out unbiased, as a thread-window of compute alone does. Leaving
- * such differences to the tail as compiled kept the model's error below a unit in every held
- * window (bench/results/fidelity/hold-late-2026-11-27: 0.0044 vs 0.0035 mean |error|,
- * simulated tick accounting; measured runner-alone figures beside it).
+ * window's busy count comes out unbiased, as a thread-window of compute alone does; dropping
+ * such corrections keeps the planner's error below a unit in every held window (simulated tick
+ * accounting: 0.0044 vs 0.0035 mean |error|; measured on this host alone, no difference:
+ * bench/results/fidelity/hold-late-2026-11-27).
  *
  * CPU the core spends after the reading that is not the tail (the writeback and completions of
  * the window's writes, softirqs, other tenants; or less than counted, to steal) is outside what
