@@ -404,7 +404,7 @@ static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
  * fraction the reading misses is the same fraction the sampler's floor takes off, so the
  * window's busy count comes out unbiased, as a thread-window of compute alone does; dropping
  * such corrections keeps the planner's error below a unit in every held window (simulated tick
- * accounting: 0.0044 vs 0.0035 mean |error|; measured on this host alone, no difference:
+ * accounting: 0.0048 vs 0.0040 mean |error|; measured on this host alone, no difference:
  * bench/results/fidelity/hold-late-2026-11-27).
  *
  * CPU the core spends after the reading that is not the tail (the writeback and completions of
