@@ -1,6 +1,8 @@
 """Baselines behind the Generator interface: nearest neighbour, k-NN interpolation (k=100),
 single stressor with duty cycle = per-core utilization."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -73,3 +75,27 @@ def test_unknown_kind_and_foreign_trace_are_clear_errors(toy):
     from mimesys.metrics import MetricSpec
     with pytest.raises(Exception, match="none of the dataset's metrics"):
         gen.generate(Trace(np.ones((3, 1), np.float32), [MetricSpec("gpu.util", "fraction")]))
+
+
+def test_single_plans_without_loading_pytorch_or_sklearn(toy, catalog, tmp_path):
+    """`mimesys evaluate` may run on the test host beside the replays it measures: resolving and
+    running the `single` baseline there must not load PyTorch (some 300 MB of memory every replay
+    would show) or scikit-learn. A fresh interpreter: this one may have loaded both already."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, numpy as np\n"
+        "from controller.commands.evaluate import resolve_method\n"
+        "from controller.model.data import load_training_data\n"
+        "from mimesys.trace import Trace\n"
+        "from test_model_toydata import TOY_METRICS\n"
+        f"ds = {str(toy)!r}\n"
+        "name, gen = resolve_method('single', ds)\n"
+        "obs = load_training_data(ds).samples.obs[:4]\n"
+        "gen.generate(Trace(np.concatenate([obs, np.full((4, 1), np.nan, np.float32)], axis=1), TOY_METRICS), seed=0)\n"
+        "print(sorted(m for m in ('torch', 'sklearn') if m in sys.modules))\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parent)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -5,10 +5,22 @@ Layers (after real-stanford/diffusion_policy): `networks` (plain nn.Modules), `p
 controller/train.py. `layout` decides which metrics feed which thread; `schedule` holds
 the cosine noise schedule and the DDIM step with its log-probability; `checkpoint` the
 model file; `data` reads training samples.
+
+Importing the package loads nothing: `data` and `layout` serve the dataset baselines
+(single, nearest, knn) that `mimesys evaluate` may run on the test host itself, where loading
+PyTorch for them would add some 300 MB to the memory every replay there measures. The names
+below load their module (and PyTorch) on first use.
 """
 
-from .checkpoint import load_policy
-from .config import ModelConfig
-from .policy import Context, DiffusionPolicy, ModelSpec, SampleOutput, TrainBatch
+import importlib
 
-__all__ = ["Context", "DiffusionPolicy", "ModelConfig", "ModelSpec", "SampleOutput", "TrainBatch", "load_policy"]
+_EXPORTS = {"load_policy": "checkpoint", "ModelConfig": "config", "Context": "policy", "DiffusionPolicy": "policy",
+            "ModelSpec": "policy", "SampleOutput": "policy", "TrainBatch": "policy"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,16 +12,17 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
-import torch
 
 from mimesys.errors import ValidationError
 from mimesys.h5io import get_json, get_str
 from mimesys.metrics import MetricSpec
 
-from .policy import Context, TrainBatch
+if TYPE_CHECKING:
+    from .policy import TrainBatch
 
 MIN_FINITE_FRACTION = 0.5
 REQUIRED = ("prev_action", "action", "prev_obs", "obs")
@@ -43,6 +44,10 @@ class SampleArrays:
         return SampleArrays(self.prev_action[idx], self.action[idx], self.prev_obs[idx], self.obs[idx])
 
     def batch(self, idx, device="cpu") -> TrainBatch:
+        import torch   # here, not at import: the dataset baselines read samples without PyTorch
+
+        from .policy import Context, TrainBatch  # noqa: F811
+
         f = lambda x: torch.from_numpy(np.ascontiguousarray(x[idx])).to(device)  # noqa: E731
         return TrainBatch(Context(f(self.obs), f(self.prev_obs), f(self.prev_action)), f(self.action))
 

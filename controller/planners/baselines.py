@@ -24,7 +24,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 
 from mimesys.catalog import load_catalog
 from mimesys.errors import ConfigError, ValidationError
@@ -40,6 +39,14 @@ from . import BASELINE_GROUP as GROUP
 KINDS = tuple(kinds(group=GROUP))    # registered by controller/planners/__init__.py before this module loads
 
 
+def _neighbour_index(k: int, z: np.ndarray):
+    # scikit-learn loads here, for the neighbour searches alone: `single` on a test host does
+    # not carry it into the memory its replays measure
+    from sklearn.neighbors import NearestNeighbors
+
+    return NearestNeighbors(n_neighbors=k).fit(z)
+
+
 class _DatasetBaseline:
     """Shared by nearest and knn: the dataset's (metrics, composition) pairs and a neighbour index."""
 
@@ -52,7 +59,7 @@ class _DatasetBaseline:
         self.actions = data.samples.action                                     # [S, M, K]
         self.k = min(k, len(self.actions))
         self.z_dataset = self._z(data.samples.obs)                             # [S, N]
-        self.index = NearestNeighbors(n_neighbors=self.k).fit(self.z_dataset)
+        self.index = _neighbour_index(self.k, self.z_dataset)
 
     def _z(self, values: np.ndarray) -> np.ndarray:
         return np.nan_to_num(self.normalizer.normalize(values), nan=0.0)
@@ -68,7 +75,7 @@ class _DatasetBaseline:
         # A metric the trace lacks altogether is left out of the distance (a search over the
         # rest), not filled in: the mean would pull every match towards average samples.
         seen = np.isfinite(values).any(axis=0)
-        index = self.index if seen.all() else NearestNeighbors(n_neighbors=self.k).fit(self.z_dataset[:, seen])
+        index = self.index if seen.all() else _neighbour_index(self.k, self.z_dataset[:, seen])
         dist, idx = index.kneighbors(self._z(values)[:, seen])
         comps = project_to_valid(self._choose(dist, idx))
         if progress is not None:
