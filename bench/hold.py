@@ -1,8 +1,8 @@
 """How closely the runner's hold puts each core on its plan's busy fraction, on this host.
 
 Runs one plan (default: synchronous random 4 KiB reads, then compute, on each thread) with and
-without `core_busy_target`, reads each core's busy / total from /proc/stat (the cpu sampler's
-own definition) at every runner window's boundary, and prints one JSON line: per core and mode
+without `core_busy_target`, reads each core's busy fraction from /proc/stat (the cpu sampler's
+own definition: wall time less idle, iowait and steal) at every runner window's boundary, and prints one JSON line: per core and mode
 the mean signed and absolute per-window error against the target. Windows are the runner's
 own, so the figure is the hold's, not the sampler's alignment.
 
@@ -46,8 +46,8 @@ TARGETS = {"serve": [0.6, 0.65]}
 
 
 def run(runner: Path, plan: Plan, catalog, cpus: list[int], scratch: Path) -> np.ndarray:
-    """Per window and core: busy / total from /proc/stat between the runner's window boundaries
-    (t0 + i·W from its `ready` line, read a millisecond after each)."""
+    """Per window and core: the busy fraction from /proc/stat between the runner's window
+    boundaries (t0 + i·W from its `ready` line, read a millisecond after each)."""
     sched = compile_plan(plan, catalog)
     p = subprocess.Popen([str(runner), "--schedule", "-", "--cpus", ",".join(map(str, cpus)),
                           "--scratch-dir", str(scratch), "--start-delay-ms", "300"],
@@ -67,12 +67,14 @@ def run(runner: Path, plan: Plan, catalog, cpus: list[int], scratch: Path) -> np
     marks = []
     for i in range(plan.T + 1):
         time.sleep(max(0.0, (t0 + i * window_ns + 1_000_000 - time.monotonic_ns()) / 1e9))
-        marks.append(parse_proc_stat(Path("/proc/stat").read_text()))
+        stat = parse_proc_stat(Path("/proc/stat").read_text())
+        marks.append((time.monotonic_ns(), stat))
     if p.wait(timeout=600) != 0:
         raise SystemExit(f"runner failed: {p.stderr.read()}")
     out = np.zeros((plan.T, len(cpus)))
     for w in range(plan.T):
-        d = CpuSampler.derive(marks[w], marks[w + 1], 0.0)
+        (ta, a), (tb, b) = marks[w], marks[w + 1]
+        d = CpuSampler.derive(a, b, (tb - ta) / 1e9)
         out[w] = [d[f"cpu.util.core{c}"] for c in cpus]
     return out
 

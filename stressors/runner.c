@@ -112,7 +112,7 @@ struct worker {
     struct adapt *adapt;             /* [M] */
     double post_frac;                /* the hold's estimate of core busy that lands after its reading */
     int held_last;                   /* the last window was held: learn from it at the next one's start */
-    uint64_t held_from[2];           /* its (busy, total) ticks at its start */
+    int64_t held_from[2];            /* its (busy, wall) ns at its start (core_time) */
     double held_sized;               /* its busy fraction as the reading + its sized tail put it */
     struct win_result ring[RING];
     uint64_t done;                   /* windows finished (guarded by g.mu) */
@@ -371,13 +371,17 @@ static void window_order(const struct schedule *s, uint32_t i, uint32_t k, int n
         }
 }
 
-/* The core's busy and total time so far, in USER_HZ ticks, as the agent's cpu sampler counts
- * them (/proc/stat, line cpuN: busy = user + nice + system + irq + softirq, total = user ..
- * steal). Total is not wall time: here a core waiting on synchronous IO counted 0.83 s of
- * iowait + idle + busy per second, and the sampler's busy fraction is busy / total. */
-static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
+/* The core's busy time and the wall time now, in ns, as the agent's cpu sampler counts them
+ * (agentd/samplers/cpu.py): busy = wall time − (idle + iowait + steal) of /proc/stat's line cpuN,
+ * read against CLOCK_MONOTONIC. The kernel accounts idle and iowait exactly (NO_HZ idle
+ * accounting: the idle loop's own entry and exit times) but user/system/irq/softirq by sampling
+ * at each tick, and the tick misses work that runs between ticks: iperf3 pacing 2 Gbit/s over
+ * loopback ran 1.1 s of 10 (its threads' schedstat) where the busy fields counted 0.05 s and
+ * wall − idle counted 1.2 s. IO stressors are such work too: short bursts between waits. */
+static int core_time(struct worker *w, int64_t *busy_ns, int64_t *wall_ns) {
     ssize_t n = pread(w->statfd, w->statbuf, w->statcap - 1, 0);
     if (n <= 0) return -1;
+    int64_t t = (int64_t)now_ns();
     w->statbuf[n] = 0;
     char key[24];
     int klen = snprintf(key, sizeof key, "\ncpu%d ", w->cpu);
@@ -387,15 +391,18 @@ static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
     if (sscanf(p + klen, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
                &v[7]) != 8)
         return -1;
-    *busy = v[0] + v[1] + v[2] + v[5] + v[6];
-    *total = *busy + v[3] + v[4] + v[7];
+    static int64_t tick_ns;
+    if (!tick_ns) tick_ns = 1000000000ll / sysconf(_SC_CLK_TCK);
+    *wall_ns = t;
+    *busy_ns = t - (int64_t)(v[3] + v[4] + v[7]) * tick_ns;
     return 0;
 }
 
 /* The hold: a thread-window whose plan names the busy fraction of its core runs its
  * non-compute segments (IO, network, ...; their CPU depends on how the device answers), then
- * sizes its compute tail to what the core still needs for busy / total to reach the target by
- * the window's end (the rest of the window counts in full: compute and sleep are), within the
+ * sizes its compute tail to what the core still needs for its busy share of the window (core_time)
+ * to reach the target by the window's end (the rest of the window counts in full: compute and
+ * sleep are), within the
  * time left. Returns the tail's ns; *sized_frac: the busy fraction the reading and that tail add
  * up to.
  *
@@ -422,17 +429,17 @@ static int core_ticks(struct worker *w, uint64_t *busy, uint64_t *total) {
 #define HOLD_LEARN 0.2               /* weight of one window in post_frac (about five windows) */
 #define HOLD_POST_MAX 0.25           /* |post_frac| at most: one odd window cannot starve the tail */
 
-/* The core's busy and total time since at_start (ticks, in ns) and one tick's ns; -1: unreadable. */
-static int core_since(struct worker *w, const uint64_t at_start[2], double *busy_ns, double *total_ns, double *tick_ns) {
-    uint64_t busy, total;
-    if (core_ticks(w, &busy, &total)) return -1;
+/* The core's busy and wall time since at_start (ns) and one counter unit's ns; -1: unreadable. */
+static int core_since(struct worker *w, const int64_t at_start[2], double *busy_ns, double *total_ns, double *tick_ns) {
+    int64_t busy, wall;
+    if (core_time(w, &busy, &wall)) return -1;
     *tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
-    *busy_ns = (double)(busy - at_start[0]) * *tick_ns;
-    *total_ns = (double)(total - at_start[1]) * *tick_ns;
+    *busy_ns = (double)(busy - at_start[0]);
+    *total_ns = (double)(wall - at_start[1]);
     return 0;
 }
 
-static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t tail_ns,
+static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const int64_t at_start[2], uint64_t tail_ns,
                              uint64_t left_ns, double *sized_frac) {
     double busy_ns, total_ns, tick_ns;
     *sized_frac = NAN;
@@ -453,7 +460,7 @@ static uint64_t hold_tail_ns(struct worker *w, uint32_t hold, const uint64_t at_
  * fit before the window's end, shortens the remaining IO (returns the factor its planned
  * durations are run at) so that it does. Less than two ticks of IO so far say too little of
  * the rate; a shortfall under one tick is left alone. */
-static double hold_io_scale(struct worker *w, uint32_t hold, const uint64_t at_start[2], uint64_t io_left_ns,
+static double hold_io_scale(struct worker *w, uint32_t hold, const int64_t at_start[2], uint64_t io_left_ns,
                             uint64_t left_ns) {
     double busy_ns, total_ns, tick_ns;
     if (!io_left_ns || core_since(w, at_start, &busy_ns, &total_ns, &tick_ns) || total_ns < 2 * tick_ns) return 1.0;
@@ -467,9 +474,9 @@ static double hold_io_scale(struct worker *w, uint32_t hold, const uint64_t at_s
 }
 
 /* At a window's start, what the last (held) window's core did after its reading. */
-static void hold_learn(struct worker *w, const uint64_t now[2]) {
-    uint64_t total = now[1] - w->held_from[1];
-    if (!total || !isfinite(w->held_sized)) return;
+static void hold_learn(struct worker *w, const int64_t now[2]) {
+    int64_t total = now[1] - w->held_from[1];
+    if (total <= 0 || !isfinite(w->held_sized)) return;
     double post = (double)(now[0] - w->held_from[0]) / (double)total - w->held_sized;
     w->post_frac += HOLD_LEARN * (post - w->post_frac);
     if (w->post_frac > HOLD_POST_MAX) w->post_frac = HOLD_POST_MAX;
@@ -589,9 +596,9 @@ static void *worker_main(void *arg) {
         int nseg = s->seg_n[(size_t)stored * s->K + w->k];
         int ntail = s->tail_n[(size_t)stored * s->K + w->k];
         uint32_t hold = s->hold[(size_t)stored * s->K + w->k];
-        uint64_t at_start[2] = {0, 0};
+        int64_t at_start[2] = {0, 0};
         int ticks = (hold != HOLD_NONE || w->held_last) && w->statfd >= 0 && w->statbuf &&
-                    !core_ticks(w, &at_start[0], &at_start[1]);
+                    !core_time(w, &at_start[0], &at_start[1]);
         if (w->held_last) {
             if (ticks) hold_learn(w, at_start);
             w->held_last = 0;

@@ -102,17 +102,19 @@ def cpu_plan(catalog, fractions, window_s=1.0) -> Plan:
 
 def per_core_busy(seconds=1.0) -> list[float]:
     """Background busy fraction of each core over `seconds` (the same definition as the cpu sampler)."""
+    hz = os.sysconf("SC_CLK_TCK")
+
     def read():
         out = []
         for line in Path("/proc/stat").read_text().splitlines():
             if line.startswith("cpu") and line[3] != " ":
                 v = [int(x) for x in line.split()[1:]]
-                out.append((v[0] + v[1] + v[2] + v[5] + v[6], sum(v[:8])))
-        return out
-    a = read()
+                out.append(v[3] + v[4] + v[7])              # idle + iowait + steal
+        return time.monotonic(), out
+    t0, a = read()
     time.sleep(seconds)
-    b = read()
-    return [(bb[0] - aa[0]) / max(1, bb[1] - aa[1]) for aa, bb in zip(a, b)]
+    t1, b = read()
+    return [min(1.0, max(0.0, 1.0 - (bb - aa) / hz / (t1 - t0))) for aa, bb in zip(a, b)]
 
 
 def steal_seconds() -> np.ndarray:

@@ -17,7 +17,7 @@ from mimesys.errors import ConfigError
 from agentd.hostpaths import HostPaths
 from mimesys.metrics import Availability
 from agentd.samplers import NoData, RawSample, SamplerSet, SamplersConfig, derive_values, sampler_names
-from agentd.samplers.cpu import CpuSampler
+from agentd.samplers.cpu import USER_HZ, CpuSampler
 from agentd.samplers.disk import DiskSampler, parse_diskstats
 from agentd.samplers.mem import MemSampler
 from agentd.samplers.psi import PsiSampler, parse_pressure
@@ -58,9 +58,8 @@ def test_cpu_util_per_core_from_recorded_proc_stat():
     for core in (0, 1):
         p, c = fields(FIX / "t0/proc/stat", f"cpu{core}"), fields(FIX / "t1/proc/stat", f"cpu{core}")
         d = [y - x for x, y in zip(p, c)]
-        busy = d[0] + d[1] + d[2] + d[5] + d[6]          # user nice system irq softirq
-        total = busy + d[3] + d[4] + d[7]                # + idle iowait steal
-        assert out[f"cpu.util.core{core}"] == pytest.approx(busy / total)
+        not_busy = d[3] + d[4] + d[7]                    # idle iowait steal, USER_HZ ticks
+        assert out[f"cpu.util.core{core}"] == pytest.approx(min(1.0, 1.0 - not_busy / USER_HZ / 1.0))
     # The recording had one core spinning: that core is (nearly) fully busy.
     assert max(out["cpu.util.core0"], out["cpu.util.core1"]) > 0.9
     assert out["cpu.util"] == pytest.approx((out["cpu.util.core0"] + out["cpu.util.core1"]) / 2)
@@ -68,8 +67,24 @@ def test_cpu_util_per_core_from_recorded_proc_stat():
 
 def test_cpu_excludes_iowait_and_steal_from_busy():
     prev = {"cpu0": (0, 0, 0, 0, 0, 0, 0, 0, 0, 0)}
-    cur = {"cpu0": (10, 0, 10, 20, 30, 0, 0, 30, 5, 0)}  # 20 busy, 20 idle, 30 iowait, 30 steal
-    assert CpuSampler.derive(prev, cur, 1.0)["cpu.util.core0"] == pytest.approx(0.2)
+    # 1 s: 20 idle, 30 iowait, 30 steal (USER_HZ units of 1/100 s) -> 0.2 of the second busy
+    cur = {"cpu0": (10, 0, 10, 20, 30, 0, 0, 30, 5, 0)}
+    assert CpuSampler.derive(prev, cur, 100 / USER_HZ)["cpu.util.core0"] == pytest.approx(0.2)
+
+
+def test_cpu_busy_is_wall_time_less_idle_not_the_ticks_the_busy_fields_sampled():
+    """A core that ran paced work between ticks: the busy fields (sampled at each tick) show
+    almost nothing, the idle field (accounted exactly by the idle loop) shows the core idle
+    for only 0.7 of the second. The sampler reports 0.3, not 0.03."""
+    prev = {"cpu0": (1000, 0, 500, 9000, 10, 0, 0, 0, 0, 0)}
+    cur = {"cpu0": (1002, 0, 501, 9000 + round(0.7 * USER_HZ), 10, 0, 0, 0, 0, 0)}
+    assert CpuSampler.derive(prev, cur, 1.0)["cpu.util.core0"] == pytest.approx(0.3)
+
+
+def test_cpu_counters_going_backwards_give_no_figure():
+    prev = {"cpu0": (5, 0, 5, 500, 0, 0, 0, 0, 0, 0)}
+    cur = {"cpu0": (6, 0, 6, 400, 0, 0, 0, 0, 0, 0)}
+    assert "cpu.util.core0" not in CpuSampler.derive(prev, cur, 1.0)
 
 
 def test_cpu_core_without_baseline_is_left_out_not_zero():
@@ -337,7 +352,9 @@ def test_live_samplerset_sees_loopback_traffic_and_a_busy_core():
 def test_recorded_raw_samples_v1_still_decode_and_derive_the_same():
     """A recording made with every default sampler on the development VM (cpu, disk, mem,
     mem_bw, net, perf_hw, perf_sw, psi): old raw samples must keep decoding, and replay must
-    keep giving the values derived at record time."""
+    keep giving the values derived at record time — except the CPU figures, whose definition
+    changed on purpose since (wall time less idle, iowait and steal; agentd/samplers/cpu.py):
+    those come out as that definition gives them from the same counters."""
     import msgpack
     from mimesys.metrics import MetricSpec
     doc = msgpack.unpackb((FIX / "raw_samples_v1.msgpack").read_bytes(), raw=False)
@@ -345,8 +362,15 @@ def test_recorded_raw_samples_v1_still_decode_and_derive_the_same():
     a, b = (RawSample.from_dict(d) for d in doc["samples"])
     got = derive_values(schema, a, b)
     want = np.array([np.nan if x is None else x for x in doc["values"]], dtype=np.float32)
-    assert np.array_equal(got, want, equal_nan=True)
     names = [m.name for m in schema]
+    cpu = np.array([n.startswith("cpu.util") for n in names])
+    assert np.array_equal(got[~cpu], want[~cpu], equal_nan=True)
+    elapsed = (b.monotonic_ns - a.monotonic_ns) / 1e9
+    ra, rb = a.readings["cpu"], b.readings["cpu"]
+    cores = sorted(ra, key=lambda k: int(k[3:]))
+    per_core = [1 - sum(rb[k][i] - ra[k][i] for i in (3, 4, 7)) / USER_HZ / elapsed for k in cores]
+    assert got[[names.index(f"cpu.util.{k.replace('cpu', 'core')}") for k in cores]] == pytest.approx(per_core, abs=1e-6)
+    assert got[names.index("cpu.util")] == pytest.approx(np.mean(per_core), abs=1e-6)
     assert not np.isnan(got[names.index("perf.page_faults_per_s")]) and np.isnan(got[names.index("mem.bw_Bps")])
     legacy = dict(doc["samples"][0])
     legacy.pop("v")

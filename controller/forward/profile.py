@@ -145,9 +145,11 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     # (calibration: the worker thread's CPU time / the time it ran); and a compute kernel (cpu,
     # cache, memory classes: one pinned thread that never blocks) puts nothing on other cores.
     # Not for disk stressors: a thread that sleeps on every IO is charged more CPU time than its
-    # core's /proc/stat busy time shows (the synchronous 4 KiB reader: 0.30-0.43 by the runner in
-    # three calibrations, 0.27 on its core in the profile, ~0.24 in replayed mixes), and the
-    # core's reading is what a target is measured in (bench/results/fidelity/main-2026-11-26).
+    # core's reading showed (the synchronous 4 KiB reader: 0.30-0.43 by the runner in three
+    # calibrations, 0.27 on its core in the profile, ~0.24 in replayed mixes), and the core's
+    # reading is what a target is measured in (bench/results/fidelity/main-2026-11-26). Those
+    # readings were the tick-sampled busy fields, which miss short bursts between waits; the cpu
+    # sampler now counts wall time less idle (agentd/samplers/cpu.py), closer to the runner's.
     cpu_fraction = cpu_fraction or {}
     for m, name in enumerate(catalog_names):
         f = cpu_fraction.get(name)
