@@ -391,8 +391,7 @@ static int core_time(struct worker *w, int64_t *busy_ns, int64_t *wall_ns) {
     if (sscanf(p + klen, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
                &v[7]) != 8)
         return -1;
-    static int64_t tick_ns;
-    if (!tick_ns) tick_ns = 1000000000ll / sysconf(_SC_CLK_TCK);
+    int64_t tick_ns = 1000000000ll / sysconf(_SC_CLK_TCK);     /* USER_HZ: /proc/stat's unit */
     *wall_ns = t;
     *busy_ns = t - (int64_t)(v[3] + v[4] + v[7]) * tick_ns;
     return 0;
@@ -402,9 +401,8 @@ static int core_time(struct worker *w, int64_t *busy_ns, int64_t *wall_ns) {
  * non-compute segments (IO, network, ...; their CPU depends on how the device answers), then
  * sizes its compute tail to what the core still needs for its busy share of the window (core_time)
  * to reach the target by the window's end (the rest of the window counts in full: compute and
- * sleep are), within the
- * time left. Returns the tail's ns; *sized_frac: the busy fraction the reading and that tail add
- * up to.
+ * sleep are), within the time left. Returns the tail's ns; *sized_frac: the busy fraction the
+ * reading and that tail add up to.
  *
  * The tail follows the reading even where the two differ by less than a counter unit (10 ms):
  * the reading is floored, but so is the sampler's count at the window's end, and the unit's

@@ -14,7 +14,7 @@ between ticks goes uncounted — a paced sender, a server answering short reques
 between waits. Idle and iowait it accounts exactly (NO_HZ: the idle loop stamps its own entry
 and exit). Measured on a 2-vCPU VM: iperf3 pacing 2 Gbit/s over loopback for 10 s ran its
 threads 1.1 s (schedstat); the busy fields counted 0.05 s, wall − idle − iowait − steal 1.2 s
-(bench/results/cpu-accounting). The runner's hold (stressors/runner.c, core_time) reads the
+(bench/results/cpu-accounting-2026-11-27). The runner's hold (stressors/runner.c, core_time) reads the
 same quantity, so what it holds is what this sampler reports. Counters are USER_HZ ticks
 (floored, at both ends of a window alike).
 """
