@@ -10,7 +10,9 @@ and restarted from 0: its increase is its new value (Prometheus' own rule).
 What becomes what:
 - node_cpu_seconds_total{cpu, mode}: per cpu, busy = user + nice + system + irq + softirq over
   all modes (idle, iowait, steal included) -> `cpu.util.core<r>` (r = rank of the cpu label),
-  `cpu.util` = mean over cores (the same definition as agentd's cpu sampler)
+  `cpu.util` = mean over cores (the busy modes over all modes: agentd's cpu sampler counts wall
+  time less idle, iowait and steal instead, which the tick-sampled busy modes under-count for
+  paced work; see agentd/samplers/cpu.py)
 - node_disk_read_bytes_total, node_disk_written_bytes_total, node_disk_reads_completed_total,
   node_disk_writes_completed_total {device} -> `disk.read_Bps`, `disk.write_Bps`,
   `disk.read_iops`, `disk.write_iops` (sums over whole physical disks), node_disk_io_time_seconds_total

@@ -24,7 +24,9 @@ What becomes what (agentd's metric names):
 - cpu (per core, /proc/stat ticks): busy = user + nice + system + irq + softirq, total =
   busy + idle + iowait (+ steal when present); `cpu.util.core<r>` = Δbusy/Δtotal, where r is
   the core's rank in ascending core id (ids 0..n-1 keep their number); `cpu.util` = mean over
-  the cores measured in that interval. Same definition as agentd's cpu sampler.
+  the cores measured in that interval. agentd's cpu sampler counts wall time less idle, iowait
+  and steal instead (the busy fields, sampled at ticks, under-count paced work; see
+  agentd/samplers/cpu.py).
 - block (/proc/diskstats): `disk.read_Bps` / `disk.write_Bps` = Σ Δrd_sectors / Δwr_sectors ×
   512 (the U= unit) / dt, `disk.read_iops` / `disk.write_iops` = Σ Δrd_ios / Δwr_ios / dt,
   `disk.busy` = max over devices Δio_ticks[ms] / 1000 / dt. Summed over whole physical disks
