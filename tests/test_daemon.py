@@ -101,20 +101,13 @@ def cpu_plan(catalog, fractions, window_s=1.0) -> Plan:
 
 
 def per_core_busy(seconds=1.0) -> list[float]:
-    """Background busy fraction of each core over `seconds` (the same definition as the cpu sampler)."""
-    hz = os.sysconf("SC_CLK_TCK")
-
-    def read():
-        out = []
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("cpu") and line[3] != " ":
-                v = [int(x) for x in line.split()[1:]]
-                out.append(v[3] + v[4] + v[7])              # idle + iowait + steal
-        return time.monotonic(), out
-    t0, a = read()
+    """Background busy fraction of each core over `seconds`, by the cpu sampler's own derive."""
+    from agentd.samplers.cpu import CpuSampler, parse_proc_stat
+    t0, a = time.monotonic(), parse_proc_stat(Path("/proc/stat").read_text())
     time.sleep(seconds)
-    t1, b = read()
-    return [min(1.0, max(0.0, 1.0 - (bb - aa) / hz / (t1 - t0))) for aa, bb in zip(a, b)]
+    t1, b = time.monotonic(), parse_proc_stat(Path("/proc/stat").read_text())
+    d = CpuSampler.derive(a, b, t1 - t0)
+    return [d[f"cpu.util.core{k[3:]}"] for k in sorted(b, key=lambda k: int(k[3:])) if f"cpu.util.core{k[3:]}" in d]
 
 
 def steal_seconds() -> np.ndarray:
