@@ -45,3 +45,12 @@ if O:
                   f"{b['per_core_cpu']:.3f} vs single {s['per_core_cpu']:.3f} (<=?), idle windows with added activity "
                   f"{sum(b['idle_windows_added'].values())}, of them where the plan drove that resource "
                   f"{sum(b.get('idle_windows_added_by_plan', {}).values()) if 'idle_windows_added_by_plan' in b else '-'} (0?)")
+    spread, diff = O.get("replay_spread"), O.get("inverse_minus_single")
+    if spread:
+        print("each plan's replays against each other (the least difference these replays can tell): " +
+              ", ".join(f"{m} per-core {v['per_core_cpu']:.4f} resource mean {v['resource_mean']:.3f}"
+                        for m, v in sorted(spread.items()) if v["per_core_cpu"] is not None))
+    if diff:
+        se = diff["standard_error"]
+        print(f"per-core CPU, inverse − single: {diff['mean']:+.4f}" + (f" ± {se:.4f} (standard error over mixes)" if se else "")
+              + " by_mix " + " ".join(f"{k}={v:+.4f}" for k, v in diff["by_mix"].items()))

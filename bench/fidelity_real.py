@@ -23,7 +23,10 @@ Phases apart: --prepare-only stops after step 4 (record on a quiet host, replay 
 --update METHODS replays only changed planners beside the earlier replays of the rest;
 --summarize-only writes the summary again from what --out holds, with no agent.
 Prints one JSON line: per method the mean DTW over every scored metric, per metric, per mix,
-the added-activity count, next to the floor; writes it and a PNG beside the evaluations.
+the added-activity count, next to the floor; on the target's own scale also each plan's replays
+against each other (`replay_spread`: how far one plan lands from itself, the least difference
+between methods these replays can tell) and inverse − single per mix; writes it and a PNG
+beside the evaluations.
 """
 
 from __future__ import annotations
@@ -167,6 +170,67 @@ def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
                                              for r in sorted({r for f in floor.values()
                                                               for r in f.get("idle_windows_added", {})})},
                       "by_mix": floor}}
+
+
+def replay_spread(eval_dirs: list[Path], targets: dict, band: int) -> dict:
+    """Per method, on the target's own scale: the replays of one plan scored against each other
+    (per-core CPU, and the CPU/disk/loopback mean with each metric on the target's scale), per mix
+    and over mixes. The same plan run twice on this host lands this far apart: a difference
+    between methods below it is not one these replays can tell."""
+    from controller.evaluate.driver import EvalOptions, scored_metrics
+    from controller.evaluate.dtw import normalized_dtw
+    from controller.evaluate.own_scale import own_scale, resource_mean
+    from mimesys.plan import Plan
+    from mimesys.trace import Trace
+    runs: dict = {}
+    for d in eval_dirs:
+        for f in sorted((d / "executed").glob("*.h5")):
+            mix, _, method = f.stem.rpartition("__")
+            if mix in targets and (d / "plans" / f.name).exists():
+                runs.setdefault(method, {}).setdefault(mix, []).append((Trace.read(f), Plan.read(d / "plans" / f.name)))
+    mean = lambda v: float(np.mean(v)) if v else None  # noqa: E731
+    out = {}
+    for method, by_mix in runs.items():
+        cpu, res, same = {}, {}, True
+        for mix, reps in by_mix.items():
+            tgt = targets[mix]
+            units = {m.name: m.unit for m in tgt.metrics}
+            names = scored_metrics(tgt, EvalOptions(outdir=Path(".")))
+            pc, pr = [], []
+            for i in range(len(reps)):
+                for j in range(i + 1, len(reps)):
+                    (a, pa), (b, pb) = reps[i], reps[j]
+                    same &= bool(np.array_equal(pa.compositions, pb.compositions))
+                    scores = {}
+                    for n in names:
+                        if n in a.names and n in b.names:
+                            peak = own_scale(n, units.get(n, ""), tgt.column(n).astype(np.float64))
+                            scores[n] = normalized_dtw(a.column(n), b.column(n), unit="", peak=peak, band=band).distance
+                    c, r = resource_mean(scores)
+                    pc.append(c)
+                    pr.append(r)
+            if pc:
+                cpu[mix], res[mix] = mean(pc), mean(pr)
+        out[method] = {"per_core_cpu": mean(list(cpu.values())), "resource_mean": mean(list(res.values())),
+                       "by_mix": {m: {"per_core_cpu": cpu[m], "resource_mean": res[m]} for m in cpu},
+                       "plans_identical": same}
+    return out
+
+
+def method_difference(own: dict, a: str, b: str) -> dict | None:
+    """Per-core CPU of method a minus method b, on the target's own scale: per mix (means over
+    replays), their mean and its standard error over mixes."""
+    ma, mb = own["methods"].get(a), own["methods"].get(b)
+    if not ma or not mb:
+        return None
+    d = {t: ma["by_mix"][t]["per_core_cpu"] - mb["by_mix"][t]["per_core_cpu"] for t in ma["by_mix"]
+         if t in mb["by_mix"] and ma["by_mix"][t]["per_core_cpu"] is not None
+         and mb["by_mix"][t]["per_core_cpu"] is not None}
+    if not d:
+        return None
+    v = np.array(list(d.values()))
+    return {"methods": [a, b], "by_mix": d, "mean": float(v.mean()),
+            "standard_error": float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None}
 
 
 def combine_evaluations(base: Path, update: Path, methods: list[str], out: Path) -> Path:
@@ -435,6 +499,16 @@ def main() -> None:
         summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band))
         for method, per in plan_attributed_additions(eval_dirs, tr).items():
             summary["own_scale"]["methods"].get(method, {})["idle_windows_added_by_plan"] = per
+        summary["own_scale"]["replay_spread"] = replay_spread(eval_dirs, tr, args.band)
+        summary["own_scale"]["inverse_minus_single"] = method_difference(summary["own_scale"], "inverse", "single")
+        for method, spread in summary["own_scale"]["replay_spread"].items():
+            own_m = summary["own_scale"]["methods"].get(method, {})
+            print(f"{method}: per-core CPU {own_m.get('per_core_cpu')} vs the target, {spread['per_core_cpu']} between "
+                  f"its replays; resource mean {own_m.get('resource_mean')} vs {spread['resource_mean']}", file=sys.stderr)
+        diff = summary["own_scale"]["inverse_minus_single"]
+        if diff:
+            print(f"per-core CPU, inverse − single: {diff['mean']:+.5f} (standard error over mixes "
+                  f"{diff['standard_error']})", file=sys.stderr)
         summary["replay_prediction"] = replay_prediction_error(fm, eval_dirs)
         pe = summary["replay_prediction"]
         print(f"forward model on the replayed plans ({pe['runs']} runs): mean |predicted − measured| / full scale, "
