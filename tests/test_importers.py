@@ -246,6 +246,45 @@ def test_prometheus_several_instances_need_machine(tmp_path):
     assert trace.column("cpu.util.core0") == pytest.approx([8 / 15, 4 / 15, 14 / 15])
 
 
+def _tacc_cpu(records: list[tuple[float, list[int]]]) -> str:
+    """A tacc_stats file of one core's cpu counters (user nice system idle iowait irq softirq, cs)."""
+    text = ("$tacc_stats 2.3.5\n$hostname h\n"
+            "!cpu user,E,U=cs nice,E,U=cs system,E,U=cs idle,E,U=cs iowait,E,U=cs irq,E,U=cs softirq,E,U=cs\n\n")
+    return text + "".join(f"{t} 0 h\ncpu 0 {' '.join(map(str, v))}\n\n" for t, v in records)
+
+
+def test_cpu_coverage_warns_where_the_busy_modes_miss_time(tmp_path):
+    """Two 20 s intervals whose modes add up to 1800 of 2000 cs (0.9 of the wall: the busy modes,
+    counted at ticks, missed work): cpu.util keeps busy / all modes (450 / 1800), and the report
+    says 0.9 and warns; the same counters covering the wall get the figure without the warning."""
+    short = _tacc_cpu([(100.0, [0] * 7), (120.0, [450, 0, 0, 1350, 0, 0, 0]), (140.0, [900, 0, 0, 2700, 0, 0, 0])])
+    full = _tacc_cpu([(100.0, [0] * 7), (120.0, [500, 0, 0, 1500, 0, 0, 0]), (140.0, [1000, 0, 0, 3000, 0, 0, 0])])
+    (tmp_path / "short").write_text(short)
+    (tmp_path / "full").write_text(full)
+    trace, report = get("tacc_stats").load(tmp_path / "short", window_s=20.0)
+    assert trace.column("cpu.util.core0") == pytest.approx([0.25, 0.25])
+    [note] = [n for n in report.notes if n.startswith("cpu:")]
+    assert "0.9000 of the wall time" in note and "miss CPU time" in note
+    _, report = get("tacc_stats").load(tmp_path / "full", window_s=20.0)
+    [note] = [n for n in report.notes if n.startswith("cpu:")]
+    assert "1.0000 of the wall time" in note and "miss" not in note
+
+
+def test_prometheus_cpu_coverage_warns_where_the_modes_fall_short(tmp_path):
+    """cpu 0's modes gain 35 + 7 s over 60 s of samples (a reset on the way counts its new value,
+    as Prometheus does): 0.7 of the wall, warned."""
+    def series(mode, values):
+        return {"metric": {"__name__": "node_cpu_seconds_total", "cpu": "0", "mode": mode},
+                "values": [[1700000000 + 15 * i, str(v)] for i, v in enumerate(values)]}
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        series("idle", [100, 110, 120, 5, 15]), series("user", [50, 52, 54, 1, 3])]}}
+    p = tmp_path / "short.json"
+    p.write_text(json.dumps(doc))
+    _, report = get("prometheus").load(p, window_s=15)
+    [note] = [n for n in report.notes if n.startswith("cpu:")]
+    assert "0.7000 of the wall time" in note and "miss CPU time" in note
+
+
 # -- malformed input --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt,text,match", [

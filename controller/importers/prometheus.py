@@ -12,7 +12,10 @@ What becomes what:
   all modes (idle, iowait, steal included) -> `cpu.util.core<r>` (r = rank of the cpu label),
   `cpu.util` = mean over cores (the busy modes over all modes: agentd's cpu sampler counts wall
   time less idle, iowait and steal instead, which the tick-sampled busy modes under-count for
-  paced work; see agentd/samplers/cpu.py)
+  paced work; see agentd/samplers/cpu.py). Not here: a query_range answer stamps each value with
+  its step, not its scrape's time, so wall-based rates would carry up to a scrape interval of
+  jitter per step; the report says what share of the wall time the modes add up to over the
+  whole series and warns where a core's fall short (base.CpuCoverage)
 - node_disk_read_bytes_total, node_disk_written_bytes_total, node_disk_reads_completed_total,
   node_disk_writes_completed_total {device} -> `disk.read_Bps`, `disk.write_Bps`,
   `disk.read_iops`, `disk.write_iops` (sums over whole physical disks), node_disk_io_time_seconds_total
@@ -45,8 +48,8 @@ import numpy as np
 from mimesys.metrics import MetricSpec
 
 from . import register
-from .base import (EXCLUDED_DISK, EXCLUDED_NET, MAX_IMPORT_WINDOWS, ImportReport, IntervalData, TraceImportError,
-                   build_trace, unit_for)
+from .base import (EXCLUDED_DISK, EXCLUDED_NET, MAX_IMPORT_WINDOWS, CpuCoverage, ImportReport, IntervalData,
+                   TraceImportError, build_trace, unit_for)
 
 _BUSY_MODES = {"user", "nice", "system", "irq", "softirq"}
 _DISK = {"node_disk_read_bytes_total": "disk.read_Bps", "node_disk_written_bytes_total": "disk.write_Bps",
@@ -174,6 +177,8 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
     cols: dict[str, np.ndarray] = {}
     cpu_busy: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
     cpu_total: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
+    modes_s: dict[str, float] = defaultdict(float)    # per cpu: every mode's seconds over the series
+    span_s: dict[str, float] = defaultdict(float)     # ... and the wall time they span
     sums: dict[str, np.ndarray] = {}
     busy_disks: list[np.ndarray] = []
     mem: dict[str, np.ndarray] = {}
@@ -184,6 +189,10 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
         if name == "node_cpu_seconds_total":
             r = rate(s["samples"])
             cpu_total[labels.get("cpu", "?")] += r
+            t, v = s["samples"][:, 0], s["samples"][:, 1]
+            if len(t) > 1 and (np.diff(t) > 0).all():
+                modes_s[labels.get("cpu", "?")] += float(np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:]).sum())
+                span_s[labels.get("cpu", "?")] = max(span_s[labels.get("cpu", "?")], float(t[-1] - t[0]))
             if labels.get("mode") in _BUSY_MODES:
                 cpu_busy[labels.get("cpu", "?")] += r
             report.map("node_cpu_seconds_total{mode}", "cpu.util.core<rank>, cpu.util")
@@ -228,6 +237,10 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
             utils.append(u)
         with np.errstate(all="ignore"):
             cols["cpu.util"] = np.nanmean(np.stack(utils), axis=0) if utils else np.full(n, np.nan)
+        coverage = CpuCoverage()
+        for cid in ids:
+            coverage.add(cid, modes_s[cid], span_s[cid])
+        coverage.note(report)
     for k in ("disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops",
               "net.rx_Bps", "net.tx_Bps", "net.rx_pps", "net.tx_pps"):
         if k in sums:

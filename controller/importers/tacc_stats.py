@@ -31,7 +31,8 @@ What becomes what (agentd's metric names):
   stats-num_vms_1_7.txt: the ticks of an interval are 0.85-1.03 of its wall time, the two
   figures differ by 0.007 median, 0.066 p99), and where the wall is long enough to tell, the
   servers' counters miss no time (HPCPerfStatsdDataSample, 300 s: ticks 0.9992-1.0000 of the
-  wall, difference 0.0007 p99).
+  wall, difference 0.0007 p99). The import report says what share of the wall time the modes
+  cover, and warns where a core's fall short (base.CpuCoverage).
 - block (/proc/diskstats): `disk.read_Bps` / `disk.write_Bps` = Σ Δrd_sectors / Δwr_sectors ×
   512 (the U= unit) / dt, `disk.read_iops` / `disk.write_iops` = Σ Δrd_ios / Δwr_ios / dt,
   `disk.busy` = max over devices Δio_ticks[ms] / 1000 / dt. Summed over whole physical disks
@@ -73,7 +74,7 @@ from mimesys.trace import Trace
 from . import register
 from .base import EXCLUDED_DISK as _EXCLUDED_DISK
 from .base import EXCLUDED_NET as _EXCLUDED_NET
-from .base import ImportReport, IntervalData, TraceImportError, build_trace, read_maybe_gzip, unit_for
+from .base import CpuCoverage, ImportReport, IntervalData, TraceImportError, build_trace, read_maybe_gzip, unit_for
 
 SOURCE = "tacc_stats"
 CACHE_LINE_B = 64
@@ -261,6 +262,7 @@ class _Deriver:
         self.cores = sorted({d for r in f.records for d in r.data.get("cpu", {})}, key=_core_key)
         self.rank = {d: i for i, d in enumerate(self.cores)}
         self.resets: list[str] = []
+        self.coverage = CpuCoverage()
         self.used = defaultdict(set)      # "block"/"net" -> devices summed
         self.excluded = defaultdict(set)  # "block"/"net" -> devices left out
 
@@ -309,7 +311,7 @@ class _Deriver:
         present = set(cur.data) | set(prev.data)
         for typ in sorted(present):
             if typ == "cpu":
-                self._cpu(prev, cur, out)
+                self._cpu(prev, cur, dt, out)
             elif typ == "block":
                 self._block(prev, cur, dt, out)
             elif typ == "net":
@@ -326,7 +328,7 @@ class _Deriver:
                 self.report.drop(f"{typ} (all fields)", "no counterpart in agentd's metric schema")
         return out
 
-    def _cpu(self, prev, cur, out):
+    def _cpu(self, prev, cur, dt, out):
         utils = []
         for dev, s, pv, cv, line in self._pairs(prev, cur, "cpu"):
             where = f"line {line} cpu {dev}"
@@ -336,6 +338,8 @@ class _Deriver:
                                if s.index(k) is not None)
             if not np.isfinite(total) or total <= 0:
                 continue  # no ticks in a very short interval: nothing measured, stays NaN
+            if all((f.unit or "").lower() == "cs" for f in s.fields):
+                self.coverage.add(dev, total / 100.0, dt)
             u = min(max(busy / total, 0.0), 1.0)
             out[f"cpu.util.core{self.rank[dev]}"] = u
             utils.append(u)
@@ -480,6 +484,7 @@ def interval_data(f: TaccStatsFile, report: ImportReport) -> IntervalData:
     if der.resets:
         report.note(f"{len(der.resets)} counter(s) went down without a declared width (reset); those "
                     f"intervals are NaN: {', '.join(der.resets[:5])}{' ...' if len(der.resets) > 5 else ''}")
+    der.coverage.note(report)
     cores = der.cores
     if cores and cores != [str(i) for i in range(len(cores))]:
         report.note(f"source core ids {cores[0]}..{cores[-1]} (not 0..n-1) renumbered by ascending id: "
