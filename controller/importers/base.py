@@ -151,7 +151,7 @@ COVERAGE_WARN = 0.97
 
 
 class CpuCoverage:
-    """Per source core, the /proc/stat modes' seconds against the wall time of long intervals.
+    """Per source core, the /proc/stat modes' seconds summed against the wall time they span.
 
     Idle and iowait are counted exactly (NO_HZ), the busy modes by sampling at each tick, so work
     that runs between ticks is missing from the modes' sum: short of the wall time by just that
@@ -169,12 +169,12 @@ class CpuCoverage:
             self.wall_s[core] = self.wall_s.get(core, 0.0) + wall_s
 
     def note(self, report: ImportReport) -> None:
-        self.wall_s = {c: w for c, w in self.wall_s.items() if w >= COVERAGE_MIN_S}
-        if not self.wall_s:
+        long = [c for c, w in self.wall_s.items() if w >= COVERAGE_MIN_S]
+        if not long:
             return
-        share = {c: self.modes_s[c] / self.wall_s[c] for c in self.wall_s}
+        share = {c: self.modes_s[c] / self.wall_s[c] for c in long}
         worst = min(share, key=share.get)
-        total = sum(self.modes_s.values()) / sum(self.wall_s.values())
+        total = sum(self.modes_s[c] for c in long) / sum(self.wall_s[c] for c in long)
         text = (f"cpu: the source's /proc/stat modes add up to {total:.4f} of the wall time "
                 f"(core {worst}: {share[worst]:.4f})")
         if share[worst] < COVERAGE_WARN:

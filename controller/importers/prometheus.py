@@ -187,14 +187,14 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
     for s in series:
         name, labels = s["name"], s["labels"]
         if name == "node_cpu_seconds_total":
-            r = rate(s["samples"])
-            cpu_total[labels.get("cpu", "?")] += r
+            r, cid = rate(s["samples"]), labels.get("cpu", "?")
+            cpu_total[cid] += r
             t, v = s["samples"][:, 0], s["samples"][:, 1]
             if len(t) > 1 and (np.diff(t) > 0).all():
-                modes_s[labels.get("cpu", "?")] += float(np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:]).sum())
-                span_s[labels.get("cpu", "?")] = max(span_s[labels.get("cpu", "?")], float(t[-1] - t[0]))
+                modes_s[cid] += float(np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:]).sum())
+                span_s[cid] = max(span_s[cid], float(t[-1] - t[0]))
             if labels.get("mode") in _BUSY_MODES:
-                cpu_busy[labels.get("cpu", "?")] += r
+                cpu_busy[cid] += r
             report.map("node_cpu_seconds_total{mode}", "cpu.util.core<rank>, cpu.util")
         elif name in _DISK or name == "node_disk_io_time_seconds_total":
             dev = labels.get("device", "")

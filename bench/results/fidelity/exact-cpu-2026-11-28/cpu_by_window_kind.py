@@ -1,3 +1,6 @@
+"""Per window and core, |replay − target| per-core CPU of single and inverse paired by window, split
+by what the inverse plan runs on that thread: io (anything not of class cpu), after-io, compute, idle.
+usage: cpu_by_window_kind.py OUT LABEL EVAL_SUFFIX"""
 import sys, glob, numpy as np
 from mimesys.trace import Trace
 from mimesys.plan import Plan

@@ -18,3 +18,7 @@ cd "$(dirname "$0")/../../../.."
 .venv/bin/python $R/cpu_by_window_kind.py /work/s35/fid 30min-exact "" > $R/cpu_by_window_kind.txt
 .venv/bin/python $R/ratios.py /work/s35/fid 30min-exact > $R/ratios.txt
 .venv/bin/python $R/ratios.py /work/s35/fid 30min-exact-heldout >> $R/ratios.txt
+# the demo-sized part of the same campaign (rounds 0-1), main at 89a3edb
+.venv/bin/python bench/fidelity_real.py --out /work/s35/fid --campaign /work/s35/campaign --max-round 1 \
+    --label demo-exact --replays 2 --methods single,inverse > /work/s35/demo.log 2>&1
+.venv/bin/python bench/fidelity_check.py /work/s35/fid/demo-exact/fidelity.json > $R/check-demo.txt
