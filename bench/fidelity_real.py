@@ -178,8 +178,7 @@ def replay_spread(eval_dirs: list[Path], targets: dict, band: int) -> dict:
     and over mixes. The same plan run twice on this host lands this far apart: a difference
     between methods below it is not one these replays can tell."""
     from controller.evaluate.driver import EvalOptions, scored_metrics
-    from controller.evaluate.dtw import normalized_dtw
-    from controller.evaluate.own_scale import own_scale, resource_mean
+    from controller.evaluate.own_scale import own_scale_scores, resource_mean
     from mimesys.plan import Plan
     from mimesys.trace import Trace
     runs: dict = {}
@@ -193,20 +192,13 @@ def replay_spread(eval_dirs: list[Path], targets: dict, band: int) -> dict:
     for method, by_mix in runs.items():
         cpu, res, same = {}, {}, True
         for mix, reps in by_mix.items():
-            tgt = targets[mix]
-            units = {m.name: m.unit for m in tgt.metrics}
-            names = scored_metrics(tgt, EvalOptions(outdir=Path(".")))
+            names = scored_metrics(targets[mix], EvalOptions(outdir=Path(".")))
             pc, pr = [], []
             for i in range(len(reps)):
                 for j in range(i + 1, len(reps)):
                     (a, pa), (b, pb) = reps[i], reps[j]
                     same &= bool(np.array_equal(pa.compositions, pb.compositions))
-                    scores = {}
-                    for n in names:
-                        if n in a.names and n in b.names:
-                            peak = own_scale(n, units.get(n, ""), tgt.column(n).astype(np.float64))
-                            scores[n] = normalized_dtw(a.column(n), b.column(n), unit="", peak=peak, band=band).distance
-                    c, r = resource_mean(scores)
+                    c, r = resource_mean(own_scale_scores(a, b, names, band=band, scale_of=targets[mix]))
                     pc.append(c)
                     pr.append(r)
             if pc:

@@ -40,16 +40,20 @@ def own_scale(name: str, unit: str, target: np.ndarray) -> float:
     return max(peak, floor, 1e-12)
 
 
-def own_scale_scores(target, executed, metrics: list[str], *, band: int | None = DEFAULT_BAND) -> dict[str, float]:
-    """metric -> normalized DTW on the target's own scale (NaN where either side lacks it)."""
-    units = {m.name: m.unit for m in target.metrics}
+def own_scale_scores(target, executed, metrics: list[str], *, band: int | None = DEFAULT_BAND,
+                     scale_of=None) -> dict[str, float]:
+    """metric -> normalized DTW on the target's own scale (NaN where either side lacks it).
+    `scale_of`: the trace whose peaks set the scale instead (two replays of one plan compared
+    on their target's scale)."""
+    ref = target if scale_of is None else scale_of
+    units = {m.name: m.unit for m in ref.metrics}
     out = {}
     for name in metrics:
-        if name not in target.names or name not in executed.names:
+        if name not in target.names or name not in executed.names or name not in ref.names:
             out[name] = math.nan
             continue
         a = target.column(name).astype(np.float64)
-        s = own_scale(name, units.get(name, ""), a)
+        s = own_scale(name, units.get(name, ""), ref.column(name).astype(np.float64))
         out[name] = normalized_dtw(a, executed.column(name), unit="", peak=s, band=band).distance
     return out
 

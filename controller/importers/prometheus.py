@@ -125,6 +125,12 @@ def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None)
     return load_answers(doc, path, window_s=window_s, machine=machine)
 
 
+def increases(v: np.ndarray) -> np.ndarray:
+    """A counter's increase between consecutive samples; one that went down was reset and
+    restarted from 0, so its increase is its new value (Prometheus' own rule)."""
+    return np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:])
+
+
 def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None) -> tuple:
     """Import parsed query_range answer(s); `path` names the source in messages and the report."""
     report = ImportReport(source_format="prometheus", source_path=str(path))
@@ -159,7 +165,7 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
             counts = np.diff(idx)
             keep = counts > 0
             if counter:
-                inc = np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:])
+                inc = increases(v)
                 val = inc[keep] / dt[keep]
             else:
                 val = v[1:][keep]
@@ -191,7 +197,7 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
             cpu_total[cid] += r
             t, v = s["samples"][:, 0], s["samples"][:, 1]
             if len(t) > 1 and (np.diff(t) > 0).all():
-                modes_s[cid] += float(np.where(v[1:] >= v[:-1], v[1:] - v[:-1], v[1:]).sum())
+                modes_s[cid] += float(increases(v).sum())
                 span_s[cid] = max(span_s[cid], float(t[-1] - t[0]))
             if labels.get("mode") in _BUSY_MODES:
                 cpu_busy[cid] += r
