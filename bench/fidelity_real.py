@@ -16,6 +16,14 @@ Steps (each reused from --out when already there, so an interrupted run resumes)
   4. the campaign's samples (`mimesys dataset build`; rounds ≤ --max-round only, to stand for
      a shorter campaign), a small diffusion model trained and exported as the demo does, the
      forward model fitted (`mimesys forward fit`) and scored on held-out samples
+  4b. for the diffusion ablation rows (`--methods` taught, taught-steered, steered): the
+     dataset taught by the forward model (`mimesys dataset teach`: its chains and --teach-synthetic
+     phase/burst traces planned by the inverse planner; the targets are never among them), a model
+     trained on it as the base one is (same steps and size), each exported plain and carrying the
+     forward model (`mimesys export --forward`): rows diffusion (the base model), steered (base +
+     the forward model's guidance and finish), taught (taught data, no guidance), taught-steered,
+     ddpo-forward (the taught model aligned by DDPO against the forward model on the synthetic
+     traces, `mimesys align --forward --preset forward`, steered)
   5. `mimesys evaluate` with every method, --replays times (seeds 0, 1, ...), scoring every
      metric the targets carry (on the device's scale; the target's own scale is in each run's
      `own_scale`, and which added windows the plan itself caused in `idle_windows_added`)
@@ -375,7 +383,14 @@ def main() -> None:
                     help="Mixes to record and replay (comma-separated; bench/workloads/mixes.py --list): the five "
                          "by default; held-out kinds only when named.")
     ap.add_argument("--replays", type=int, default=2)
-    ap.add_argument("--methods", default="single,nearest,knn,model,inverse,select")
+    ap.add_argument("--methods", default="single,nearest,knn,diffusion,inverse,select",
+                    help="Rows: single, nearest, knn, diffusion (alias model), inverse, inverse-first-order, select, "
+                         "and the diffusion ablation steered, taught, taught-steered, ddpo-forward.")
+    ap.add_argument("--ddpo-epochs", type=int, default=30, help="Epochs of DDPO against the forward model.")
+    ap.add_argument("--teach-synthetic", type=int, default=200,
+                    help="Synthetic phase/burst traces the forward model teaches on (the taught rows).")
+    ap.add_argument("--taught-share", type=float, default=0.5,
+                    help="Share of each training batch from taught samples (the taught rows).")
     ap.add_argument("--band", type=int, default=10)
     ap.add_argument("--update", default="",
                     help="Methods (comma-separated) to replay again after a change to them, into eval-rep<R>-update; "
@@ -435,8 +450,8 @@ def main() -> None:
         samples = subset_dataset(full, ds, args.max_round)
         s = DemoSettings()
         onnx, fm = work / "model-onnx", work / "forward"
-        wanted = args.methods.split(",")
-        if not (onnx / "manifest.json").exists() and {"model", "select"} & set(wanted):
+        wanted = ["diffusion" if m == "model" else m for m in args.methods.split(",")]
+        if not (onnx / "manifest.json").exists() and {"diffusion", "select", "steered"} & set(wanted):
             sh([*CTL, "train", ds, "--out", work / "model", "--steps", args.train_steps, "--batch-size", s.train_batch,
                 "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
                 "--overwrite"])
@@ -452,10 +467,40 @@ def main() -> None:
                                    capture_output=True, text=True).stdout
             (work / "forward-score.json").write_text(score)
         score = (work / "forward-score.json").read_text()
+        taught_ds, taught_model = work / "dataset-taught.h5", work / "model-taught"
+        aligned = work / "model-ddpo-forward"
+        ablation = {"steered": (work / "model", work / "model-onnx-steered", True),
+                    "taught": (taught_model, work / "model-onnx-taught", False),
+                    "taught-steered": (taught_model, work / "model-onnx-taught-steered", True),
+                    "ddpo-forward": (aligned, work / "model-onnx-ddpo-forward", True)}
+        teaching = json.loads((work / "teaching.json").read_text()) if (work / "teaching.json").exists() else {}
+        synthetic = work / "synthetic-targets"
+        if {"taught", "taught-steered", "ddpo-forward"} & set(wanted):
+            if not (taught_model / "model.pt").exists():
+                t0 = time.monotonic()
+                sh([*CTL, "dataset", "teach", ds, "--forward", fm, "--synthetic", args.teach_synthetic,
+                    "--write-synthetic", synthetic, "-o", taught_ds])
+                teaching["teach_s"] = round(time.monotonic() - t0, 1)
+                t0 = time.monotonic()
+                sh([*CTL, "train", taught_ds, "--out", taught_model, "--steps", args.train_steps, "--batch-size",
+                    s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu",
+                    "--seed", s.seed, "--taught-share", args.taught_share, "--overwrite"])
+                teaching["train_s"] = round(time.monotonic() - t0, 1)
+                (work / "teaching.json").write_text(json.dumps(teaching))
+        if "ddpo-forward" in wanted and not (aligned / "model.pt").exists():
+            t0 = time.monotonic()
+            sh([*CTL, "align", taught_model, "--traces", *sorted(synthetic.glob("*.h5"))[:32], "--forward", fm,
+                "--preset", "forward", "--epochs", args.ddpo_epochs, "--out", aligned, "--quiet"])
+            teaching["ddpo_forward_s"] = round(time.monotonic() - t0, 1)
+            (work / "teaching.json").write_text(json.dumps(teaching))
+        for row, (model_dir, export_dir, steer) in ablation.items():
+            if row in wanted and not (export_dir / "manifest.json").exists():
+                sh([*CTL, "export", model_dir, "--onnx", export_dir, "--overwrite", *(["--forward", fm] if steer else [])])
         if args.prepare_only:
             print(f"prepared in {time.monotonic() - t_start:.0f} s: targets, profile, campaign, forward model", file=sys.stderr)
             return
-        specs = {"single": "single", "nearest": "nearest", "knn": "knn", "model": f"model={onnx}",
+        specs = {"single": "single", "nearest": "nearest", "knn": "knn", "diffusion": f"diffusion={onnx}",
+                 **{row: f"{row}={export_dir}" for row, (_, export_dir, _) in ablation.items()},
                  "inverse": f"inverse=inverse:{fm}", "inverse-first-order": f"inverse-first-order=inverse-first-order:{fm}",
                  "select": f"select=select:{onnx},{fm}"}
         methods = [specs[m] for m in wanted]
@@ -513,6 +558,8 @@ def main() -> None:
                         "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
                         "replays": args.replays, "train_steps": args.train_steps, "simulated": False,
                         "updated_methods": update, "eval_dirs": [str(d) for d in eval_dirs],
+                        "teaching": json.loads((work / "teaching.json").read_text())
+                        if (work / "teaching.json").exists() else None,
                         "forward_score": {k: v for k, v in json.loads(score).items() if k != "metrics"},
                         "elapsed_s": round(time.monotonic() - t_start, 1)})
         (work / "fidelity.json").write_text(json.dumps(summary, indent=1))

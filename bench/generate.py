@@ -7,8 +7,9 @@ Prints ONE JSON line:
 Windows are generated in sequence (each conditioned on the previous composition), as in
 production; best of --repeats runs of each, measured side by side in one process.
 
-With --forward FORWARD_DIR (a fitted forward model, `mimesys forward fit`) the inverse planner
-is timed too (`inverse_windows_per_s`), on --target (a trace, tiled to --windows) or on
+With --forward FORWARD_DIR (a fitted forward model, `mimesys forward fit`) the model is also
+exported carrying it (`mimesys export --forward`: each step nudged by it, the plan finished by
+it; `onnx_steered_windows_per_s`), and the inverse planner is timed too (`inverse_windows_per_s`), on --target (a trace, tiled to --windows) or on
 windows drawn uniformly within the forward model's idle..capacity range.
 
 Without --model the model is the default configuration (controller/model/config.py) with
@@ -139,15 +140,22 @@ def main() -> None:
         fused = load_generator(tmp / "onnx", threads=args.threads)
         stepwise = load_generator(tmp / "onnx", threads=args.threads, force_stepwise=True)
         assert fused.fused and not stepwise.fused
-        runs = {"onnx": [], "onnx_stepwise": [], "torch": []}
-        for _ in range(args.repeats):     # interleaved, so load changes hit all three alike
+        steered = None
+        if args.forward:
+            export_onnx(model, tmp / "onnx-steered", threads=args.threads, forward=args.forward)
+            steered = load_generator(tmp / "onnx-steered", threads=args.threads)
+        runs = {"onnx": [], "onnx_stepwise": [], "torch": [], "onnx_steered": []}
+        for _ in range(args.repeats):     # interleaved, so load changes hit all alike
             runs["onnx"].append(time_onnx(fused, trace))
             runs["onnx_stepwise"].append(time_onnx(stepwise, trace))
             runs["torch"].append(time_torch(pol, trace))
+            if steered is not None:
+                runs["onnx_steered"].append(time_onnx(steered, trace))
     print(json.dumps({
         "onnx_windows_per_s": round(max(runs["onnx"]), 1),
         "onnx_stepwise_windows_per_s": round(max(runs["onnx_stepwise"]), 1),
         "torch_windows_per_s": round(max(runs["torch"]), 1),
+        **({"onnx_steered_windows_per_s": round(max(runs["onnx_steered"]), 1)} if runs["onnx_steered"] else {}),
         "onnx_over_torch": round(max(runs["onnx"]) / max(runs["torch"]), 2),
         "windows": args.windows, "repeats": args.repeats, "threads": args.threads,
         "sampler": {"steps": pol.config.sample_steps, "guidance": pol.config.guidance, "eta": pol.config.eta},

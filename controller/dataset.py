@@ -7,7 +7,8 @@ On disk (the contract in docs/design.md "Formats"):
     /prev_obs     float32 [S, N]      metrics of the previous window (mean over repetitions)
     /obs          float32 [S, N]      metrics of this window (mean over repetitions)
     /obs_spread   float32 [S, N]      max - min of /obs over the repetitions (0 with one)
-    /round        int32 [S]           optional: collection round that produced the sample
+    /round        int32 [S]           optional: collection round that produced the sample (−1: taught)
+    /source       uint8 [S]           optional: 0 measured, 1 taught by the forward model (controller/teach.py)
     attrs: format="mimesys.dataset", schema_version, metrics (JSON MetricSpec list),
            catalog_names (JSON), catalog_hash, host_fingerprint (JSON), window_s,
            simulated (bool), provenance (JSON)
@@ -53,6 +54,7 @@ class Dataset:
     simulated: bool = False
     provenance: dict = field(default_factory=dict)
     round: np.ndarray | None = None   # int32 [S]
+    source: np.ndarray | None = None  # uint8 [S]: 0 measured, 1 taught (controller/teach.py); None: all measured
 
     @property
     def S(self) -> int:
@@ -79,6 +81,9 @@ class Dataset:
                                f"/action has M={self.action.shape[1]}")
         if self.round is not None and self.round.shape != (S,):
             raise DatasetError(f"{where}: /round shape {self.round.shape}, expected ({S},)")
+        if self.source is not None and (self.source.shape != (S,) or (self.source > 1).any()):
+            raise DatasetError(f"{where}: /source must be ({S},) values 0 (measured) or 1 (taught), "
+                               f"got shape {self.source.shape}")
         for name in ("prev_action", "action"):
             arr = getattr(self, name)
             bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
@@ -103,6 +108,8 @@ class Dataset:
                                  compression="gzip", compression_opts=4, shuffle=True)
             if self.round is not None:
                 f.create_dataset("round", data=np.asarray(self.round, np.int32))
+            if self.source is not None:
+                f.create_dataset("source", data=np.asarray(self.source, np.uint8))
             f.attrs["format"] = FORMAT
             f.attrs["schema_version"] = SCHEMA_VERSION
             f.attrs["window_s"] = float(self.window_s)
@@ -136,7 +143,8 @@ class Dataset:
                          host_fingerprint=get_json(f.attrs, "host_fingerprint", {}) or {},
                          simulated=bool(f.attrs.get("simulated", False)),
                          provenance=get_json(f.attrs, "provenance", {}) or {},
-                         round=np.asarray(f["round"][()], np.int32) if "round" in f else None)
+                         round=np.asarray(f["round"][()], np.int32) if "round" in f else None,
+                         source=np.asarray(f["source"][()], np.uint8) if "source" in f else None)
         except (OSError, KeyError, ValueError) as e:
             if isinstance(e, DatasetError):
                 raise
@@ -156,6 +164,7 @@ class Dataset:
                 "metrics": len(self.metrics), "window_s": self.window_s, "simulated": self.simulated,
                 "catalog_hash": self.catalog_hash, "host": self.host_fingerprint.get("cpu_model", ""),
                 "rounds": None if self.round is None or not self.S else int(self.round.max()) + 1,
+                "taught_samples": 0 if self.source is None else int((self.source == 1).sum()),
                 "provenance": self.provenance, "ranges": ranges}
 
 

@@ -46,6 +46,7 @@ MANIFEST_VERSION = 1
 OPSET = 17
 PARITY_TOL = 1e-4
 ENCODER_FILE, DENOISER_FILE, SAMPLER_FILE = "context_encoder.onnx", "denoiser.onnx", "sampler.onnx"
+STEER_DIR = "forward"    # the forward model that steers the sampler, when the export carries one
 
 
 class _Encoder(torch.nn.Module):
@@ -109,7 +110,8 @@ def _sha256(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, overwrite: bool = False) -> dict:
+def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, overwrite: bool = False,
+                forward: Path | str | None = None, steer_weight: float = 1.0) -> dict:
     """Write out_dir/{manifest.json, context_encoder.onnx, denoiser.onnx}; returns the manifest.
     The directory appears complete or not at all (built in a temporary sibling, then renamed)."""
     import onnxruntime as ort
@@ -180,6 +182,8 @@ def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, ove
             "simulated_training_data": bool(ck.get("dataset", {}).get("simulated", False)),
             "parity": parity,
         }
+        if forward is not None:
+            manifest["steer"] = _carry_forward(forward, tmp, policy, steer_weight)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -189,6 +193,23 @@ def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, ove
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+def _carry_forward(forward: Path | str, out: Path, policy: DiffusionPolicy, weight: float) -> dict:
+    """Copy the forward model that steers the sampler into the export (agents get one directory)
+    -> the manifest's `steer` entry (mimesys/planners/steer.py)."""
+    from mimesys.forward.model import load_forward_model
+    from mimesys.planners.steer import SteerSettings
+    fm = load_forward_model(forward)
+    if list(fm.catalog_names) != list(policy.spec.catalog_names) or fm.threads != policy.K:
+        raise ValidationError(f"{forward}: the forward model was made for another catalog or thread count "
+                              f"({len(fm.catalog_names)} stressors × {fm.threads}) than the model "
+                              f"({policy.M} × {policy.K})")
+    if weight < 0:
+        raise ValidationError(f"steer weight must be ≥ 0, got {weight}")
+    shutil.copytree(forward, out / STEER_DIR, ignore=shutil.ignore_patterns("*.png", "*.json.tmp*"))
+    return {"forward": STEER_DIR, "settings": SteerSettings(weight=float(weight)).to_dict(),
+            "forward_provenance": fm.provenance, "forward_sha256": _sha256(out / STEER_DIR / "manifest.json")}
 
 
 def check_parity(policy: DiffusionPolicy, onnx_dir: Path, batches=(1, 2, 7)) -> dict:

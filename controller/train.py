@@ -52,6 +52,7 @@ class TrainConfig:
     amp: bool | None = None         # bf16 autocast; None: on for cuda. True on cpu is an error
     cpu_threads: int | None = None  # torch intra-op threads on CPU; None: torch's default
     metrics: tuple[str, ...] | None = None  # condition on these dataset metrics only; None: all usable
+    taught_share: float | None = None  # share of each batch from taught samples (controller/teach.py); None: as drawn
 
     def __post_init__(self):
         if self.metrics is not None:   # a list read back from a checkpoint compares equal as a tuple
@@ -59,6 +60,7 @@ class TrainConfig:
         for ok, what in [(self.steps >= 1, "steps >= 1"), (self.batch_size >= 1, "batch_size >= 1"),
                          (self.metrics is None or len(self.metrics) > 0, "metrics: None or at least one"),
                          (self.lr > 0, "lr > 0"), (0 <= self.ema_decay < 1, "0 <= ema_decay < 1"),
+                         (self.taught_share is None or 0 <= self.taught_share <= 1, "0 <= taught_share <= 1"),
                          (0 <= self.val_fraction < 1, "0 <= val_fraction < 1"),
                          (self.eval_every >= 1 and self.checkpoint_every >= 1, "eval_every, checkpoint_every >= 1")]:
             if not ok:
@@ -123,8 +125,17 @@ def _lr_factor(cfg: TrainConfig):
     return f
 
 
-def _batch_indices(n: int, per_rank: int, seed: int, rank: int, step: int) -> np.ndarray:
-    return np.random.default_rng([seed, rank, step]).integers(0, n, per_rank)
+def _batch_indices(n: int, per_rank: int, seed: int, rank: int, step: int,
+                   taught: np.ndarray | None = None, taught_share: float | None = None) -> np.ndarray:
+    """A batch's sample indices, a pure function of (seed, rank, step); with `taught_share`, that
+    share of the batch is drawn from the taught samples (`taught` [n] bool) and the rest from
+    the measured ones."""
+    rng = np.random.default_rng([seed, rank, step])
+    if taught_share is None or taught is None or taught.all() or not taught.any():
+        return rng.integers(0, n, per_rank)
+    n_t = int(round(per_rank * taught_share))
+    t_idx, m_idx = np.flatnonzero(taught), np.flatnonzero(~taught)
+    return np.concatenate([t_idx[rng.integers(0, len(t_idx), n_t)], m_idx[rng.integers(0, len(m_idx), per_rank - n_t)]])
 
 
 @torch.no_grad()
@@ -191,16 +202,22 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     model = torch.nn.parallel.DistributedDataParallel(policy) if dctx.world > 1 else policy
     opt = torch.optim.AdamW(policy.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_factor(train_cfg))
-    start, history = 0, {"train": [], "val": []}
+    start, history = 0, {"train": [], "val": [], "val_taught": []}
+    taught_train = train_part.taught()
+    # the held-out loss of the measured samples is "val" (what a model is judged by); the taught
+    # samples' apart, so a teacher the model imitates well cannot hide how it does on measurements
+    val_taught = val_part.subset(np.flatnonzero(val_part.taught()))
+    val_part = val_part.subset(np.flatnonzero(~val_part.taught())) if val_part.taught().any() else val_part
     if state is not None:
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["lr_schedule"])
-        start, history = int(state["step"]), state["history"]
+        start, history = int(state["step"]), {"val_taught": [], **state["history"]}
     base = {"spec": policy.spec.to_dict(), "model_config": model_cfg.to_dict(), "train_config": train_cfg.to_dict(),
             "normalizer": policy.normalizer.to_dict(), "action_scale": policy.action_scale.to_dict(),
             "layout": policy.layout.to_dict(), "git_revision": git_revision(),
             "dataset": {"path": data.path, "sha256": data.sha256, "samples": len(data.samples),
                         "train_samples": len(train_part), "val_samples": len(val_part),
+                        "taught_train_samples": int(taught_train.sum()), "taught_val_samples": len(val_taught),
                         "simulated": data.simulated, "dropped_metrics": data.dropped_metrics},
             "world_size": dctx.world, "device": str(device), "amp": bool(amp)}
 
@@ -226,7 +243,8 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     loss_val = float("nan")
     end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
     for step in range(start, end):
-        idx = _batch_indices(len(train_part), per_rank, train_cfg.seed, dctx.rank, step)
+        idx = _batch_indices(len(train_part), per_rank, train_cfg.seed, dctx.rank, step, taught_train,
+                             train_cfg.taught_share)
         gen.manual_seed(train_cfg.seed * 1_000_003 + dctx.rank * 10_007 + step)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             loss = model(train_part.batch(idx, device), gen)
@@ -258,6 +276,10 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
                 ema.eval()
                 history["val"].append([done, validation_loss(ema, val_part, device, train_cfg.seed)])
                 live.write({"step": done, "val_loss": history["val"][-1][1], "time": round(time.time(), 3)})
+                if len(val_taught):
+                    history["val_taught"].append([done, validation_loss(ema, val_taught, device, train_cfg.seed)])
+                    live.write({"step": done, "val_loss_taught": history["val_taught"][-1][1],
+                                "time": round(time.time(), 3)})
                 live.flush()
                 _refresh_curve(history, path.parent, data)
                 if bar is not None:
@@ -355,7 +377,10 @@ def plot_loss_curve(history: dict, png: Path, title: str = "") -> None:
             ax.plot(s[w - 1:], np.convolve(l, np.ones(w) / w, mode="valid"), color="C0", label=f"train (mean of {w})")
     if history["val"]:
         s, l = np.asarray(history["val"]).T
-        ax.plot(s, l, "o-", color="C3", label="validation (EMA, held-out)")
+        ax.plot(s, l, "o-", color="C3", label="validation (EMA, held-out measured samples)")
+    if history.get("val_taught"):
+        s, l = np.asarray(history["val_taught"]).T
+        ax.plot(s, l, "s--", color="C2", label="validation (EMA, held-out taught samples)")
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("ε-prediction MSE")

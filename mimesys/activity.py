@@ -188,6 +188,20 @@ def cap_quiet_metrics(compositions: np.ndarray, values: np.ndarray, names: list[
     less than a stressor runs as planned) is dropped. Bytes only: operations follow from the
     bytes and their block size (a target writing 1 MiB blocks at 5 a second has idle
     operations and busy bytes, and the writer that moves those bytes must stay)."""
+    return _cap_bytes(compositions, values, names, units, idle, margins, response, min_share, quiet_only=True)
+
+
+def cap_to_target(compositions: np.ndarray, values: np.ndarray, names: list[str], units: list[str],
+                  idle: np.ndarray, margins: np.ndarray, response: np.ndarray,
+                  min_share: float = 0.005) -> tuple[np.ndarray, int]:
+    """`cap_quiet_metrics` in every window, busy ones too: the stressors driving a byte rate are
+    scaled so that what they add stays within the target's own level above idle plus the
+    margin. A planner that does not fit magnitudes itself (a generator's sample) may not write
+    1-2 GB/s where the target wrote 20 MB/s."""
+    return _cap_bytes(compositions, values, names, units, idle, margins, response, min_share, quiet_only=False)
+
+
+def _cap_bytes(compositions, values, names, units, idle, margins, response, min_share, *, quiet_only):
     a = np.array(compositions, np.float64)
     T = min(values.shape[0], a.shape[0])
     before = a.copy()
@@ -199,11 +213,16 @@ def cap_quiet_metrics(compositions: np.ndarray, values: np.ndarray, names: list[
         if drivers.size == 0:
             continue
         v = values[:T, n]
-        quiet = np.isfinite(v) & (v <= idle[n] + margins[n])
+        known = np.isfinite(v)
+        limit = np.full(T, float(margins[n]))
+        if quiet_only:
+            known &= v <= idle[n] + margins[n]
+        else:
+            limit += np.clip(np.nan_to_num(v - idle[n]), 0.0, None)
         added = a[:T, drivers].sum(axis=2) @ r[drivers]                 # [T]
-        over = np.flatnonzero(quiet & (added > margins[n]))
+        over = np.flatnonzero(known & (added > limit))
         if over.size:
-            f = margins[n] / added[over]
+            f = limit[over] / added[over]
             a[over[:, None], drivers[None, :]] *= f[:, None, None]
     small = (a > 0) & (a < min_share) & (before >= min_share)
     a[small] = 0.0

@@ -29,6 +29,12 @@ checked against while they were built.
   select-only, then bulk loads with checkpoints.
 - files_git: tar | xz of a tree, then large buffered writes flushed per file, then git
   committing and packing a copy of the tree.
+- sysbench_files: sysbench's file IO benchmark doing random reads and writes with an fsync
+  every 64 requests (direct IO), then its CPU benchmark paced at a fixed event rate on one
+  thread, then its memory benchmark next to sequential buffered reads.
+- sync_cache: an rsync daemon receiving a tree over loopback again and again, then a rate-
+  limited rsync of one large file next to checksumming the tree (rsync -c, no transfer),
+  then a memcached server under a load generator (memcslap).
 """
 
 from __future__ import annotations
@@ -57,7 +63,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-NEEDS_HELD_OUT = {"pg_ctl": "postgresql", "git": "git", "xz": "xz-utils", "runuser": "util-linux"}
+NEEDS_HELD_OUT = {"pg_ctl": "postgresql", "git": "git", "xz": "xz-utils", "runuser": "util-linux",
+                  "sysbench": "sysbench", "rsync": "rsync", "memcached": "memcached", "memcslap": "libmemcached-tools"}
 
 
 def missing_tools(held_out: bool = False) -> list[str]:
@@ -289,11 +296,68 @@ def files_git(run: MixRun, seconds: float) -> None:
                   f"git init -q && git add -A && {git} commit -qm tree && git gc -q; cd {run.dir}; done"])
 
 
+def sysbench_files(run: MixRun, seconds: float) -> None:
+    """sysbench (fileio, cpu, memory): an IO benchmark with its own fsync pattern, a CPU load
+    paced by event rate rather than by duty cycle, and memory traffic."""
+    files = ["--file-num=4", "--file-total-size=512M"]
+    subprocess.run(["sysbench", "fileio", *files, "prepare"], cwd=run.dir, capture_output=True, check=True)
+    p = seconds / 3
+    t = str(int(p) + 5)
+    run.phase(p, [["sysbench", "fileio", *files, "--file-test-mode=rndrw", "--file-extra-flags=direct",
+                   "--file-fsync-freq=64", "--threads=2", f"--time={t}", "run"]])
+    run.phase(p, [["sysbench", "cpu", "--threads=1", "--rate=600", f"--time={t}", "run"]])
+    run.phase(p, [["sysbench", "memory", "--threads=1", "--memory-total-size=1000T", "--memory-block-size=1M",
+                   f"--time={t}", "run"],
+                  ["sysbench", "fileio", *files, "--file-test-mode=seqrd", "--threads=1", f"--time={t}", "run"]])
+
+
+RSYNCD_CONF = """pid file = {dir}/rsyncd.pid
+use chroot = no
+[dst]
+  path = {dir}/dst
+  read only = no
+  uid = root
+  gid = root
+"""
+
+
+def sync_cache(run: MixRun, seconds: float) -> None:
+    """rsync over loopback (a daemon, a real protocol with checksums), then memcached."""
+    port = free_port()
+    tree = run.dir / "tree"
+    src = Path("/usr/lib/python3.11")
+    src = src if src.is_dir() else Path(shutil.__file__).parent
+    shutil.copytree(src, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "site-packages"))
+    (run.dir / "dst").mkdir()
+    (run.dir / "rsyncd.conf").write_text(RSYNCD_CONF.format(dir=run.dir))
+    big = run.data_file(128)
+    daemon = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={run.dir / 'rsyncd.conf'}",
+                               "--address=127.0.0.1", f"--port={port}"], cwd=run.dir,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    mc_port = free_port()
+    mc = None
+    try:
+        time.sleep(0.5)
+        url = f"rsync://127.0.0.1:{port}/dst"
+        p = seconds / 3
+        run.phase(p, [f"while :; do rsync -a --whole-file {tree}/ {url}/tree/ && rm -rf {run.dir}/dst/tree; done"])
+        run.phase(p, [f"while :; do rsync --whole-file --bwlimit=40m {big} {url}/big.bin && "
+                      f"rm -f {run.dir}/dst/big.bin; done",
+                      f"while :; do rsync -a -c -n {tree}/ {run.dir}/tree-copy/ >/dev/null; done"])
+        mc = subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(mc_port), "-U", "0", "-m", "256", "-u", "root"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(0.3)
+        run.phase(p, [f"while :; do memcslap --servers=127.0.0.1:{mc_port} --concurrency=4 --execute-number=20000 "
+                      f"--flag >/dev/null 2>&1; done"])
+    finally:
+        run.kill([daemon, *([mc] if mc else [])])
+
+
 MIXES = {"kv_compress": kv_compress, "db_bulk": db_bulk, "burst_serve": burst_serve, "net_stream": net_stream,
          "web_compile": web_compile}
 # Kinds the fidelity bench does not run unless asked (--mixes): applications the planners were
 # never checked against while they were built, to see whether a plan generalizes.
-HELD_OUT = {"pg_oltp": pg_oltp, "files_git": files_git}
+HELD_OUT = {"pg_oltp": pg_oltp, "files_git": files_git, "sysbench_files": sysbench_files, "sync_cache": sync_cache}
 
 
 def run_mix(name: str, seconds: float, workdir: Path = Path("/var/tmp")) -> None:

@@ -129,6 +129,10 @@ PRESETS: dict[str, dict] = {
     # KL is then unconstrained, and after 7-27 epochs the policy drifted away and collapsed.)
     "sim-fast": {"lr": 3e-4, "clip_range": 0.2, "segment_windows": 8, "segments_per_epoch": 4,
                  "repeats_per_segment": 4, "train_batch_size": 32},
+    # Against the host's forward model (`--forward`): rollouts cost microseconds, so many more
+    # segments per epoch than agents could run; sim-fast's step sizes.
+    "forward": {"lr": 3e-4, "clip_range": 0.2, "segment_windows": 8, "segments_per_epoch": 16,
+                "repeats_per_segment": 4, "train_batch_size": 64, "epochs": 30},
 }
 
 

@@ -19,7 +19,7 @@ from controller.model.checkpoint import (MODEL_FILE, git_revision, model_file, p
 
 from .config import AlignConfig
 from .curves import EpochRecord
-from .executors import FleetExecutor, SimExecutor
+from .executors import FleetExecutor, ForwardExecutor, SimExecutor
 from .loop import CURVE_NAME, AlignRun, align
 from .policy import AlignPolicy
 from .reward import RewardFunction
@@ -44,7 +44,12 @@ def sim_cpus(fingerprint: dict, threads: int) -> int:
     return max(int(cpus), threads) if isinstance(cpus, int) else threads
 
 
-def build_executor(*, fleet_file: Path | None, sim_agents: int | None, model, cfg: AlignConfig):
+def build_executor(*, fleet_file: Path | None, sim_agents: int | None, model, cfg: AlignConfig,
+                   forward_dir: Path | None = None):
+    if forward_dir is not None:
+        ex = ForwardExecutor(forward_dir)
+        ex.check_model(model.spec.catalog_hash, model.K)
+        return ex
     if fleet_file is not None:
         from controller.fleet import Fleet
         ex = FleetExecutor(Fleet.from_file(fleet_file), source=Path(fleet_file).name,
@@ -79,7 +84,7 @@ def save_aligned_model(ckpt: dict, policy: AlignPolicy, history: list[EpochRecor
 
 def run_alignment(*, model_path: Path, trace_paths: list[Path], out_path: Path, config: AlignConfig,
                   fleet_file: Path | None, sim_agents: int | None, work_dir: Path, restart: bool = False,
-                  progress: bool = True) -> dict:
+                  progress: bool = True, forward_dir: Path | None = None) -> dict:
     src = model_file(model_path)
     ckpt = read_checkpoint(src)
     model = policy_from_checkpoint(ckpt)          # the EMA weights: what generation uses
@@ -87,7 +92,8 @@ def run_alignment(*, model_path: Path, trace_paths: list[Path], out_path: Path, 
     targets = load_targets(trace_paths, model.spec.metric_names)
     policy = AlignPolicy.from_config(model, config)
     reference = policy.frozen_copy()
-    executor = build_executor(fleet_file=fleet_file, sim_agents=sim_agents, model=model, cfg=config)
+    executor = build_executor(fleet_file=fleet_file, sim_agents=sim_agents, model=model, cfg=config,
+                              forward_dir=forward_dir)
     reward = RewardFunction.build(policy.metric_names, policy.normalize_obs, config.reward_weights)
     out_file = output_model_file(out_path)
     run = AlignRun(policy, reference, targets, executor, reward, config, work_dir, base,
@@ -103,8 +109,10 @@ def run_alignment(*, model_path: Path, trace_paths: list[Path], out_path: Path, 
         if close:
             close()
     (work_dir / "history.json").write_text(json.dumps(
-        {"simulated": executor.simulated, "executor": executor.label, "base_model": base,
+        {"simulated": executor.simulated, "predicted": getattr(executor, "predicted", False),
+         "executor": executor.label, "base_model": base,
          "history": [h.to_dict() for h in history]}, indent=1))
     return {"out": str(out_file), "epochs": len(history), "simulated": executor.simulated,
+            "predicted": getattr(executor, "predicted", False), "executor": executor.label,
             "reward_first": history[0].reward_mean, "reward_last": history[-1].reward_mean,
             "curve": str(work_dir / CURVE_NAME)}

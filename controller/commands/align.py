@@ -1,7 +1,8 @@
-"""`mimesys align MODEL --traces T1.h5 [T2.h5 ...] (--fleet fleet.toml | --sim) -o MODEL2`
+"""`mimesys align MODEL --traces T1.h5 [T2.h5 ...] (--fleet fleet.toml | --sim | --forward FM) -o MODEL2`
 
 Execution-driven alignment (DDPO) of a trained model against real traces, executed by
-the agents of a fleet or by simulated agents (labelled simulated everywhere). Resumable:
+the agents of a fleet, by simulated agents (labelled simulated everywhere), or predicted by
+the host's forward model (labelled predicted: fast, and checked on agents before believed). Resumable:
 run the same command again to continue from the last checkpoint in --work-dir.
 """
 
@@ -47,6 +48,9 @@ def _pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:
 @click.option("--sim", "sim", is_flag=True, help="Simulated agents execute the rollouts. Results are SIMULATED.")
 @click.option("--sim-agents", type=click.IntRange(min=1), default=4, show_default=True,
               help="How many simulated agents (with --sim).")
+@click.option("--forward", "forward_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A forward model of the real host predicts the rollouts (`mimesys forward fit`): nothing is "
+                   "executed; results are predictions, and say so.")
 @output_option("out", "--out", required=True, type=click.Path(path_type=Path),
               help="Where to write the aligned model (same format as `mimesys train` writes).")
 @click.option("--epochs", type=int, default=None, help="Epochs to run in total (raising it continues a run).")
@@ -63,7 +67,7 @@ def _pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:
 @progress_option
 @json_option(help="Print only one JSON object on stdout: the aligned model, epochs, simulated or not, first and "
                   "last epoch's reward, the reward curve and the work directory (messages go to stderr).")
-def align(model, more_traces, traces, fleet_file, sim, sim_agents, out, epochs, preset, sets, weights,
+def align(model, more_traces, traces, fleet_file, sim, sim_agents, forward_dir, out, epochs, preset, sets, weights,
           work_dir, restart, seed, progress, as_json):
     """Align MODEL to real traces by executing its plans (DDPO); write the aligned model to OUT."""
     from controller.align.config import AlignConfig, preset as named_preset
@@ -71,8 +75,9 @@ def align(model, more_traces, traces, fleet_file, sim, sim_agents, out, epochs, 
     all_traces = list(traces) + list(more_traces)
     if not all_traces:
         raise click.UsageError("give at least one target trace: --traces T1.h5 [T2.h5 ...]")
-    if (fleet_file is None) == (not sim):
-        raise click.UsageError("choose exactly one executor: --fleet fleet.toml (real agents) or --sim (simulated)")
+    if (fleet_file is not None) + bool(sim) + (forward_dir is not None) != 1:
+        raise click.UsageError("choose exactly one executor: --fleet fleet.toml (real agents), --sim (simulated) "
+                               "or --forward FM (the host's forward model predicts)")
     try:
         overrides = named_preset(preset) if preset else {}
         overrides.update({k: _parse_value(v) for k, v in _pairs(sets, "--set")})
@@ -91,10 +96,11 @@ def align(model, more_traces, traces, fleet_file, sim, sim_agents, out, epochs, 
         work_dir = work_dir or out.with_name(out.name + ".align")
         summary = run_alignment(model_path=model, trace_paths=all_traces, out_path=out, config=cfg,
                                 fleet_file=fleet_file, sim_agents=sim_agents if sim else None,
-                                work_dir=work_dir, restart=restart, progress=progress)
+                                work_dir=work_dir, restart=restart, progress=progress, forward_dir=forward_dir)
     except MimesysError as e:
         raise click_error(e) from None
-    label = "SIMULATED agents" if summary["simulated"] else "real agents"
+    label = "SIMULATED agents" if summary["simulated"] else \
+        "PREDICTED by the forward model" if summary["predicted"] else "real agents"
     click.echo(f"aligned model: {summary['out']}  ({label}, {summary['epochs']} epochs)", err=as_json)
     click.echo(f"reward: first epoch {summary['reward_first']:.4f} -> last epoch {summary['reward_last']:.4f}",
                err=as_json)

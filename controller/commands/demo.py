@@ -10,17 +10,19 @@ failure is that command's own message) and re-implements none of them:
                    (the paced variants' rates come from them) and the host's probed peaks
   4. collect       `mimesys collect`: the host's solo profile, then a short novelty-guided campaign
   5. dataset       `mimesys dataset build`
-  6. train         `mimesys train` (a small model, CPU)
-  7. export        `mimesys export -o`
-  8. forward       `mimesys forward fit` (first order from the solo profile `collect` recorded
+  6. forward       `mimesys forward fit` (first order from the solo profile `collect` recorded
                    before round 0, correction from the samples) and `mimesys forward score`
-  9. import        `mimesys import` of a real trace from ../shared/traces onto this host
- 10. record        a real local application (gzip, sqlite, sort) run while
+  7. teach         `mimesys dataset teach`: the campaign's chains and synthetic phase/burst
+                   traces planned by the inverse planner, beside the measured samples
+  8. train         `mimesys train` (a small model, CPU) on the measured and taught samples
+  9. export        `mimesys export -o --forward`: the model, steered and finished by the forward model
+ 10. import        `mimesys import` of a real trace from ../shared/traces onto this host
+ 11. record        a real local application (gzip, sqlite, sort) run while
                    `mimesys-agent record` samples the host
- 11. evaluate      `mimesys evaluate`: generate plans for both traces with every planner the
+ 12. evaluate      `mimesys evaluate`: generate plans for both traces with every planner the
                    registry builds from the model, the forward model and the dataset, replay
                    each on the agent, DTW per metric, PNG overlays
- 12. summary       the DTW table and what took how long
+ 13. summary       the DTW table and what took how long
 
 A missing part stops the demo at preflight, naming it; no step is ever simulated or skipped
 silently. Everything lands under --output (default ./demo-out); the agent's temporary state is
@@ -72,6 +74,8 @@ REQUIRED_PARTS = {
     "baselines": "controller.planners.baselines:from_dataset",
     "agent-side generation": "mimesys.planners.diffusion:OnnxGenerator",
     "forward": "controller.commands.forward:forward",
+    "teach": "controller.teach:teach",
+    "steer": "mimesys.planners.steer:ForwardSteer",
     "planners": "mimesys.planners.registry:specs_for",
 }
 AGENT_CLI = "agentd.cli"
@@ -113,6 +117,8 @@ class DemoSettings:
     # fail it and the model would see a dozen, so the demo states and uses 0.25.
     spread_threshold: float = 0.25
     train_steps: int = 400              # optimizer steps of the small model (~0.2-0.4 s each here)
+    teach_synthetic: int = 100          # synthetic phase/burst traces the forward model teaches on (seconds)
+    taught_share: float = 0.5           # share of each training batch from taught samples
     train_batch: int = 64
     train_hidden: int = 64              # token width (the library default is 128)
     train_blocks: int = 2               # denoiser blocks (default 3)
@@ -440,23 +446,30 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
     with d.step("dataset", "training samples from the campaign"):
         d.run(CONTROLLER_CLI, ["dataset", "build", campaign, "-o", dataset], step="dataset")
 
-    model = out / "model"
-    with d.step("train", "a small conditional diffusion model on CPU") as rec:
-        d.run(CONTROLLER_CLI, ["train", dataset, "-o", model, "--steps", s.train_steps,
-                               "--batch-size", s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks,
-                               "--device", "cpu", "--seed", s.seed, "--overwrite"], step="train")
-        rec.detail = f"{model}"
-
-    onnx = out / "model-onnx"
-    with d.step("export", "ONNX graphs + manifest for agent-side generation") as rec:
-        d.run(CONTROLLER_CLI, ["export", model, "-o", onnx, "--overwrite"], step="export")
-        rec.detail = f"{onnx}"
-
     forward = out / "forward"
     with d.step("forward", "the forward model: first order from the campaign's solo profile, learned correction") as rec:
         d.run(CONTROLLER_CLI, ["forward", "fit", dataset, "-o", forward, "--overwrite"], step="forward")
         d.run(CONTROLLER_CLI, ["forward", "score", forward, dataset], step="forward")
         rec.detail = f"{forward}"
+
+    taught = out / "dataset-taught.h5"
+    with d.step("teach", "target-like traces planned by the inverse planner, as training samples") as rec:
+        d.run(CONTROLLER_CLI, ["dataset", "teach", dataset, "--forward", forward, "--synthetic", s.teach_synthetic,
+                               "-o", taught], step="teach")
+        rec.detail = f"{taught}"
+
+    model = out / "model"
+    with d.step("train", "a small conditional diffusion model on CPU, measured and taught samples") as rec:
+        d.run(CONTROLLER_CLI, ["train", taught, "-o", model, "--steps", s.train_steps,
+                               "--batch-size", s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks,
+                               "--device", "cpu", "--seed", s.seed, "--taught-share", s.taught_share, "--overwrite"],
+              step="train")
+        rec.detail = f"{model}"
+
+    onnx = out / "model-onnx"
+    with d.step("export", "ONNX graphs + manifest for agent-side generation, steered by the forward model") as rec:
+        d.run(CONTROLLER_CLI, ["export", model, "-o", onnx, "--forward", forward, "--overwrite"], step="export")
+        rec.detail = f"{onnx}"
 
     traces = out / "traces"
     imported = traces / "imported.h5"

@@ -18,14 +18,20 @@ from mimesys.exitstatus import click_error
 @click.option("--threads", type=int, default=1, show_default=True,
               help="ONNX Runtime intra-op threads recorded for agents (1 is fastest for this small model).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
-def export(model, onnx_dir, threads, overwrite):
+@click.option("--forward", "forward_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A forward model (`mimesys forward fit`) carried in the export: each sampling step is nudged "
+                   "toward the target by it and the plan finished by it (CPU matched, byte rates capped).")
+@click.option("--steer-weight", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
+              help="With --forward: share of a full gradient step per sampling step (0: finish only).")
+def export(model, onnx_dir, threads, overwrite, forward_dir, steer_weight):
     """Export MODEL (training output directory or model.pt) to ONNX."""
     from controller.export import export_onnx
 
     try:
-        m = export_onnx(model, onnx_dir, threads=threads, overwrite=overwrite)
+        m = export_onnx(model, onnx_dir, threads=threads, overwrite=overwrite, forward=forward_dir,
+                        steer_weight=steer_weight)
     except MimesysError as e:
         raise click_error(e) from e
     click.echo(json.dumps({"onnx_dir": str(onnx_dir), "metrics": len(m["metric_names"]), "threads": m["threads"],
                            "stressors": m["stressors"], "sampler": {k: m["sampler"][k] for k in ("steps", "guidance", "eta")},
-                           "parity": m["parity"]}))
+                           "parity": m["parity"], "steer": m.get("steer", {}).get("settings")}))

@@ -37,17 +37,21 @@ from mimesys.exitstatus import click_error
 @click.option("--metrics", default=None,
               help="Comma-separated dataset metrics to condition on: the ones the target traces will carry "
                    "(e.g. an importer's) [every usable metric].")
+@click.option("--taught-share", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Share of each batch drawn from the samples the forward model taught (`mimesys dataset teach`) "
+                   "[as they come].")
 @click.option("--resume", is_flag=True, help="Continue the run in --output (same dataset and config; --steps may grow).")
 @click.option("--overwrite", is_flag=True, help="Start over even if --output holds a model.")
 @progress_option
 def train(dataset, out, steps, batch_size, lr, hidden, blocks, no_prev_action, prev_obs, sample_steps,
-          guidance, seed, device, amp, cpu_threads, metrics, resume, overwrite, progress):
+          guidance, seed, device, amp, cpu_threads, metrics, taught_share, resume, overwrite, progress):
     """Train p(a_t | o_t, a_{t-1}, o_{t-1}) on DATASET and write the model to --output."""
     from controller.model.config import ModelConfig
     from controller.train import TrainConfig, train as run_training
 
     tc = {k: v for k, v in dict(steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=device,
-                                amp=amp, cpu_threads=cpu_threads).items() if v is not None}
+                                amp=amp, cpu_threads=cpu_threads, taught_share=taught_share).items()
+          if v is not None}
     if metrics:
         tc["metrics"] = tuple(m.strip() for m in metrics.split(",") if m.strip())
     mc = {k: v for k, v in dict(hidden=hidden, blocks=blocks, sample_steps=sample_steps,

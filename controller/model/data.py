@@ -36,12 +36,18 @@ class SampleArrays:
     action: np.ndarray
     prev_obs: np.ndarray
     obs: np.ndarray
+    source: np.ndarray | None = None   # uint8 [S]: 0 measured, 1 taught (controller/teach.py); None: all measured
 
     def __len__(self) -> int:
         return int(self.action.shape[0])
 
     def subset(self, idx: np.ndarray) -> "SampleArrays":
-        return SampleArrays(self.prev_action[idx], self.action[idx], self.prev_obs[idx], self.obs[idx])
+        return SampleArrays(self.prev_action[idx], self.action[idx], self.prev_obs[idx], self.obs[idx],
+                            None if self.source is None else self.source[idx])
+
+    def taught(self) -> np.ndarray:
+        """[S] bool: the samples taught by the forward model."""
+        return np.zeros(len(self), bool) if self.source is None else self.source == 1
 
     def batch(self, idx, device="cpu") -> TrainBatch:
         import torch   # here, not at import: the dataset baselines read samples without PyTorch
@@ -70,11 +76,21 @@ class TrainingData:
         return int(self.samples.action.shape[2])
 
     def split(self, val_fraction: float, seed: int) -> tuple[SampleArrays, SampleArrays]:
-        """Seeded random held-out split (at least one validation sample when S ≥ 2)."""
-        S = len(self.samples)
-        perm = np.random.default_rng(seed).permutation(S)
-        n_val = min(max(int(round(S * val_fraction)), 1 if S >= 2 and val_fraction > 0 else 0), S - 1)
-        return self.samples.subset(np.sort(perm[n_val:])), self.samples.subset(np.sort(perm[:n_val]))
+        """Seeded random held-out split (at least one validation sample when S ≥ 2), measured and
+        taught samples split apart (each keeps its share in both parts, so the measured held-out
+        loss is always there to read)."""
+        taught = self.samples.taught()
+        train, val = [], []
+        for group in (np.flatnonzero(~taught), np.flatnonzero(taught)):
+            S = len(group)
+            if not S:
+                continue
+            perm = group[np.random.default_rng(seed).permutation(S)]
+            n_val = min(max(int(round(S * val_fraction)), 1 if S >= 2 and val_fraction > 0 else 0), S - 1)
+            train.append(perm[n_val:])
+            val.append(perm[:n_val])
+        return (self.samples.subset(np.sort(np.concatenate(train))),
+                self.samples.subset(np.sort(np.concatenate(val))))
 
 
 def file_sha256(path: Path | str) -> str:
@@ -99,6 +115,7 @@ def load_training_data(path: Path | str, metrics: Sequence[str] | None = None) -
         if missing:
             raise ValidationError(f"{path}: dataset lacks {missing} (need /{', /'.join(REQUIRED)})")
         arr = {k: np.asarray(f[k][()], np.float32) for k in REQUIRED}
+        source = np.asarray(f["source"][()], np.uint8) if "source" in f else None
         try:
             specs = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [])]
             catalog_names = get_json(f.attrs, "catalog_names", [])
@@ -114,6 +131,8 @@ def load_training_data(path: Path | str, metrics: Sequence[str] | None = None) -
     if arr["action"].ndim != 3 or arr["prev_action"].shape != arr["action"].shape:
         raise ValidationError(f"{path}: /action {arr['action'].shape} and /prev_action "
                               f"{arr['prev_action'].shape} must both be [S, M, K]")
+    if source is not None and source.shape != (S,):
+        raise ValidationError(f"{path}: /source has shape {source.shape}, expected [{S}]")
     N = len(specs)
     for k in ("obs", "prev_obs"):
         if arr[k].shape != (S, N):
@@ -146,6 +165,7 @@ def load_training_data(path: Path | str, metrics: Sequence[str] | None = None) -
     if not keep:
         raise ValidationError(f"{path}: no metric is measured in the dataset; dropped: {dropped}")
     samples = SampleArrays(np.clip(arr["prev_action"], 0, 1), np.clip(arr["action"], 0, 1),
-                           arr["prev_obs"][:, keep], arr["obs"][:, keep])
+                           arr["prev_obs"][:, keep], arr["obs"][:, keep],
+                           source)
     return TrainingData(samples, [specs[i] for i in keep], dropped, list(catalog_names), catalog_hash,
                         fingerprint, window_s, simulated, file_sha256(path), str(path))

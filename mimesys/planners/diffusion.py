@@ -15,6 +15,12 @@ batch of 2 per step. At the export's default settings the fused sampler graph do
 same in one ONNX Runtime call per window (no per-step Python); both paths draw x_T and
 the step noise the same way from the seed, so they produce the same plan.
 
+An export may carry the forward model it was taught with (`steer` in the manifest, the model
+in a subdirectory; `mimesys export --forward`): each DDIM step's predicted composition is then
+nudged toward the target by the forward model's gradient and the plan finished by it
+(planners/steer.py), on the stepwise path; `steer_weight` overrides the manifest's weight
+(0: the model's own sample, finished).
+
 Input metrics are matched by name. A model metric the trace lacks, or a NaN in a window,
 is filled with the training mean inside the encoder graph (with its "missing" mask bit),
 and the plan's provenance says which metrics and how many windows (and `fused_graph`,
@@ -65,7 +71,8 @@ class OnnxGenerator:
     name = "diffusion"
 
     def __init__(self, model_dir: Path | str, *, threads: int | None = None, steps: int | None = None,
-                 guidance: float | None = None, eta: float | None = None, force_stepwise: bool = False):
+                 guidance: float | None = None, eta: float | None = None, force_stepwise: bool = False,
+                 steer_weight: float | None = None):
         import onnxruntime as ort
 
         self.model_dir = Path(model_dir)
@@ -111,6 +118,31 @@ class OnnxGenerator:
             self._enc_inputs = {i.name for i in self._enc.get_inputs()}
         except Exception as e:  # onnxruntime raises its own exception types (Fail, InvalidGraph, NoSuchFile, ...)
             raise ValidationError(f"{self.model_dir}: cannot load ONNX graphs: {e}") from e
+        self.steer = self._load_steer(m.get("steer"), steer_weight)
+        if self.steer is not None:
+            self._fused = None      # the nudge runs between the denoiser's steps
+
+    def _load_steer(self, spec: dict | None, weight: float | None):
+        """The forward model the export carries (manifest `steer`), or None."""
+        if not spec:
+            return None
+        from dataclasses import replace
+
+        from ..forward.model import load_forward_model
+        from .steer import ForwardSteer, SteerSettings
+        where = self.model_dir / str(spec.get("forward", ""))
+        if not where.resolve().is_relative_to(self.model_dir.resolve()) or where.resolve() == self.model_dir.resolve():
+            raise ValidationError(f"{self.model_dir}: manifest steer.forward must name a subdirectory of the export")
+        fm = load_forward_model(where)
+        if list(fm.catalog_names) != self.catalog_names or int(fm.threads) != self.threads:
+            raise ValidationError(f"{where}: the forward model was made for another catalog or thread count "
+                                  f"than the diffusion model")
+        settings = SteerSettings.from_dict(spec.get("settings") or {})
+        if weight is not None:
+            if weight < 0:
+                raise ValidationError(f"steer weight must be ≥ 0, got {weight}")
+            settings = replace(settings, weight=float(weight))
+        return ForwardSteer(fm, settings)
 
     @staticmethod
     def _step_coefficients(ab_t, ab_p, eta):
@@ -121,6 +153,11 @@ class OnnxGenerator:
             out.append((math.sqrt(a_t), math.sqrt(1 - a_t), math.sqrt(a_p),
                         math.sqrt(max(1 - a_p - sigma ** 2, 0.0)), sigma))
         return out
+
+    @property
+    def forward(self):
+        """The forward model the export carries (its idle profile serves the activity guard), or None."""
+        return None if self.steer is None else self.steer.forward
 
     # -- one window -------------------------------------------------------------
     @property
@@ -136,10 +173,13 @@ class OnnxGenerator:
         return x_T, noise
 
     def sample_window(self, target: np.ndarray, prev_obs: np.ndarray, prev_action: np.ndarray,
-                      rng: np.random.Generator) -> np.ndarray:
-        """target, prev_obs [N] raw (NaN allowed); prev_action [M, K] -> composition [M, K] (valid)."""
+                      rng: np.random.Generator, nudge: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+        """target, prev_obs [N] raw (NaN allowed); prev_action [M, K] -> composition [M, K] (valid).
+        nudge: moves a predicted composition [M, K] at each step (the steer), on the stepwise path."""
         x_T, noise = self.draw_noise(rng)
         f32 = np.float32
+        if nudge is not None:
+            return self.sample_window_stepwise(target, prev_obs, prev_action, x_T, noise, nudge=nudge)
         if self._fused is not None:
             feed = {"target_obs": target[None].astype(f32), "prev_obs": prev_obs[None].astype(f32),
                     "prev_action": prev_action[None].astype(f32), "x_T": x_T, "step_noise": noise}
@@ -147,8 +187,9 @@ class OnnxGenerator:
             return project_to_valid(self._fused.run(None, feed)[0][0])
         return self.sample_window_stepwise(target, prev_obs, prev_action, x_T, noise)
 
-    def sample_window_stepwise(self, target, prev_obs, prev_action, x_T, noise=None) -> np.ndarray:
-        """The NumPy DDIM loop over the encoder and denoiser graphs (any steps/guidance/η)."""
+    def sample_window_stepwise(self, target, prev_obs, prev_action, x_T, noise=None, nudge=None) -> np.ndarray:
+        """The NumPy DDIM loop over the encoder and denoiser graphs (any steps/guidance/η), the
+        predicted composition moved by `nudge` at each step when given."""
         w = self.settings.guidance
         guided = w != 1.0
         f32 = np.float32
@@ -172,6 +213,9 @@ class OnnxGenerator:
             e = eps[1:2] + w * (eps[0:1] - eps[1:2]) if guided else eps
             sa, s1a, sp, dir_c, sigma = self._coef[i]
             x0 = np.clip((x - s1a * e) / sa, lo, hi)
+            if nudge is not None:
+                a0 = nudge(project_to_valid(self.offset + self.scale * x0[0]))
+                x0 = np.clip((np.asarray(a0, np.float64)[None] - self.offset) / self.scale, lo, hi)
             e = (x - sa * x0) / s1a
             x = sp * x0 + dir_c * e
             if sigma > 0:
@@ -190,14 +234,23 @@ class OnnxGenerator:
         comps = np.zeros((trace.T, self.stressors, self.threads), np.float32)
         prev_a = np.zeros((self.stressors, self.threads), np.float32)
         prev_o = np.full(len(self.metric_names), np.nan, np.float32)
+        steer = self.steer
+        goal = steer.prepare(trace.select(steer.forward.metric_names)) if steer is not None else None
         for t in range(trace.T):
-            comps[t] = prev_a = self.sample_window(values[t], prev_o, prev_a, rng)
+            nudge = None
+            if steer is not None and steer.settings.weight > 0:
+                nudge = lambda a, t=t: steer.nudge(a, t, goal)  # noqa: E731
+            comps[t] = prev_a = self.sample_window(values[t], prev_o, prev_a, rng, nudge=nudge)
             prev_o = values[t]
             if progress is not None:
                 progress(t + 1, trace.T)
+        busy = None
+        if steer is not None:
+            comps, busy = steer.finish(comps, goal)
         return Plan(comps, list(self.catalog_names), self.catalog_hash, window_s=self.window_s, seed=int(seed),
                     provenance=self._provenance(trace, report, seed),
-                    host_fingerprint=dict(self.manifest.get("training_host_fingerprint") or {})).validate()
+                    host_fingerprint=dict(self.manifest.get("training_host_fingerprint") or {}),
+                    core_busy_target=busy).validate()
 
     def _provenance(self, trace: Trace, report: dict, seed: int) -> dict:
         mm = self.manifest.get("model", {})
@@ -207,6 +260,7 @@ class OnnxGenerator:
             "model_sha256": mm.get("sha256"), "model_git_revision": mm.get("git_revision"),
             "sampler": {"steps": self.settings.steps, "guidance": self.settings.guidance, "eta": self.settings.eta},
             "fused_graph": self.fused,
+            "steer": None if self.steer is None else self.steer.settings.to_dict(),
             "seed": int(seed), "trace_windows": trace.T, "trace_provenance": trace.provenance,
             "trace_simulated": bool(trace.simulated),
             "simulated_training_data": bool(self.manifest.get("simulated_training_data", False)),

@@ -1,0 +1,120 @@
+"""The forward model steering a sampler: what a diffusion model's plan is nudged and finished by.
+
+A diffusion model proposes each window's composition by denoising; the forward model knows
+what a composition does to the host. `ForwardSteer` joins them the way classifier guidance
+joins a generator and a differentiable critic (Dhariwal & Nichol 2021; on the predicted clean
+sample, as Chung et al. 2023 and Bansal et al. 2023 do): at each DDIM step the predicted
+composition â₀ is moved down the gradient of the forward model's predicted error against the
+target window,
+
+    E(a) = Σ_n w_n ((f(a)_n − o_n) / s_n)² + λ_idle Σ a
+
+with f the first-order model (linear in a once its contention factors are fixed at â₀: the
+part that is cheap and exact to differentiate), s_n the target's own range and w_n the metrics
+the inverse planner fits. The step is the inverse planner's majorized one (a Jacobi step per
+stressor and thread, so one unit of `weight` never overshoots), projected back onto the valid
+set, on the stressors the no-invented-activity rule allows in that window only.
+
+After sampling, the plan is finished as the inverse planner finishes its own: every byte rate
+capped at the target's level plus the host's noise (`activity.cap_to_target`: a plan may not
+write 1 GB/s where the target wrote 20 MB/s, busy or not), each core brought to the target's
+busy fraction (`InversePlanner.match_cpu`), segments rounded to what a stressor can run, and
+the plan names each core's busy fraction for the runner to hold (`core_busy_target`).
+
+The denoiser is what decides *which* stressors and in what shape a window is made; the
+forward model only corrects magnitudes. With weight 0 and no finishing the model's own
+plan comes out (the ablation's "without guidance" row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import activity
+from ..forward.model import ForwardModel
+from .base import project_to_valid
+from .inverse import InversePlanner
+
+
+@dataclass(frozen=True)
+class SteerSettings:
+    weight: float = 1.0          # share of a full majorized step per DDIM step (0: no guidance)
+    inner_steps: int = 2         # gradient steps per DDIM step
+    finish: bool = True          # magnitude cap, CPU matching, rounding, held core busy fraction
+
+    def to_dict(self) -> dict:
+        return {"weight": self.weight, "inner_steps": self.inner_steps, "finish": self.finish}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SteerSettings":
+        return cls(float(d.get("weight", 1.0)), int(d.get("inner_steps", 2)), bool(d.get("finish", True)))
+
+
+@dataclass
+class SteerTarget:
+    """What the steer needs of one target, decided once from the whole trace."""
+
+    values: np.ndarray     # [T, N] in the forward model's metric order, NaN where absent
+    y: np.ndarray          # [T, N] scaled target (0 where absent)
+    w: np.ndarray          # [T, N] fitted-metric weights (0 where absent)
+    allowed: np.ndarray    # [T, M] stressors each window may use
+    gs: np.ndarray         # [M, K, N] gains in the target's scale
+    idle_s: np.ndarray     # [N] the host's idle level in the target's scale
+    lam: np.ndarray        # [M, K] idle cost per unit
+    inv_d: np.ndarray      # [M, K] Jacobi step sizes
+
+
+class ForwardSteer:
+    def __init__(self, forward: ForwardModel, settings: SteerSettings | None = None):
+        self.forward = forward
+        self.settings = settings or SteerSettings()
+        self.inverse = InversePlanner(forward)
+
+    def prepare(self, values: np.ndarray) -> SteerTarget:
+        """values [T, N] in the forward model's metric order."""
+        inv, first = self.inverse, self.forward.first
+        scales = inv.target_scales(values)
+        weights = inv.weights.copy()
+        if any(np.isfinite(values[:, n]).any() for n, _ in inv._cores) and "cpu.util" in first.metric_names:
+            weights[first.metric_names.index("cpu.util")] = 0.0   # the cores say it, one by one
+        w = (np.isfinite(values) & (weights > 0)) * weights
+        gs = first.gain / scales
+        lam = np.repeat((inv.settings.idle_weight * inv.cost(values))[:, None], first.K, axis=1)
+        # the Gershgorin bound on each row of 2 Gᵀ diag(w) G at the trace's largest weights (as the
+        # inverse planner's FISTA): a step of weight 1 never overshoots in any window
+        absg = np.abs(gs).reshape(first.M * first.K, first.N) * np.sqrt(w.max(axis=0, initial=0.0))
+        curv = 2.0 * (absg @ absg.sum(axis=0)) + 1e-9
+        return SteerTarget(values, np.nan_to_num(values / scales, nan=0.0), w, inv.allowed(values), gs,
+                           first.idle / scales, lam, (1.0 / curv).reshape(first.M, first.K))
+
+    def nudge(self, a: np.ndarray, t: int, target: SteerTarget) -> np.ndarray:
+        """a [M, K] (a composition, valid) -> a moved toward window t's target."""
+        s = self.settings
+        if s.weight <= 0:
+            return a
+        first = self.forward.first
+        keep = target.allowed[t][:, None]
+        a = np.asarray(a, np.float64) * keep
+        for _ in range(max(1, s.inner_steps)):
+            e = first.effective(a[None])
+            phi = first.group_scale(e)[0]                                    # [N]
+            pred = target.idle_s + phi * np.einsum("mk,mkn->n", e[0], target.gs)
+            r = (pred - target.y[t]) * target.w[t]                           # [N]
+            grad = 2.0 * np.einsum("n,mkn->mk", r * phi, target.gs) + target.lam
+            a = project_to_valid((a - s.weight * target.inv_d * grad) * keep).astype(np.float64)
+        return a.astype(np.float32)
+
+    def finish(self, compositions: np.ndarray, target: SteerTarget) -> tuple[np.ndarray, np.ndarray | None]:
+        """compositions [T, M, K] -> (finished compositions, core_busy_target [T, K] or None)."""
+        if not self.settings.finish:
+            return compositions, None
+        inv, first = self.inverse, self.forward.first
+        values = target.values
+        a = np.asarray(compositions, np.float64) * target.allowed[:, :, None]
+        a, _ = activity.cap_to_target(a, values, first.metric_names, first.units, np.asarray(first.idle, np.float64),
+                                      inv._margins, first.response)
+        a = inv.round_to_quanta(inv.match_cpu(inv.round_to_quanta(a), values, target.allowed))
+        busy = inv.core_busy_target(values) if inv.settings.hold_core_busy else None
+        return project_to_valid(a), busy
