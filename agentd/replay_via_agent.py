@@ -16,6 +16,8 @@ from mimesys import wire
 from mimesys.errors import AuthError, ConfigError, MimesysError, ValidationError
 from mimesys.fsutil import atomic_write_bytes
 
+from .runas import interrupt
+
 MAX_REPLY = 1 << 30   # a trace.h5 of a long run; the agent bounds what it writes
 
 
@@ -105,8 +107,8 @@ async def replay_via_agent(cfg, plan, command: list[str], repetitions: int, seed
                     await asyncio.gather(follow, return_exceptions=True)
                     await _cancel_run(s, url, ssl_arg, run_id)
                     proc = live["proc"]
-                    if proc is not None and proc.returncode is None:
-                        proc.send_signal(signal.SIGINT)
+                    if proc is not None:
+                        interrupt(proc)
                     end = {"state": "interrupted", "error": "interrupted (SIGINT/SIGTERM)"}
                 else:
                     try:

@@ -104,6 +104,60 @@ def test_run_as_runs_the_command_unprivileged(tmp_path, sim_cfg, catalog):
     assert r.returncode == 2 and "--run-as" in r.stderr
 
 
+# The wrapped command reports its session, controlling terminal (tty_nr, 0: none), stdin and environment.
+SESSION_PROBE = 'set -- $(cat /proc/$$/stat); echo "pid=$1 sid=$6 tty=$7 stdin=$(readlink /proc/$$/fd/0)"; env'
+
+
+def _replay_on_a_terminal(cfg, plan_path, *args):
+    """Replay around SESSION_PROBE from a session whose controlling terminal is a fresh pty (as
+    root's shell would be), with root's secrets in the environment; -> (probe line, its environment)."""
+    import fcntl
+    import termios
+    master, slave = os.openpty()
+    env = {**ENV, "MIMESYS_TOKEN": "root-api-token", "SSH_AUTH_SOCK": "/tmp/ssh-root/agent.1",
+           "KRB5CCNAME": "FILE:/tmp/krb5cc_0", "SUDO_USER": "admin", "SUDO_COMMAND": "/bin/bash",
+           "LANG": "C.UTF-8", "LC_TIME": "C", "TERM": "xterm", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    try:
+        r = subprocess.run([str(c) for c in AGENT + ["replay", "--config", cfg, plan_path, "--no-record", *args,
+                                                     "--", "sh", "-c", SESSION_PROBE]],
+                           stdin=slave, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+                           start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert r.returncode == 0, r.stdout + r.stderr
+    probe = re.search(r"pid=(\d+) sid=(\d+) tty=(\d+) stdin=(\S*)", r.stdout)
+    assert probe, r.stdout
+    env = dict(line.split("=", 1) for line in r.stdout.splitlines()
+               if re.match(r"[A-Za-z_][A-Za-z0-9_]*=", line) and not line.startswith("pid="))
+    return probe, env
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--run-as needs root")
+def test_run_as_gives_the_command_no_terminal_no_stdin_and_only_allow_listed_variables(tmp_path, sim_cfg, catalog):
+    """Finding 2 of issue 41: a process of the user must not be able to type into root's shell
+    (TIOCSTI needs the terminal to be its controlling one) nor read root's secrets."""
+    plan(catalog, [[0.3, 0.3]] * 2).write(tmp_path / "p.h5")
+    # the harness: without --run-as the command has the replay's terminal (and the caller's environment)
+    probe, env = _replay_on_a_terminal(sim_cfg, tmp_path / "p.h5")
+    assert probe[3] != "0" and probe[4].startswith("/dev/pts/") and env["MIMESYS_TOKEN"] == "root-api-token"
+    nobody = pwd.getpwnam("nobody")
+    probe, env = _replay_on_a_terminal(sim_cfg, tmp_path / "p.h5", "--run-as", "nobody")
+    pid, sid, tty, stdin = probe.groups()
+    assert pid == sid and tty == "0" and stdin == "/dev/null", probe[0]
+    assert set(env) - {"PWD", "SHLVL", "_", "OLDPWD"} == {"PATH", "LANG", "LC_TIME", "TERM", "HOME", "USER", "LOGNAME",
+                                                          "SHELL"}, env
+    assert (env["HOME"], env["USER"], env["LOGNAME"], env["SHELL"]) == (nobody.pw_dir, "nobody", "nobody",
+                                                                        nobody.pw_shell)
+    assert env["PATH"] == "/usr/sbin:/usr/bin:/sbin:/bin" and env["LC_TIME"] == "C"
+    # stdin only when asked, and still no controlling terminal
+    probe, env = _replay_on_a_terminal(sim_cfg, tmp_path / "p.h5", "--run-as", "nobody", "--pass-stdin")
+    pid, sid, tty, stdin = probe.groups()
+    assert pid == sid and tty == "0" and stdin.startswith("/dev/pts/"), probe[0]
+    r = run(AGENT + ["replay", "--config", sim_cfg, tmp_path / "p.h5", "--pass-stdin", "--", "true"])
+    assert r.returncode == 2 and "--pass-stdin is for --run-as" in r.stderr
+
+
 # The wrapped command reports who it is, who its parent (the replay) is, and the replay's other
 # children (the runner): uid and effective capabilities from /proc, one line each.
 PROBE = r"""#!/bin/sh

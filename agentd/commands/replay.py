@@ -55,7 +55,10 @@ from ._common import config_options, friendly_errors, load
 @click.option("--textfile-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write mimesys_replay.prom there after every window (node_exporter's textfile collector).")
 @click.option("--run-as", "run_as", metavar="USER[:GROUP]", default=None,
-              help="Run the command as this user (root only); the plan keeps this process's privileges.")
+              help="Run the command as this user (root only), in a session of its own with an allow-listed "
+                   "environment; the plan keeps this process's privileges.")
+@click.option("--pass-stdin", is_flag=True,
+              help="With --run-as: give the command this process's stdin (default: /dev/null).")
 @click.option("--strict", is_flag=True,
               help="Refuse a plan made for other hardware (default: a warning naming what differs).")
 @click.option("--fold-threads", is_flag=True,
@@ -69,7 +72,7 @@ from ._common import config_options, friendly_errors, load
                   "command's own stdout go to stderr.")
 @friendly_errors
 def replay(config_path, backend, plan_path, command, output, no_record, csv_path, repetitions, seed, progress,
-           textfile_dir, run_as, strict, fold_threads, via_agent, as_json):
+           textfile_dir, run_as, pass_stdin, strict, fold_threads, via_agent, as_json):
     """Execute PLAN on this host, optionally around `-- CMD ARGS...`."""
     from mimesys.errors import ValidationError
     from mimesys.plan import Plan
@@ -80,13 +83,16 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
     who = parse_run_as(run_as) if run_as else None
     if who is not None and not command:
         raise click.UsageError("--run-as names who runs the command after `--`; there is none")
+    if pass_stdin and who is None:
+        raise click.UsageError("--pass-stdin is for --run-as (without it the command has this process's stdin)")
     if via_agent and textfile_dir is not None:
         raise click.UsageError("--textfile-dir with --via-agent: the agent publishes /metrics itself")
 
     say = functools.partial(click.echo, err=as_json)
 
     async def spawn(cmd):
-        kw = {"env": who.env(dict(os.environ)), **who.subprocess_kw()} if who is not None else {}
+        kw = ({"env": who.env(dict(os.environ)), **who.subprocess_kw(stdin=pass_stdin)} if who is not None
+              else {})
         if as_json:   # stdout is the summary's alone: the command writes its own to stderr
             kw["stdout"] = stderr_fd()
         try:
@@ -288,7 +294,8 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
                     await asyncio.wait({ended, stopper, work}, return_when=asyncio.FIRST_COMPLETED)
                     if not ended.done():
                         if stop.is_set():   # Ctrl-C: pass it on to the command and wait for it
-                            proc.send_signal(signal.SIGINT)
+                            from ..runas import interrupt
+                            interrupt(proc)
                         await ended
                     cmd_wall = time.monotonic() - cmd_started
                 started.cancel()
