@@ -133,11 +133,70 @@ def test_maintainer_scripts_are_valid_shell_with_the_debhelper_token():
         assert out.returncode == 0, f"{name}: {out.stderr}"
     postinst = (DEBIAN / "mimesys-agent.postinst").read_text()
     assert "adduser --quiet --system" in postinst and "chmod 0640" in postinst   # token: group mimesys reads it
-    assert 'install -d -m 2770 -o mimesys -g mimesys "$STATE/replay"' in postinst
+    assert '"$STATE" 0750:runs 0750:scratch 0750:model 2770:replay' in postinst
     assert "rm -rf /var/lib/mimesys" in (DEBIAN / "mimesys-agent.postrm").read_text()
     for script in ("build-deb.sh", "check-deb.sh", "test-install.sh", "with-agent-bin.sh", "find-runner.sh"):
         out = subprocess.run(["bash", "-n", str(ROOT / "packaging" / script)], capture_output=True, text=True)
         assert out.returncode == 0, f"{script}: {out.stderr}"
+
+
+def postinst_function(name: str) -> str:
+    """One shell function of the postinst, to run alone (the rest of it changes the host)."""
+    m = re.search(rf"^{name}\(\) {{.*?^}}$", (DEBIAN / "mimesys-agent.postinst").read_text(), re.S | re.M)
+    assert m, f"no function {name} in the postinst"
+    return m[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root (chown, setpriv)")
+def test_postinst_state_dirs_follow_no_symlink_the_mimesys_user_planted():
+    """Issue 41, finding 3: `ln -s /usr/lib/mimesys /var/lib/mimesys/model` by the mimesys user
+    got root's runner directory chowned to mimesys at the next configure. Run here on a temporary
+    state directory, a throwaway uid standing for mimesys."""
+    import tempfile
+    uid = gid = 64000 + os.getpid() % 1000
+    top = Path(tempfile.mkdtemp(prefix="mimesys-postinst-"))   # root's, and mimesys may traverse it
+    top.chmod(0o755)
+    state, lib = top / "state", top / "lib"
+    fn = postinst_function("state_dirs")
+
+    def configure(state_dir=state):
+        return subprocess.run(["sh", "-ec", fn + '\nstate_dirs "$@"', "sh", str(uid), str(gid), str(state_dir),
+                               "0750:runs", "0750:scratch", "0750:model", "2770:replay"],
+                              capture_output=True, text=True, timeout=30)
+
+    def owner_mode(p: Path):
+        st = p.lstat()
+        return st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)
+
+    try:
+        lib.mkdir(mode=0o755)
+        (lib / "mimesys-runner").write_text("#!/bin/sh\n")
+        r = configure()
+        assert r.returncode == 0, r.stderr
+        assert owner_mode(state) == (uid, gid, "0o750")
+        for name, mode in (("runs", "0o750"), ("scratch", "0o750"), ("model", "0o750"), ("replay", "0o2770")):
+            assert owner_mode(state / name) == (uid, gid, mode), name
+        # the mimesys user plants a symlink to root's directory; root made runs/ by hand meanwhile
+        (state / "model").rmdir()
+        (state / "model").symlink_to(lib)
+        os.lchown(state / "model", uid, gid)
+        os.chown(state / "runs", 0, 0)
+        r = configure()
+        assert r.returncode == 0, r.stderr
+        assert f"{state}/model is a symlink: left as it is, not followed" in r.stderr
+        assert owner_mode(lib) == (0, 0, "0o755") and owner_mode(lib / "mimesys-runner")[:2] == (0, 0)
+        assert owner_mode(state / "runs") == (uid, gid, "0o750")
+        # the state directory itself: never through a symlink, nor in a parent root does not own
+        state.rename(top / "moved")
+        state.symlink_to(lib)
+        r = configure()
+        assert r.returncode != 0 and "is a symlink or its parent is not root's" in r.stderr
+        os.chown(top / "moved", uid, gid)
+        r = configure(top / "moved" / "state")
+        assert r.returncode != 0 and "is a symlink or its parent is not root's" in r.stderr
+        assert not (top / "moved" / "state").exists() and owner_mode(lib) == (0, 0, "0o755")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed (make setup installs systemd)")
