@@ -97,6 +97,7 @@ class ScriptedGroup(click.Group):
 
 def click_error(e: MimesysError) -> click.ClickException:
     """A MimesysError as a one-line click error that keeps its exit status."""
-    err = click.ClickException(str(e))
+    from .terminal import printable
+    err = click.ClickException(printable(e, multiline=True))   # messages quote names from files
     err.exit_code = getattr(e, "exit_status", ERROR)
     return err

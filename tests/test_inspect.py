@@ -160,3 +160,46 @@ def test_dumps_is_json(catalog):
     a[0, 0, 2] = 0.125
     text = dumps(to_json(Plan.from_catalog(a, catalog)))
     assert json.loads(text)["threads"][2]["phases"][0] == {"windows": 1, "run": {catalog.stressors[0].name: 0.125}}
+
+
+# A cursor move, a window title (OSC ... BEL), an 8-bit CSI and a bidirectional override.
+HOSTILE = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202e"
+
+
+def test_printable_escapes_what_a_terminal_would_obey():
+    from mimesys.terminal import printable
+    assert printable("cpu.util é 中\u00a0x") == "cpu.util é 中\u00a0x"
+    assert printable(HOSTILE) == "\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202e"
+    assert printable("a\nb") == "a\\nb" and printable("a\nb\x1b", multiline=True) == "a\nb\\x1b"
+    assert printable(7) == "7"
+
+
+def test_plan_and_trace_strings_reach_the_terminal_escaped(tmp_path, sim_cfg, catalog):
+    """Issue 41, finding 10: names, provenance and fingerprints from a plan or trace handed over
+    were printed raw by `plan show`, `trace info` and `replay`."""
+    from mimesys.metrics import MetricSpec
+    a = np.zeros((2, len(catalog), 1), np.float32)
+    a[:, catalog.index("cpu_int_crc32"), 0] = 0.3
+    fp = {"simulated": True, "cpu_model": "cpu" + HOSTILE, "cores": 64, "memory_B": 2**40}
+    Plan.from_catalog(a, catalog, window_s=0.2, provenance={"by": "by" + HOSTILE}, host_fingerprint=fp,
+                      ).write(tmp_path / "p.h5")
+    names = [n if n != "cpu_int_crc32" else n + HOSTILE for n in catalog.names]
+    Plan(a, names, catalog.hash, window_s=0.2).write(tmp_path / "named.h5")
+    Trace(values=np.zeros((2, 1), np.float32), metrics=[MetricSpec("m" + HOSTILE, "u" + HOSTILE)], window_s=1.0,
+          provenance={"kind": "k" + HOSTILE}).write(tmp_path / "t.h5")
+    outs = [run("plan", "show", tmp_path / "p.h5"), run("plan", "show", tmp_path / "named.h5"),
+            run("trace", "info", tmp_path / "t.h5"),
+            run("replay", "--config", sim_cfg, tmp_path / "p.h5", "--no-record"),            # warning
+            run("replay", "--config", sim_cfg, tmp_path / "p.h5", "--no-record", "--strict"),  # error
+            run("replay", "--config", sim_cfg, tmp_path / "named.h5", "--no-record")]         # error
+    for r in outs:
+        text = r.stdout + r.stderr
+        assert not any(c in text for c in "\x1b\x07\x9b\u202e"), repr(text)
+    escaped = "\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202e"
+    assert f"by: by{escaped}" in outs[0].stdout and f"made for: cpu{escaped}, 64 CPUs" in outs[0].stdout
+    assert f"cpu_int_crc32{escaped}" in outs[1].stdout
+    assert f"kind: k{escaped}" in outs[2].stdout and f"m{escaped}" in outs[2].stdout
+    assert f"u{escaped}" in outs[2].stdout
+    assert outs[3].returncode == 0 and f"cpu_model: cpu{escaped} (plan)" in outs[3].stderr, outs[3].stderr
+    assert outs[4].returncode == 1 and f"cpu_model: cpu{escaped} (plan)" in outs[4].stderr, outs[4].stderr
+    assert outs[5].returncode != 0 and "\\x1b" in outs[5].stdout + outs[5].stderr, outs[5].stdout

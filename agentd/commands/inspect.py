@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from mimesys.cliopts import json_option
+from mimesys.terminal import printable
 
 from ._common import friendly_errors
 
@@ -51,17 +52,19 @@ def trace_info(path, as_json):
     if as_json:
         click.echo(json.dumps(doc, indent=1, default=str))
         return
-    click.echo(f"{path}: {tr.T} windows x {tr.window_s:g} s = {tr.T * tr.window_s:g} s"
+    # Names, units and provenance are the file's: printable() before they reach the terminal.
+    click.echo(f"{printable(path)}: {tr.T} windows x {tr.window_s:g} s = {tr.T * tr.window_s:g} s"
                + ("  [SIMULATED host]" if tr.simulated else ""))
     click.echo(f"started: {_when(tr.started_unix_s)}")
     kind = tr.provenance.get("kind") or tr.provenance.get("by") or "?"
-    click.echo(f"kind: {kind}; {len(tr.metrics)} metrics")
+    click.echo(f"kind: {printable(kind)}; {len(tr.metrics)} metrics")
     click.echo(f"  {'metric':34s} {'unit':10s} {'measured':>9s} {'mean':>12s} {'max':>12s}")
     for m in metrics:
         mean = "-" if m["mean"] is None else f"{m['mean']:.4g}"
         mx = "-" if m["max"] is None else f"{m['max']:.4g}"
         note = "" if m["availability"] in ("available", "Availability.AVAILABLE") else f"  ({m['availability']})"
-        click.echo(f"  {m['name']:34s} {m['unit']:10s} {m['measured_windows']:9d} {mean:>12s} {mx:>12s}{note}")
+        click.echo(f"  {printable(m['name']):34s} {printable(m['unit']):10s} {m['measured_windows']:9d} {mean:>12s} "
+                   f"{mx:>12s}{printable(note)}")
 
 
 @trace.command("csv")
@@ -79,7 +82,8 @@ def trace_csv(path, output):
         return
     import csv
     w = csv.writer(sys.stdout)
-    w.writerow(["window", "start_s"] + tr.names)
+    # The names are the file's: escaped on a terminal, written as they are into a pipe.
+    w.writerow(["window", "start_s"] + ([printable(n) for n in tr.names] if sys.stdout.isatty() else tr.names))
     for t in range(tr.T):
         start = "" if tr.window_start_ns is None else f"{tr.window_start_ns[t] / 1e9:.6f}"
         w.writerow([t, start] + ["" if np.isnan(x) else f"{x:.6g}" for x in tr.values[t]])
@@ -130,7 +134,7 @@ def trace_plot(path, output, metrics):
     # The temporary name has no suffix: the format is the output's (matplotlib's default png).
     atomic_write_with(output, lambda tmp: fig.savefig(tmp, dpi=90, format=output.suffix[1:].lower() or "png"))
     plt.close(fig)
-    click.echo(f"plot: {output}")
+    click.echo(f"plot: {printable(output)}")
 
 
 @click.group("plan")
@@ -155,13 +159,15 @@ def plan_show(path, as_json):
     if as_json:
         click.echo(json.dumps(doc, indent=1, default=str))
         return
-    click.echo(f"{path}: {p.T} windows x {p.window_s:g} s, {p.K} thread(s), seed {p.seed}, catalog {p.catalog_hash}")
-    click.echo(f"made for: {doc['host']}")
-    click.echo(f"by: {_by_line(p.provenance)}")
+    # Names, hash, host and provenance are the file's: printable() before they reach the terminal.
+    click.echo(f"{printable(path)}: {p.T} windows x {p.window_s:g} s, {p.K} thread(s), seed {printable(p.seed)}, "
+               f"catalog {printable(p.catalog_hash)}")
+    click.echo(f"made for: {printable(doc['host'])}")
+    click.echo(f"by: {printable(_by_line(p.provenance))}")
     click.echo("mean share of each window, per thread:")
     click.echo(f"  {'stressor':28s} " + " ".join(f"{'t' + str(k):>6s}" for k in range(p.K)))
     for name, shares in doc["stressors"].items():
-        click.echo(f"  {name:28s} " + " ".join(f"{s:6.3f}" for s in shares))
+        click.echo(f"  {printable(name):28s} " + " ".join(f"{s:6.3f}" for s in shares))
     click.echo(f"  {'(busy)':28s} " + " ".join(f"{s:6.3f}" for s in doc["busy_share_per_thread"]))
 
 

@@ -35,6 +35,7 @@ import click
 import numpy as np
 
 from mimesys.cliopts import json_option, progress_option, stderr_fd
+from mimesys.terminal import printable
 
 from ._common import config_options, friendly_errors, load
 
@@ -108,9 +109,10 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
         result = asyncio.run(replay_via_agent(cfg, plan, command, repetitions, seed, output=output, spawn=spawn,
                                               prepare=prepare))
         result.setdefault("plan_windows", plan.T)
+        # run id, state and error are the agent's words: printable() before they reach the terminal
         say(f"workload: {result['windows']} windows executed by the agent at {result['agent']} "
-            f"(run {result['run_id']}), state {result['state']}"
-            + (f": {result['error']}" if result["error"] else ""))
+            f"(run {printable(result['run_id'])}), state {printable(result['state'])}"
+            + (f": {printable(result['error'])}" if result["error"] else ""))
         csv_written = None
         if result["trace_path"] is not None:
             say(f"trace: {result['trace_path']}")
@@ -138,7 +140,7 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
     trace = result["trace"]
     say(f"workload: {result['windows']} windows executed (plan of {result['plan_windows']}, "
         f"{result['repetitions']} complete repetition(s)), "
-        f"state {result['state']}" + (f": {result['error']}" if result["error"] else "")
+        f"state {result['state']}" + (f": {printable(result['error'])}" if result["error"] else "")
         + (" [SIMULATED host]" if trace is not None and trace.simulated else ""))
     written = written_csv = None
     if output is not None and trace is not None and trace.T:
@@ -198,7 +200,9 @@ def prepare_plan(plan, fingerprint: dict, max_threads: int, *, strict: bool, fol
         msg = "the plan was made for other hardware: " + "; ".join(diffs)
         if strict:
             raise ValidationError(msg + " (--strict)")
-        click.echo(f"warning: {msg}; its contention will not be the original's (--strict refuses)", err=True)
+        # msg quotes the plan's fingerprint, the file's words
+        click.echo(f"warning: {printable(msg)}; its contention will not be the original's (--strict refuses)",
+                   err=True)
     if plan.K > max_threads:
         if not fold:
             raise WorkloadFailure(f"plan has {plan.K} threads but this host has {max_threads} CPUs; "
