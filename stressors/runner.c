@@ -154,6 +154,20 @@ static void die(int code, const char *fmt, ...) {
     exit(code);
 }
 
+/* Allocations are checked: the sizes come from the schedule and, past --memory-budget, the
+ * kernel says no (RLIMIT_DATA); a NULL written through would be a crash, not an error line. */
+static void *xcalloc(size_t n, size_t size, const char *what) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) die(EXIT_REFUSED, "out of memory for %s (%zu x %zu bytes)", what, n, size);
+    return p;
+}
+
+static void *xreallocarray(void *old, size_t n, size_t size, const char *what) {
+    void *p = size && n > SIZE_MAX / size ? NULL : realloc(old, n * size);
+    if (!p) die(EXIT_REFUSED, "out of memory for %s (%zu x %zu bytes)", what, n, size);
+    return p;
+}
+
 static int stopping(void) { return __atomic_load_n(&g.stop, __ATOMIC_RELAXED); }
 
 static struct timespec ts_of(uint64_t ns) {
@@ -226,10 +240,10 @@ static void load_schedule(const char *path) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) die(EXIT_USAGE, "%s: cannot open schedule: %s", path, strerror(errno));
     size_t cap = 1 << 20, size = 0, got;
-    uint8_t *buf = malloc(cap);
+    uint8_t *buf = xreallocarray(NULL, cap, 1, "the schedule");
     while ((got = fread(buf + size, 1, cap - size, f)) > 0) {
         size += got;
-        if (size == cap) buf = realloc(buf, cap *= 2);
+        if (size == cap) buf = xreallocarray(buf, cap *= 2, 1, "the schedule");
     }
     if (ferror(f)) die(EXIT_USAGE, "%s: read error: %s", path, strerror(errno));
     if (f != stdin) fclose(f);
@@ -257,7 +271,7 @@ static void load_schedule(const char *path) {
     s->E = s->warmup + s->reps * s->T;
     if (s->window_ns < 1000000ull) die(EXIT_USAGE, "%s: window %llu ns is below 1 ms", path, (unsigned long long)s->window_ns);
 
-    s->stressors = calloc(s->M, sizeof *s->stressors);
+    s->stressors = xcalloc(s->M, sizeof *s->stressors, "the stressor table");
     for (uint32_t m = 0; m < s->M; m++) {
         struct stressor *st = &s->stressors[m];
         st->index = (int)m;
@@ -271,15 +285,15 @@ static void load_schedule(const char *path) {
         char err[ERRLEN];
         if (param_u64(st, "pace_Bps", 0, &st->pace_Bps, err)) die(EXIT_USAGE, "%s: %s", path, err);
     }
-    s->rep = calloc(s->S, sizeof *s->rep);
-    s->win = calloc(s->S, sizeof *s->win);
-    s->seg_off = calloc((size_t)s->S * s->K, sizeof *s->seg_off);
-    s->seg_n = calloc((size_t)s->S * s->K, sizeof *s->seg_n);
-    s->tail_n = calloc((size_t)s->S * s->K, sizeof *s->tail_n);
-    s->hold = calloc((size_t)s->S * s->K, sizeof *s->hold);
-    s->used = calloc((size_t)s->K * s->M, 1);
+    s->rep = xcalloc(s->S, sizeof *s->rep, "the windows");
+    s->win = xcalloc(s->S, sizeof *s->win, "the windows");
+    s->seg_off = xcalloc((size_t)s->S * s->K, sizeof *s->seg_off, "the thread-windows");
+    s->seg_n = xcalloc((size_t)s->S * s->K, sizeof *s->seg_n, "the thread-windows");
+    s->tail_n = xcalloc((size_t)s->S * s->K, sizeof *s->tail_n, "the thread-windows");
+    s->hold = xcalloc((size_t)s->S * s->K, sizeof *s->hold, "the thread-windows");
+    s->used = xcalloc((size_t)s->K * s->M, 1, "the stressors used");
     size_t segcap = 1024, n = 0;
-    s->segs = malloc(segcap * sizeof *s->segs);
+    s->segs = xreallocarray(NULL, segcap, sizeof *s->segs, "the segments");
     for (uint32_t i = 0; i < s->S; i++) {
         s->rep[i] = (int32_t)rd32(&r, "window repetition");
         s->win[i] = (int32_t)rd32(&r, "window index");
@@ -300,17 +314,18 @@ static void load_schedule(const char *path) {
             s->tail_n[(size_t)i * s->K + k] = nt;
             s->hold[(size_t)i * s->K + k] = hold;
             for (uint16_t j = 0; j < ns; j++) {
-                if (n == segcap) { segcap *= 2; s->segs = realloc(s->segs, segcap * sizeof *s->segs); }
+                if (n == segcap) { segcap *= 2; s->segs = xreallocarray(s->segs, segcap, sizeof *s->segs, "the segments"); }
                 uint16_t m = rd16(&r, "segment stressor");
                 uint64_t d = rd64(&r, "segment duration");
                 if (m >= s->M) die(EXIT_USAGE, "%s: stored window %u thread %u: stressor index %u >= M=%u", path, i, k, m, s->M);
+                /* checked before it is added: a sum that wraps past 2^64 would pass the window check */
+                if (d > s->window_ns - sum)
+                    die(EXIT_USAGE, "%s: stored window %u (plan window %d) thread %u: segments sum to more than the "
+                        "window %llu ns", path, i, s->win[i], k, (unsigned long long)s->window_ns);
                 sum += d;
                 s->segs[n++] = (struct seg){m, d};
                 if (d || j >= ns - nt) s->used[(size_t)k * s->M + m] = 1;   /* a tail may be a 0 ns reserve */
             }
-            if (sum > s->window_ns)
-                die(EXIT_USAGE, "%s: stored window %u (plan window %d) thread %u: segments sum to %llu ns > window %llu ns",
-                    path, i, s->win[i], k, (unsigned long long)sum, (unsigned long long)s->window_ns);
         }
     }
     if (r.p != r.end) die(EXIT_USAGE, "%s: %ld trailing bytes after the last window", path, (long)(r.end - r.p));
@@ -683,7 +698,7 @@ static void print_kernel(const char *name) { printf("%s\n", name); }
 int run_probes(const struct runner_env *env, const char *which, double seconds);  /* probe.c */
 
 static void parse_cpus(const char *text) {
-    g.cpus = calloc(4096, sizeof *g.cpus);
+    g.cpus = xcalloc(4096, sizeof *g.cpus, "--cpus");
     const char *p = text;
     while (*p) {
         char *end;
@@ -811,7 +826,7 @@ int main(int argc, char **argv) {
     else {
         cpu_set_t set;
         sched_getaffinity(0, sizeof set, &set);
-        g.cpus = calloc(CPU_SETSIZE, sizeof *g.cpus);
+        g.cpus = xcalloc(CPU_SETSIZE, sizeof *g.cpus, "the CPU list");
         for (int i = 0; i < CPU_SETSIZE; i++) if (CPU_ISSET(i, &set)) g.cpus[g.ncpus++] = i;
     }
 
@@ -829,7 +844,7 @@ int main(int argc, char **argv) {
     }
 
     /* which stressors does the schedule use at all? only those are set up */
-    uint8_t *used = calloc(s->M, 1);
+    uint8_t *used = xcalloc(s->M, 1, "the stressors used");
     for (uint32_t k = 0; k < s->K; k++)
         for (uint32_t m = 0; m < s->M; m++) used[m] |= s->used[(size_t)k * s->M + m];
 
@@ -892,7 +907,7 @@ int main(int argc, char **argv) {
         if (st->note[0]) { out("note %s %s\n", st->name, st->note); fflush(stdout); }
     }
 
-    g.w = calloc(s->K, sizeof *g.w);
+    g.w = xcalloc(s->K, sizeof *g.w, "the workers");
     uint32_t max_seg = 0;
     for (size_t i = 0; i < (size_t)s->S * s->K; i++) if (s->seg_n[i] > max_seg) max_seg = s->seg_n[i];
     for (uint32_t k = 0; k < s->K; k++) {
@@ -902,14 +917,14 @@ int main(int argc, char **argv) {
         pthread_mutex_init(&w->mu, NULL);
         pthread_cond_init(&w->cv, &g.cattr);
         pthread_cond_init(&w->gcv, &g.cattr);
-        w->ts = calloc(s->M, sizeof *w->ts);
-        w->adapt = calloc(s->M, sizeof *w->adapt);
-        w->order = calloc(max_seg ? max_seg : 1, sizeof *w->order);
+        w->ts = xcalloc(s->M, sizeof *w->ts, "a worker's stressor state");
+        w->adapt = xcalloc(s->M, sizeof *w->adapt, "a worker's stressor state");
+        w->order = xcalloc(max_seg, sizeof *w->order, "a worker's segment order");
         /* the per-cpu lines come first in /proc/stat: enough for the lines up to this CPU's */
         w->statcap = ((size_t)w->cpu + 3) * 256;
         w->statbuf = malloc(w->statcap);
         w->statfd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-        for (int r = 0; r < RING; r++) w->ring[r].segs = calloc(max_seg ? max_seg : 1, sizeof(struct seg_result));
+        for (int r = 0; r < RING; r++) w->ring[r].segs = xcalloc(max_seg, sizeof(struct seg_result), "a worker's results");
         if (pthread_create(&w->tid, NULL, worker_main, w)) die(EXIT_FAILED, "cannot create thread %u", k);
     }
 

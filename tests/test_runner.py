@@ -270,10 +270,7 @@ def test_a_hold_or_tail_out_of_range_is_refused(catalog):
     plan = make_plan(catalog, {"disk_rand_read_4k": 0.3, "cpu_int_crc32": 0.2}, T=1, K=1, window_s=0.1)
     plan.core_busy_target = np.full((1, 1), 0.5, np.float32)
     data = bytearray(compile_plan(plan, catalog).data)
-    pos = 56
-    for _ in range(3 * len(catalog)):                 # the stressor table: name, kernel, params
-        pos += 2 + struct.unpack_from("<H", data, pos)[0]
-    pos += 8                                          # repetition, window
+    pos = _thread_window_at(data, len(catalog))
     assert struct.unpack_from("<HHI", data, pos) == (2, 1, 500_000)
     for patch, message in (((2, 3, 500_000), b"tail of 3 segments > 2 segments"),
                            ((2, 1, 1_000_001), b"core busy to hold 1000001 ppm > 1000000")):
@@ -281,6 +278,52 @@ def test_a_hold_or_tail_out_of_range_is_refused(catalog):
         struct.pack_into("<HHI", bad, pos, *patch)
         p = subprocess.run([str(runner), "--schedule", "-"], input=bytes(bad), capture_output=True)
         assert p.returncode == 2 and message in p.stdout, p.stdout
+
+
+def _thread_window_at(data: bytes, n_stressors: int) -> int:
+    """Offset of window 0's first thread record in a compiled schedule (header, stressor table,
+    repetition and window index before it)."""
+    import struct
+    pos = 56
+    for _ in range(3 * n_stressors):                  # the stressor table: name, kernel, params
+        pos += 2 + struct.unpack_from("<H", data, pos)[0]
+    return pos + 8
+
+
+def test_segment_durations_that_wrap_past_2_64_are_refused(catalog):
+    """Issue 41, finding 10: the runner summed the segments and then compared the sum with the
+    window, so 2^64-1 ns + 2 ns wrapped to 1 ns and passed; the runner then ran a segment of
+    585 years."""
+    import struct
+    from agentd.schedule import compile_plan
+    runner = runner_or_skip()
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.3, "cpu_int_crc32": 0.2}, T=1, K=1, window_s=0.1)
+    data = bytearray(compile_plan(plan, catalog).data)
+    pos = _thread_window_at(data, len(catalog))
+    assert struct.unpack_from("<HH", data, pos) == (2, 0)
+    struct.pack_into("<Q", data, pos + 8 + 2, 2**64 - 1)        # segment 0: (stressor <H, duration <Q)
+    struct.pack_into("<Q", data, pos + 8 + 10 + 2, 2)           # segment 1
+    p = subprocess.run([str(runner), "--schedule", "-"], input=bytes(data), capture_output=True, timeout=10)
+    assert p.returncode == 2 and b"segments sum to more than the window 100000000 ns" in p.stdout, p.stdout
+
+
+def test_an_allocation_refused_by_the_memory_budget_is_an_error_line(catalog):
+    """Issue 41, finding 10: allocation results were not checked. 65535 segments in one
+    thread-window make each worker's result ring 64 x 65535 x 40 B (~170 MB), over a 1 MiB
+    budget: a clear refusal, not a write through NULL."""
+    import struct
+    from agentd.schedule import compile_plan
+    runner = runner_or_skip()
+    plan = make_plan(catalog, {"cpu_int_crc32": 0.2}, T=1, K=1, window_s=0.1)
+    data = bytes(compile_plan(plan, catalog).data)
+    pos = _thread_window_at(data, len(catalog))
+    n = 65535
+    crc = catalog.index("cpu_int_crc32")
+    segs = struct.pack("<HQ", crc, 20_000_000) + struct.pack("<HQ", crc, 0) * (n - 1)
+    bad = data[:pos] + struct.pack("<HHI", n, 0, 0xFFFFFFFF) + segs
+    p = subprocess.run([str(runner), "--schedule", "-", "--cpus", "0", "--memory-budget", str(1 << 20)],
+                       input=bad, capture_output=True, timeout=10)
+    assert p.returncode == 3 and b"error out of memory for a worker's" in p.stdout, (p.returncode, p.stdout[-300:])
 
 
 def test_unused_big_buffers_are_never_allocated(catalog):
