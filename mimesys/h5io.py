@@ -10,7 +10,9 @@ from pathlib import Path
 
 import h5py
 
+from .errors import ValidationError
 from .fsutil import atomic_path
+from .untrusted import MAX_JSON_BYTES, json_limited
 
 
 @contextlib.contextmanager
@@ -24,13 +26,24 @@ def set_json(attrs, key: str, value) -> None:
     attrs[key] = json.dumps(value, sort_keys=True)
 
 
-def get_json(attrs, key: str, default=None):
+def get_json(attrs, key: str, default=None, *, where: str | None = None):
+    """A JSON-valued attribute. Files come from outside: it must be one string, which is read only
+    when its stored size is within bounds, and decoded with bounded size, count and depth
+    (mimesys.untrusted.json_limited); else ValidationError naming the attribute."""
     if key not in attrs:
         return default
-    raw = attrs[key]
-    if isinstance(raw, bytes):
-        raw = raw.decode()
-    return json.loads(raw)
+    name = f"{where}: attribute {key}" if where else f"attribute {key}"
+    aid = attrs.get_id(key)
+    if aid.shape != () or (h5py.check_string_dtype(aid.dtype) is None and aid.dtype.kind != "S"):
+        raise ValidationError(f"{name}: expected one JSON string")
+    if aid.get_storage_size() > MAX_JSON_BYTES:    # fixed-length: known before a byte is read
+        raise ValidationError(f"{name}: {aid.get_storage_size()} bytes; at most {MAX_JSON_BYTES}")
+    try:
+        raw = attrs[key]
+        raw = raw.decode() if isinstance(raw, bytes) else str(raw)
+    except UnicodeDecodeError:
+        raise ValidationError(f"{name}: not UTF-8") from None
+    return json_limited(raw, name)
 
 
 def get_str(attrs, key: str, default: str | None = None) -> str | None:

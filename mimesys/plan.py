@@ -265,12 +265,9 @@ class Plan:
             raise PlanError(f"{where}: /compositions must be [T, M, K], got shape {ds.shape}")
         if ds.shape[0] > MAX_WINDOWS:
             raise PlanError(f"{where}: plan has {ds.shape[0]} windows; at most {MAX_WINDOWS} allowed")
-        try:
-            names = get_json(f.attrs, "catalog_names")
-            provenance = get_json(f.attrs, "provenance", {})
-            fingerprint = get_json(f.attrs, "host_fingerprint", {})
-        except ValueError as e:
-            raise PlanError(f"{where}: malformed JSON attribute: {e}") from e
+        names = get_json(f.attrs, "catalog_names", where=where)   # ValidationError naming the attribute
+        provenance = get_json(f.attrs, "provenance", {}, where=where)
+        fingerprint = get_json(f.attrs, "host_fingerprint", {}, where=where)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise PlanError(f"{where}: attribute catalog_names must be a JSON list of names")
         seed = _scalar_attr(f, "seed", 0, int, where)

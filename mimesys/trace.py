@@ -184,14 +184,14 @@ class Trace:
                     if ds.dtype.kind not in "iu":
                         raise TraceError(f"{where}: /window_start_ns must be integers")
                     starts = np.asarray(read_array(ds, where), np.int64)
-                metrics = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [])]
+                metrics = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [], where=where)]
                 tr = cls(
                     values=np.asarray(read_array(values, where), dtype=np.float32),
                     metrics=metrics,
                     window_s=float(f.attrs.get("window_s", 1.0)),
                     window_start_ns=starts,
-                    host_fingerprint=get_json(f.attrs, "host_fingerprint", {}) or {},
-                    provenance=get_json(f.attrs, "provenance", {}) or {},
+                    host_fingerprint=get_json(f.attrs, "host_fingerprint", {}, where=where) or {},
+                    provenance=get_json(f.attrs, "provenance", {}, where=where) or {},
                     simulated=bool(f.attrs.get("simulated", False)),
                 )
         except TraceError:

@@ -19,14 +19,17 @@ walks the whole file before any dataset's bytes are read and refuses:
 Errors name the object and the rule, never a value read from the file.
 
 msgpack bodies are decoded here too, with limits on every container and on the total
-number of elements, so a body costs a bounded multiple of its size in memory.
+number of elements, so a body costs a bounded multiple of its size in memory; and so are the
+JSON texts files carry (the attributes of plans and traces), bounded in size, values and depth.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,6 +267,34 @@ def unpack_limited(data: bytes, where: str) -> object:
         raise ValidationError(f"{where}: nested too deeply") from None
     except Exception as e:  # msgpack raises several unrelated types for bad input
         raise ValidationError(f"{where}: not valid msgpack: {type(e).__name__}: {_brief(e)}") from None
+
+
+MAX_JSON_BYTES = 4 << 20         # one JSON text read from a file (an attribute of a plan or trace)
+MAX_DEPTH_JSON = 32
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_limited(text: str, where: str) -> object:
+    """json.loads with msgpack's limits (unpack_limited): its size, the values it holds and their
+    nesting are bounded before the decoder runs. json.loads has no hooks for lists, and a file's
+    60 MB `[[],[],…]` would be ~1.3 GB of objects, its deep nesting a RecursionError. So the text,
+    its strings cut out, is counted: every value and key but the first follows a `[`, `{`, `,` or `:`."""
+    if len(text) > MAX_JSON_BYTES:
+        raise ValidationError(f"{where}: {len(text)} characters of JSON; at most {MAX_JSON_BYTES}")
+    bare = _JSON_STRING.sub('""', text)
+    values = 1 + sum(bare.count(c) for c in "[{,:")
+    if values > MAX_TOTAL_ITEMS:
+        raise ValidationError(f"{where}: more than {MAX_TOTAL_ITEMS} JSON values")
+    b = np.frombuffer(bare.encode("utf-8", "surrogatepass"), np.uint8)
+    step = np.isin(b, (ord("["), ord("{"))).view(np.int8) - np.isin(b, (ord("]"), ord("}"))).view(np.int8)
+    if b.size and int(np.cumsum(step, dtype=np.int32).max()) > MAX_DEPTH_JSON:
+        raise ValidationError(f"{where}: JSON nested more than {MAX_DEPTH_JSON} deep")
+    try:
+        return json.loads(text)
+    except RecursionError:   # not reached within the depth above; kept so it can never escape
+        raise ValidationError(f"{where}: JSON nested too deeply") from None
+    except ValueError as e:   # JSONDecodeError, an integer of more than 4300 digits
+        raise ValidationError(f"{where}: not valid JSON: {_brief(e)}") from None
 
 
 def check_regular_file(path: Path, where: str) -> None:

@@ -202,3 +202,50 @@ def test_a_wire_hdf5_body_may_expand_only_so_far(catalog):
     with pytest.raises(PlanError, match="declares"):
         plan_field({"plan": data})
     assert Plan.from_bytes(cpu_plan(catalog, [[0.5, 0.5]] * 3).to_bytes()).T == 3
+
+
+def _plan_with_attr(catalog, key, value, **file_kw) -> bytes:
+    buf = io.BytesIO()
+    with h5py.File(buf, "w", **file_kw) as f:
+        f.create_dataset("compositions", data=np.zeros((1, len(catalog), 1), np.float32))
+        _plan_attrs(f, catalog)
+        if isinstance(value, str):
+            f.attrs[key] = value
+        else:
+            f.attrs.create(key, data=value)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("provenance", "[" * 100_000 + "]" * 100_000, "attribute provenance: JSON nested more than 32 deep"),
+    ("host_fingerprint", "[" + "[]," * 300_000 + "[]]", "attribute host_fingerprint: more than 250000 JSON values"),
+    ("provenance", '"' + "x" * (5 << 20) + '"', "attribute provenance: 5242882 characters of JSON; at most"),
+    ("catalog_names", '["a", ', "attribute catalog_names: not valid JSON"),
+    ("provenance", np.zeros((1000, 1000), np.float32), "attribute provenance: expected one JSON string"),
+    ("provenance", np.bytes_(b"{}" + b" " * (5 << 20)), "attribute provenance: 5242882 bytes; at most"),
+])
+def test_json_attributes_are_bounded_before_they_are_decoded(tmp_path, catalog, key, value, message):
+    """Issue 41, finding 5: JSON attributes were json.loads'ed at any size and depth (a 60 MB
+    `[[],[],…]` is ~1.3 GB of objects; deep nesting a RecursionError, a 500 with a traceback)."""
+    data = _plan_with_attr(catalog, key, value, libver="latest")   # latest: attributes over 64 KiB
+    with pytest.raises(PlanError) as e:
+        Plan.from_bytes(data, where="plan.h5")
+    assert str(e.value).startswith(f"plan.h5: {message}"), str(e.value)
+    trace = io.BytesIO()
+    with h5py.File(trace, "w", libver="latest") as f:
+        f.create_dataset("values", data=np.zeros((3, 1), np.float32))
+        f.attrs.update({"format": "mimesys.trace", "schema_version": 1, "metrics": '[{"name": "cpu.util"}]'})
+        f.attrs[key if key != "catalog_names" else "metrics"] = value
+    with pytest.raises(TraceError, match="trace.h5: attribute (provenance|host_fingerprint|metrics): "):
+        Trace.read(trace.getvalue(), where="trace.h5")
+
+
+def test_a_deeply_nested_plan_attribute_is_a_400_not_a_500(tmp_path, catalog):
+    data = _plan_with_attr(catalog, "provenance", "[" * 50_000 + "]" * 50_000)
+
+    async def main():
+        async with agent(tmp_path) as c:
+            async with c.post("/v1/runs", data=wire.pack({"plan": data})) as r:
+                assert r.status == 400, await r.text()
+                assert "attribute provenance: JSON nested more than 32 deep" in (await body(r))["error"]
+    run(main())
