@@ -1,10 +1,13 @@
 """The training dataset format: round trip, validation errors that name the field, atomicity."""
 
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
 
 from controller.dataset import Dataset, DatasetError, samples_from_chain, simulated_dataset
+from mimesys.errors import ValidationError
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +67,57 @@ def test_bad_files_named(tmp_path, small):
         bad.write(tmp_path / "bad.h5")
     assert not (tmp_path / "bad.h5").exists()
     assert not list(tmp_path.glob(".bad.h5.*"))
+
+
+SECRET = b"TOPSECRET-KEY-MATERIAL\n"
+
+
+def _hostile(tmp_path, small, build) -> Path:
+    """A valid dataset file with one array replaced by `build(f, name, shape)` (issue 41, finding 7)."""
+    p = tmp_path / "handed-over.h5"
+    small.write(p)
+    with h5py.File(p, "a") as f:
+        shape = f["obs_spread"].shape
+        del f["obs_spread"]
+        build(f, "obs_spread", shape)
+        shape = f["obs"].shape
+        del f["obs"]
+        build(f, "obs", shape)
+    return p
+
+
+def _readers():
+    from controller.model.data import load_training_data
+    return [(Dataset.read, DatasetError), (load_training_data, ValidationError)]
+
+
+def test_a_dataset_keeping_its_data_in_a_local_file_is_refused_not_read(tmp_path, small):
+    # Datasets are handed between operators like plans and traces: an /obs whose bytes live in an
+    # external file (the reader's TLS key, /etc/hostname) must be refused before a byte is read.
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(SECRET * 4096)
+    for target in (secret, Path("/etc/hostname")):
+        if not target.exists():
+            continue
+        p = _hostile(tmp_path, small, lambda f, name, shape: f.create_dataset(
+            name, shape=shape, dtype="<f4", external=[(str(target), 0, h5py.h5f.UNLIMITED)]))
+        for read, error in _readers():
+            with pytest.raises(error, match=r"handed-over\.h5: dataset /obs.* external file") as e:
+                read(p)
+            assert "TOPSECRET" not in str(e.value)
+
+
+def test_a_dataset_with_soft_links_or_declared_bombs_is_refused(tmp_path, small):
+    p = _hostile(tmp_path, small, lambda f, name, shape: f.__setitem__(name, h5py.SoftLink("/action")))
+    for read, error in _readers():
+        with pytest.raises(error, match=r"handed-over\.h5: /obs.* only hard links"):
+            read(p)
+    # A few KiB of file declaring 2^31 unwritten uint8 values (2 GiB as stored, within the bound),
+    # 8 GiB once read as float32: counted as read.
+    p = _hostile(tmp_path, small, lambda f, name, shape: f.create_dataset(
+        name, shape=(1 << 15, 1 << 16), dtype="|u1", chunks=(1 << 10, 1 << 10)))
+    assert p.stat().st_size < 1 << 20
+    for read, error in _readers():
+        with pytest.raises(error, match=r"handed-over\.h5: /obs of shape \(32768, 65536\) is 8589934592 bytes "
+                                        r"once read as float32"):
+            read(p)

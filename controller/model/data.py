@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 
+from controller.dataset import open_dataset, read_checked
 from mimesys.errors import ValidationError
 from mimesys.h5io import get_json, get_str
 from mimesys.metrics import MetricSpec
@@ -106,20 +106,19 @@ def load_training_data(path: Path | str, metrics: Sequence[str] | None = None) -
     these only (e.g. the metrics the target traces will carry); the others are dropped, and
     say why."""
     path = Path(path)
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise ValidationError(f"{path}: not a readable HDF5 dataset: {e}") from e
-    with f:
+    where = str(path)
+    # Opened through the gate plans and traces use (controller.dataset.open_dataset): a dataset
+    # handed over may not read local files through external storage, nor declare what it never wrote.
+    with open_dataset(path) as f:
         missing = [k for k in REQUIRED if k not in f]
         if missing:
             raise ValidationError(f"{path}: dataset lacks {missing} (need /{', /'.join(REQUIRED)})")
-        arr = {k: np.asarray(f[k][()], np.float32) for k in REQUIRED}
-        source = np.asarray(f["source"][()], np.uint8) if "source" in f else None
+        arr = {k: read_checked(f, k, where) for k in REQUIRED}
+        source = read_checked(f, "source", where) if "source" in f else None
         try:
-            specs = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [])]
-            catalog_names = get_json(f.attrs, "catalog_names", [])
-            fingerprint = get_json(f.attrs, "host_fingerprint", {}) or {}
+            specs = [MetricSpec.from_dict(d) for d in get_json(f.attrs, "metrics", [], where=where)]
+            catalog_names = get_json(f.attrs, "catalog_names", [], where=where)
+            fingerprint = get_json(f.attrs, "host_fingerprint", {}, where=where) or {}
         except (ValueError, KeyError) as e:
             raise ValidationError(f"{path}: malformed JSON attribute: {e}") from e
         catalog_hash = get_str(f.attrs, "catalog_hash", "")
