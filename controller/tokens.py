@@ -1,7 +1,8 @@
 """Where every controller command finds an agent's bearer token: ONE lookup order.
 
     1. --token-file FILE on the command line (applies to the agent the command talks to)
-    2. the fleet file entry's token_file (relative to the fleet file)
+    2. the fleet file entry's token_file (relative to the fleet file; it must lie in the fleet
+       file's directory or in the operator's config directory, config_dir())
     3. $MIMESYS_TOKEN (the token itself)
     4. $MIMESYS_TOKEN_FILE (a file holding it)
     5. /etc/mimesys/token, the local agent's own token, when this user can read it
@@ -18,9 +19,16 @@ file is read as the agent reads its own (mimesys.fsutil.read_secret_file): a reg
 by this user or root, with no access for other users — a world-readable token is already
 disclosed, and one another user may write is not this user's to send.
 
-A token about to travel over plain http:// to a host that is not loopback is announced on
-stderr, once per agent URL (anyone on the path can read it); `allow_plain_http = true` in the
-agent's fleet entry silences it (controller/fleet/config.py).
+A fleet file decides where tokens go, and one may be handed over (CAMPAIGN/fleet.toml): so
+its token_file may not name a file elsewhere — not an absolute path outside those two
+directories, not a `..` or a symlink out of them (issue 41) — or any one-line 0600 secret of
+the operator would be sent to the URL the file names. A token file elsewhere is named on the
+command line.
+
+A token about to travel over plain http:// to a host that is not loopback (anyone on the path
+can read it) is refused unless the command line says --allow-plain-http; then it is announced
+on stderr, once per agent URL. A file cannot allow it: `allow_plain_http = true` in a fleet
+entry grants nothing since issue 41.
 """
 
 from __future__ import annotations
@@ -37,14 +45,36 @@ LOCAL_TOKEN = Path("/etc/mimesys/token")
 ORDER = ("--token-file", "the fleet entry's token_file", "$MIMESYS_TOKEN", "$MIMESYS_TOKEN_FILE", str(LOCAL_TOKEN))
 
 
+def config_dir(env: dict | None = None) -> Path:
+    """The operator's config directory: $XDG_CONFIG_HOME/mimesys, else ~/.config/mimesys."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "mimesys"
+
+
+def confined_token_file(fleet_file: Path, name: str, where: str) -> Path:
+    """A fleet entry's token_file as a path, when it lies (symlinks resolved) in the fleet file's
+    directory or in config_dir(); else ConfigError."""
+    raw = Path(name).expanduser()
+    path = raw if raw.is_absolute() else fleet_file.parent / raw
+    real = Path(os.path.realpath(path))
+    homes = (Path(os.path.realpath(fleet_file.parent)), Path(os.path.realpath(config_dir())))
+    if not any(h in real.parents for h in homes):
+        raise ConfigError(f"{where}: token_file {name} is outside the fleet file's directory ({homes[0]}) "
+                          f"and {homes[1]}; a fleet file may only name token files there (a token file "
+                          f"elsewhere goes on the command line: --token-file)")
+    return path
+
+
 def is_loopback_url(url: str) -> bool:
-    """True when `url`'s host is this machine by definition: localhost or a loopback address.
-    (Other names are not resolved: what a name resolves to is not what the operator wrote.)"""
+    """True when `url`'s host is this machine by definition: `localhost`, 127.0.0.0/8 or ::1.
+    Other names are not resolved (what a name resolves to is not what the operator wrote), and
+    `*.localhost` is one of them: only a resolver's promise makes it loopback (issue 41)."""
     try:
         host = urlsplit(url).hostname or ""
     except ValueError:
         return False
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -80,17 +110,21 @@ def agent_token(agent: str, *, explicit: Path | str | None = None, fleet_entry: 
 _warned_plain_http: set[str] = set()
 
 
-def warn_plain_http(agent: str, url: str, *, stream=None) -> bool:
-    """Say once per URL (on stderr) that a bearer token will cross the network in clear text.
-    True when a warning was written."""
-    if not url.startswith("http://") or is_loopback_url(url) or url in _warned_plain_http:
-        return False
+def check_plain_http(agent: str, url: str, *, allowed: bool, stream=None) -> None:
+    """A bearer token is about to go to `url`: over plain HTTP to a host that is not loopback it
+    is refused (ConfigError) unless `allowed` (--allow-plain-http on the command line), and then
+    said once per URL on stderr."""
+    if not url.startswith("http://") or is_loopback_url(url):
+        return
+    if not allowed:
+        raise ConfigError(f"agent {agent}: its bearer token would go over plain HTTP to {url}, readable by anyone "
+                          f"on the path; use https:// (mimesys-agent tls init, then tls_sha256 in the fleet file), "
+                          f"or pass --allow-plain-http on the command line (a fleet file cannot allow it)")
+    if url in _warned_plain_http:
+        return
     _warned_plain_http.add(url)
-    print(f"mimesys: WARNING: agent {agent}: its bearer token goes over plain HTTP to {url}, readable by "
-          f"anyone on the path; use https:// (mimesys-agent tls init, then tls_sha256 in the fleet file), "
-          f"or set allow_plain_http = true in its fleet entry to silence this", file=stream or sys.stderr,
-          flush=True)
-    return True
+    print(f"mimesys: WARNING: agent {agent}: its bearer token goes over plain HTTP to {url} "
+          f"(--allow-plain-http), readable by anyone on the path", file=stream or sys.stderr, flush=True)
 
 
 def _read(path: Path, agent: str, source: str) -> str:

@@ -179,7 +179,7 @@ def test_evaluate_exits_partial_when_some_runs_failed(monkeypatch, tmp_path, cat
             pass
 
     monkeypatch.setattr(driver, "evaluate", fake_eval)
-    monkeypatch.setattr(ev, "one_agent", lambda *a: Client())
+    monkeypatch.setattr(ev, "one_agent", lambda *a, **kw: Client())
     monkeypatch.setattr(ev, "resolve_method", lambda spec, ds: (spec, object()))
     tr = tmp_path / "t.h5"
     Trace(values=np.zeros((2, 1), np.float32), metrics=[MetricSpec("cpu.util.core0", "fraction")]).write(tr)

@@ -58,7 +58,7 @@ def test_fleet_file_errors_name_the_place(tmp_path):
     with pytest.raises(Exception, match=r"shared-token.*accessible to other users \(mode 0644.*chmod 0600"):
         Fleet.from_file(p)
     (tmp_path / "shared-token").chmod(0o640)    # the packaged agent's group-readable token is fine
-    assert Fleet.from_file(p).clients[0]._token == "t" * 32
+    assert Fleet.from_file(p, allow_plain_http=True).clients[0]._token == "t" * 32
     p.write_text("agent = [\n")
     with pytest.raises(Exception, match="not valid TOML"):
         FleetConfig.load(p)

@@ -45,14 +45,14 @@ def sim_cpus(fingerprint: dict, threads: int) -> int:
 
 
 def build_executor(*, fleet_file: Path | None, sim_agents: int | None, model, cfg: AlignConfig,
-                   forward_dir: Path | None = None):
+                   forward_dir: Path | None = None, allow_plain_http: bool = False):
     if forward_dir is not None:
         ex = ForwardExecutor(forward_dir)
         ex.check_model(model.spec.catalog_hash, model.K)
         return ex
     if fleet_file is not None:
         from controller.fleet import Fleet
-        ex = FleetExecutor(Fleet.from_file(fleet_file), source=Path(fleet_file).name,
+        ex = FleetExecutor(Fleet.from_file(fleet_file, allow_plain_http=allow_plain_http), source=Path(fleet_file).name,
                            repetitions=cfg.run_repetitions)
         ex.check_model(model.spec.catalog_hash, model.K)
         return ex
@@ -84,7 +84,7 @@ def save_aligned_model(ckpt: dict, policy: AlignPolicy, history: list[EpochRecor
 
 def run_alignment(*, model_path: Path, trace_paths: list[Path], out_path: Path, config: AlignConfig,
                   fleet_file: Path | None, sim_agents: int | None, work_dir: Path, restart: bool = False,
-                  progress: bool = True, forward_dir: Path | None = None) -> dict:
+                  progress: bool = True, forward_dir: Path | None = None, allow_plain_http: bool = False) -> dict:
     src = model_file(model_path)
     ckpt = read_checkpoint(src)
     model = policy_from_checkpoint(ckpt)          # the EMA weights: what generation uses
@@ -93,7 +93,7 @@ def run_alignment(*, model_path: Path, trace_paths: list[Path], out_path: Path, 
     policy = AlignPolicy.from_config(model, config)
     reference = policy.frozen_copy()
     executor = build_executor(fleet_file=fleet_file, sim_agents=sim_agents, model=model, cfg=config,
-                              forward_dir=forward_dir)
+                              forward_dir=forward_dir, allow_plain_http=allow_plain_http)
     reward = RewardFunction.build(policy.metric_names, policy.normalize_obs, config.reward_weights)
     out_file = output_model_file(out_path)
     run = AlignRun(policy, reference, targets, executor, reward, config, work_dir, base,

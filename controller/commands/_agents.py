@@ -9,6 +9,9 @@ so a command needs nothing else. `--agent` picks one agent by name (a one-agent 
 no --agent). Before fleets, commands took `--agent URL --token-file FILE`: an --agent value
 that is a URL still works that way (plain HTTP or system-trusted HTTPS only; hidden from
 --help). Tokens are found in one order for every command: controller/tokens.py.
+
+Plain HTTP with a token to a host that is not loopback is refused unless the command line says
+--allow-plain-http (plain_http_option): a fleet file cannot allow it (issue 41).
 """
 
 from __future__ import annotations
@@ -29,8 +32,16 @@ def fleet_option(f):
                              "never ./fleet.toml implicitly].")(f)
 
 
+def plain_http_option(f):
+    return click.option("--allow-plain-http", is_flag=True, default=False,
+                        help="Send agent tokens over plain http:// to hosts that are not loopback (readable on "
+                             "the path; a fleet file cannot allow this).")(f)
+
+
 def agent_options(f):
-    """--fleet FILE, --agent NAME, and the hidden --token-file of the old --agent URL form."""
+    """--fleet FILE, --agent NAME, --allow-plain-http, and the hidden --token-file of the old
+    --agent URL form."""
+    f = plain_http_option(f)
     f = click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True,
                      help="Agent token file (first in the token lookup order).")(f)
     f = click.option("--agent", "agent", default=None, metavar="NAME",
@@ -51,13 +62,15 @@ def resolve_fleet_file(fleet_file: Path | None) -> Path | None:
     return None   # not ./fleet.toml: a file in the working directory does not choose where tokens go
 
 
-def one_agent(fleet_file: Path | None, agent: str | None, token_file: Path | None = None, *, required: bool = True):
-    """The AgentClient the options name, or None when nothing names one and not `required`."""
+def one_agent(fleet_file: Path | None, agent: str | None, token_file: Path | None = None, *, required: bool = True,
+              allow_plain_http: bool = False):
+    """The AgentClient the options name, or None when nothing names one and not `required`.
+    `allow_plain_http`: the command line's --allow-plain-http."""
     from controller.fleet import AgentClient, FleetConfig
     from controller.tokens import agent_token
 
     if agent is not None and agent.startswith(("http://", "https://")):   # the pre-fleet spelling
-        return AgentClient(agent, agent_token(agent, explicit=token_file))
+        return AgentClient(agent, agent_token(agent, explicit=token_file), allow_plain_http=allow_plain_http)
     path = resolve_fleet_file(fleet_file)
     if path is None:
         if agent is None and not required:
@@ -72,4 +85,4 @@ def one_agent(fleet_file: Path | None, agent: str | None, token_file: Path | Non
     else:
         raise ConfigError(f"{path} lists {len(cfg.agents)} agents; pick one with --agent NAME "
                           f"({', '.join(a.name for a in cfg.agents)})")
-    return spec.client(token_file=token_file)
+    return spec.client(token_file=token_file, allow_plain_http=allow_plain_http)

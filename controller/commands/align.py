@@ -17,6 +17,7 @@ from mimesys.errors import MimesysError
 from controller.align.config import PRESETS
 from mimesys.exitstatus import click_error
 from mimesys.cliopts import json_option, output_option, progress_option
+from controller.commands._agents import plain_http_option
 
 
 def _parse_value(text: str):
@@ -45,6 +46,7 @@ def _pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:
               help="Target trace(s) (mimesys HDF5, on this host's metric schema); further paths may follow.")
 @click.option("--fleet", "fleet_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Fleet file (TOML): real agents execute the rollouts.")
+@plain_http_option
 @click.option("--sim", "sim", is_flag=True, help="Simulated agents execute the rollouts. Results are SIMULATED.")
 @click.option("--sim-agents", type=click.IntRange(min=1), default=4, show_default=True,
               help="How many simulated agents (with --sim).")
@@ -67,8 +69,8 @@ def _pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:
 @progress_option
 @json_option(help="Print only one JSON object on stdout: the aligned model, epochs, simulated or not, first and "
                   "last epoch's reward, the reward curve and the work directory (messages go to stderr).")
-def align(model, more_traces, traces, fleet_file, sim, sim_agents, forward_dir, out, epochs, preset, sets, weights,
-          work_dir, restart, seed, progress, as_json):
+def align(model, more_traces, traces, fleet_file, allow_plain_http, sim, sim_agents, forward_dir, out, epochs, preset,
+          sets, weights, work_dir, restart, seed, progress, as_json):
     """Align MODEL to real traces by executing its plans (DDPO); write the aligned model to OUT."""
     from controller.align.config import AlignConfig, preset as named_preset
 
@@ -96,7 +98,8 @@ def align(model, more_traces, traces, fleet_file, sim, sim_agents, forward_dir, 
         work_dir = work_dir or out.with_name(out.name + ".align")
         summary = run_alignment(model_path=model, trace_paths=all_traces, out_path=out, config=cfg,
                                 fleet_file=fleet_file, sim_agents=sim_agents if sim else None,
-                                work_dir=work_dir, restart=restart, progress=progress, forward_dir=forward_dir)
+                                work_dir=work_dir, restart=restart, progress=progress, forward_dir=forward_dir,
+                                allow_plain_http=allow_plain_http)
     except MimesysError as e:
         raise click_error(e) from None
     label = "SIMULATED agents" if summary["simulated"] else \

@@ -14,6 +14,8 @@ from mimesys.cliopts import json_option, progress_option
 from mimesys.errors import MimesysError
 from mimesys.exitstatus import click_error
 
+from ._agents import plain_http_option
+
 
 @click.command()
 @click.argument("campaign", type=click.Path(file_okay=False, path_type=Path))
@@ -38,9 +40,10 @@ from mimesys.exitstatus import click_error
 @click.option("--sweep-intensities", help="Round-0 intensities, comma-separated (default 0.25,0.5,1).")
 @click.option("--allow-mixed-hosts", is_flag=True, default=None,
               help="Allow agents whose hardware differs in one dataset (recorded in campaign.toml).")
+@plain_http_option
 @progress_option
 @json_option
-def collect(campaign, rounds, fleet_file, agents, strategy, round_size, chain_len, hold_max, repetitions, window_s, threads, seed,
+def collect(campaign, rounds, fleet_file, agents, allow_plain_http, strategy, round_size, chain_len, hold_max, repetitions, window_s, threads, seed,
             hull_fraction, spread_threshold, sweep_intensities, allow_mixed_hosts, progress, as_json):
     """Profile stressor compositions on a fleet and append them to CAMPAIGN's sample store.
 
@@ -66,7 +69,8 @@ def collect(campaign, rounds, fleet_file, agents, strategy, round_size, chain_le
                                               rounds, fleet_file, camp.config.strategy)
 
     async def main():
-        fleet = Fleet.from_file(fleet_file, allow_mixed_hosts=camp.config.allow_mixed_hosts or None, agents=agents)
+        fleet = Fleet.from_file(fleet_file, allow_mixed_hosts=camp.config.allow_mixed_hosts or None, agents=agents,
+                                allow_plain_http=allow_plain_http)
         async with fleet:
             return await run_campaign(camp, fleet, rounds, progress=progress)
 

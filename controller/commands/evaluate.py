@@ -70,7 +70,7 @@ def resolve_method(spec: str, dataset: str | None):
               help="Override a target's load level (default: from its mean CPU utilization).")
 @json_option
 @click.pass_context
-def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdir, band, scale, metrics, seed,
+def evaluate(ctx, fleet_file, agent, token_file, allow_plain_http, traces, methods, dataset, outdir, band, scale, metrics, seed,
              warmup_windows, core_strategy, load_levels, progress, as_json):
     """Score generated plans against target traces (DTW per metric), or run `colocation`."""
     if ctx.invoked_subcommand is not None:
@@ -90,7 +90,7 @@ def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdi
         targets = {p.stem: Trace.read(p) for p in traces}
         from controller.evaluate.driver import EvalOptions
         from controller.evaluate.driver import evaluate as run_eval
-        client = one_agent(fleet_file, agent, token_file)
+        client = one_agent(fleet_file, agent, token_file, allow_plain_http=allow_plain_http)
 
         opts = EvalOptions(outdir=outdir, band=band, seed=seed, warmup_windows=warmup_windows,
                            metrics=tuple(metrics) or None, core_strategy=core_strategy, load_levels=levels,
@@ -139,7 +139,7 @@ def evaluate(ctx, fleet_file, agent, token_file, traces, methods, dataset, outdi
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False, path_type=Path), help="Result JSON.")
 @json_option(help="Print only JSON on stdout: the result document (the one -o writes, plus `output`); "
                   "the table goes to stderr.")
-def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, agent_config, regex, higher, repeats, warmup_s,
+def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, allow_plain_http, agent_config, regex, higher, repeats, warmup_s,
                    output, as_json):
     """The application alone, next to the real mix, next to the plan: degradation difference in points.
 
@@ -150,7 +150,8 @@ def colocation_cmd(app_cmd, mix_cmd, plan_path, fleet_file, agent, token_file, a
     spec = AppSpec(app_cmd, regex, higher)
     try:
         async def main():
-            client = one_agent(fleet_file, agent, token_file) if (fleet_file or agent) else None
+            client = (one_agent(fleet_file, agent, token_file, allow_plain_http=allow_plain_http)
+                      if (fleet_file or agent) else None)
             try:
                 return await colocation(spec, mix_cmd, plan_path, client=client, repeats=repeats, warmup_s=warmup_s,
                                         agent_config=agent_config)

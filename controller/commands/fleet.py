@@ -15,6 +15,8 @@ from mimesys.cliopts import json_option
 from mimesys.errors import MimesysError
 from mimesys.exitstatus import ERROR, PARTIAL, click_error
 
+from ._agents import plain_http_option
+
 FLEET_FILE = click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
                           help="Fleet file (TOML) [default: $MIMESYS_FLEET; never ./fleet.toml implicitly].")
 
@@ -66,14 +68,15 @@ def list_(fleet_file, agents, as_json):
 @fleet.command()
 @FLEET_FILE
 @AGENTS
+@plain_http_option
 @json_option(help="Print only JSON on stdout: a list of every agent's name, /v1/info and error; "
                   "messages go to stderr.")
-def probe(fleet_file, agents, as_json):
+def probe(fleet_file, agents, allow_plain_http, as_json):
     """Ask every agent for its fingerprint, metric availability and calibration."""
     from ..fleet import Fleet, FleetError
 
     async def main():
-        async with Fleet.from_file(_fleet_file(fleet_file), agents=agents) as fl:
+        async with Fleet.from_file(_fleet_file(fleet_file), agents=agents, allow_plain_http=allow_plain_http) as fl:
             return fl, await fl.probe()
     try:
         fl, probes = asyncio.run(main())

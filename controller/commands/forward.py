@@ -45,12 +45,12 @@ def forward():
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Profile trace (HDF5).")
 @progress_option
 @_friendly
-def profile_cmd(fleet_file, agent, token_file, output, progress):
+def profile_cmd(fleet_file, agent, token_file, allow_plain_http, output, progress):
     """Run every stressor alone (one thread, then every thread) and record what the host shows.
     (`mimesys collect` records one per campaign before round 0.)"""
     from controller.forward.profile import run_profile
 
-    client = one_agent(fleet_file, agent, token_file)
+    client = one_agent(fleet_file, agent, token_file, allow_plain_http=allow_plain_http)
 
     async def main():
         try:

@@ -32,10 +32,10 @@ def agent_host(client) -> HostProfile:
     return HostProfile.from_info(asyncio.run(fetch()), origin=client.name)
 
 
-def load_host(host: str, token_file: Path | None) -> HostProfile:
+def load_host(host: str, token_file: Path | None, allow_plain_http: bool = False) -> HostProfile:
     """A saved JSON file (/v1/info answer or host fingerprint), or (the pre-fleet form) an agent URL."""
     if host.startswith(("http://", "https://")):
-        return agent_host(one_agent(None, host, token_file))
+        return agent_host(one_agent(None, host, token_file, allow_plain_http=allow_plain_http))
     if not Path(host).is_file():
         raise ConfigError(f"--target-host {host!r}: neither an agent URL (http://...) nor a readable JSON file")
     return HostProfile.from_file(host)
@@ -67,8 +67,8 @@ def load_host(host: str, token_file: Path | None) -> HostProfile:
               help="Also write the import report as JSON.")
 @json_option(help="Print only one JSON object on stdout: the trace written, its windows, metrics and window, "
                   "the target host and the import report (messages go to stderr).")
-def import_trace(file, fmt, url, start, end, step, page_points, output, host, fleet_file, agent, token_file, window_s,
-                 machine, core_strategy, source_peak, target_peak, report_json, as_json):
+def import_trace(file, fmt, url, start, end, step, page_points, output, host, fleet_file, agent, token_file,
+                 allow_plain_http, window_s, machine, core_strategy, source_peak, target_peak, report_json, as_json):
     """Import FILE (a foreign trace) as a mimesys trace, mapped onto a target host when one is named:
     an agent of a fleet (--fleet FILE [--agent NAME]) or a saved JSON (--target-host)."""
     try:
@@ -94,9 +94,9 @@ def import_trace(file, fmt, url, start, end, step, page_points, output, host, fl
         if host and (fleet_file or agent):
             raise ConfigError("name the target host once: --target-host JSON, or --fleet/--agent")
         if fleet_file or agent:
-            target = agent_host(one_agent(fleet_file, agent, token_file))
+            target = agent_host(one_agent(fleet_file, agent, token_file, allow_plain_http=allow_plain_http))
         else:
-            target = load_host(host, token_file) if host else None
+            target = load_host(host, token_file, allow_plain_http) if host else None
         target = target.with_peaks(overrides) if target is not None else None
         if url is not None:
             from controller.importers.prometheus import fetch

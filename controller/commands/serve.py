@@ -13,7 +13,7 @@ from mimesys.exitstatus import click_error
 from mimesys.planners.registry import help_text, kinds
 from controller.planners import BASELINE_GROUP
 
-from ._agents import fleet_option, one_agent
+from ._agents import fleet_option, one_agent, plain_http_option
 
 
 def read_token(token_file: Path | None, env: str = "MIMESYS_TOKEN") -> str:
@@ -38,7 +38,8 @@ def read_token(token_file: Path | None, env: str = "MIMESYS_TOKEN") -> str:
               help="The fleet's agent that /v1/profile runs plans on (no agent: no /v1/profile).")
 @click.option("--agent-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               hidden=True)
-def serve(model_dir, host, port, token_file, dataset, fleet_file, agent, agent_token_file):
+@plain_http_option
+def serve(model_dir, host, port, token_file, dataset, fleet_file, agent, agent_token_file, allow_plain_http):
     """Serve generation (and profiling on an agent) over HTTP."""
     from aiohttp import web
 
@@ -46,7 +47,8 @@ def serve(model_dir, host, port, token_file, dataset, fleet_file, agent, agent_t
 
     token = read_token(token_file)
     try:
-        client = one_agent(fleet_file, agent, agent_token_file) if (fleet_file or agent) else None
+        client = (one_agent(fleet_file, agent, agent_token_file, allow_plain_http=allow_plain_http)
+                  if (fleet_file or agent) else None)
         app = create_app(model_dir, token=token.encode(), dataset=dataset, agent=client)
     except MimesysError as e:
         raise click_error(e) from e

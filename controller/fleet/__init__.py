@@ -6,7 +6,8 @@
     report = await fleet.run_jobs(jobs, on_result)     # fan out; a failing agent's job moves on
     result = await fleet.clients[0].run(plan, RunOptions(repetitions=3))   # RunResult(trace, windows)
 
-Fleet file (TOML; token and CA files are relative to the fleet file):
+Fleet file (TOML; token and CA files are relative to the fleet file; a token file must lie in
+the fleet file's directory or the operator's config directory, controller/tokens.py):
 
     allow_mixed_hosts = false          # optional: refuse agents whose hardware differs
     [[agent]]
@@ -15,13 +16,13 @@ Fleet file (TOML; token and CA files are relative to the fleet file):
     name = "host5"                     # optional, defaults to the URL
     tls_sha256 = "F8:64:39:..."        # optional: pin the agent's certificate (`mimesys-agent tls init`)
     ca_file = "ca/host5.crt"           # optional: or verify it (chain and name) against this CA
-    allow_plain_http = false           # optional: true silences the warning for an http:// URL
+    allow_plain_http = false           # accepted for old files; grants nothing (--allow-plain-http does)
 
 `tls_sha256` accepts exactly one certificate whatever signed it (self-signed agents);
 `ca_file` accepts any certificate the CA signed for the URL's host name. One or the other
 (an https:// URL with neither uses the system's CAs); both apply to https:// URLs only.
-An http:// URL to a host that is not loopback sends the bearer token in clear text: the
-client warns once per agent on stderr unless the entry says `allow_plain_http = true`.
+An http:// URL to a host that is not loopback would send the bearer token in clear text: the
+client refuses it unless the command line says --allow-plain-http (then it warns once per agent).
 An entry without token_file gets a token from the environment only when its URL is loopback
 (controller/tokens.py).
 

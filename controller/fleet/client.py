@@ -49,10 +49,10 @@ class AgentClient:
         self.url = url.rstrip("/")
         self.ssl = ssl            # aiohttp's ssl= for every request (AgentSpec.ssl)
         self.name = name or self.url
-        if not allow_plain_http:
-            # Every request carries the token: say so once when it would cross a network unencrypted.
-            from ..tokens import warn_plain_http
-            warn_plain_http(self.name, self.url)
+        # Every request carries the token: refused over plain HTTP to another host unless the
+        # command line allowed it (controller/tokens.py).
+        from ..tokens import check_plain_http
+        check_plain_http(self.name, self.url, allowed=allow_plain_http)
         self._token = token
         self._session = session
         self._own_session = session is None

@@ -13,6 +13,8 @@ from mimesys.config import check_known, read_toml
 from mimesys.errors import ConfigError
 from mimesys.tls import normalize_sha256
 
+from ..tokens import confined_token_file
+
 if TYPE_CHECKING:
     from .client import AgentClient
 
@@ -24,7 +26,7 @@ class AgentSpec:
     name: str = ""
     ca_file: Path | None = None
     tls_sha256: bytes | None = None     # 32 bytes: the pinned certificate's SHA-256
-    allow_plain_http: bool = False      # the operator accepts a clear-text token to this http:// URL
+    allow_plain_http: bool = False      # as the file says; grants nothing (only --allow-plain-http does)
 
     def token(self, explicit: Path | None = None) -> str:
         from ..tokens import agent_token
@@ -45,10 +47,11 @@ class AgentSpec:
                 raise ConfigError(f"agent {self.name or self.url}: ca_file {self.ca_file}: {e}") from None
         return True
 
-    def client(self, *, token_file: Path | None = None, **kw) -> "AgentClient":
+    def client(self, *, token_file: Path | None = None, allow_plain_http: bool = False, **kw) -> "AgentClient":
+        """`allow_plain_http`: the command line's --allow-plain-http, never the file's key."""
         from .client import AgentClient
         return AgentClient(self.url, self.token(token_file), name=self.name, ssl=self.ssl(),
-                           allow_plain_http=self.allow_plain_http, **kw)
+                           allow_plain_http=allow_plain_http, **kw)
 
 
 
@@ -84,7 +87,7 @@ class FleetConfig:
             tf = e.get("token_file")
             if tf is not None and not isinstance(tf, str):
                 raise ConfigError(f"{where}: token_file must be a path string")
-            tpath = None if tf is None else (path.parent / tf if not Path(tf).is_absolute() else Path(tf))
+            tpath = None if tf is None else confined_token_file(path, tf, where)
             name = str(e.get("name") or url)
             if name in names:
                 raise ConfigError(f"{where}: name {name!r} used twice (names select agents: --agent NAME)")

@@ -85,9 +85,10 @@ class Fleet:
 
     @classmethod
     def from_file(cls, path: Path | str, *, allow_mixed_hosts: bool | None = None,
-                  agents: list[str] | tuple[str, ...] = (), **kw) -> "Fleet":
+                  agents: list[str] | tuple[str, ...] = (), allow_plain_http: bool = False, **kw) -> "Fleet":
+        """`allow_plain_http`: the command line's --allow-plain-http (controller/tokens.py)."""
         cfg = FleetConfig.load(path).select(agents)
-        clients = [a.client() for a in cfg.agents]
+        clients = [a.client(allow_plain_http=allow_plain_http) for a in cfg.agents]
         allow = cfg.allow_mixed_hosts if allow_mixed_hosts is None else allow_mixed_hosts
         return cls(clients, allow_mixed_hosts=allow, **kw)
 
