@@ -104,13 +104,9 @@ def start_agent(out: Path, constrained: bool):
     return agent
 
 
-def fleet(agent, path: Path) -> Path:
-    return agent.write_fleet(path)
-
-
 def collect(agent, camp: Path, ds: Path, rounds: int, size: int, seed: int) -> None:
     if not ds.exists():
-        f = fleet(agent, camp.parent / f"{camp.name}-fleet.toml")
+        f = agent.write_fleet()
         retry([*CTL, "collect", camp, "--fleet", f, "--rounds", rounds, "--round-size", size, "--strategy", "random",
             "--chain-len", 16, "--repetitions", 2, "--sweep-intensities", "0.5,1.0", "--spread-threshold", 0.3,
             "--seed", seed, "--no-progress"])
@@ -191,7 +187,7 @@ def main() -> None:
                 sh([*CTL, "forward", "fit", ds, "-o", fm, "--calibration", a_dir / "calibration.json", "--overwrite"])
             ev = a_dir / "eval"
             if not (ev / "results.json").exists():
-                f = fleet(agent, a_dir / "fleet.toml")
+                f = agent.write_fleet()
                 sh([*CTL, "evaluate", "--fleet", f, *[x for m in mixes for x in ("--trace", tdir / f"{m}.h5")],
                     "--method", f"inverse=inverse:{fm}", "--method", "single", "--method", "nearest", "--method", "knn",
                     "--dataset", ds, "-o", ev])

@@ -440,7 +440,7 @@ def main() -> None:
             t0 = time.monotonic()
             write_campaign_config(args.campaign, DemoSettings())   # a new campaign: the demo's settings
             sh([*CTL, "collect", args.campaign, "--rounds", args.collect_rounds,
-                "--fleet", agent.write_fleet(out / "fleet.toml")])
+                "--fleet", agent.write_fleet()])
             print(f"collect to round {args.collect_rounds}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
 
         work = out / args.label

@@ -257,8 +257,10 @@ class LocalAgent:
                                  f"(log: {self.out / 'agent.log'})")
             time.sleep(0.3)
 
-    def write_fleet(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def write_fleet(self) -> Path:
+        """A fleet file naming this agent, beside its token in the agent's temporary directory (a
+        fleet file's token_file must lie in the fleet file's own directory)."""
+        path = self.tmp / "fleet.toml"
         path.write_text(f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "{self.NAME}"\n')
         return path
 
@@ -437,7 +439,7 @@ def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> Non
 
     campaign = out / "campaign"
     with d.step("collect", "a short novelty-guided campaign on this host") as rec:
-        fleet = agent.write_fleet(out / "fleet.toml")
+        fleet = agent.write_fleet()
         write_campaign_config(campaign, s)
         d.run(CONTROLLER_CLI, ["collect", campaign, "--rounds", s.rounds, "--fleet", fleet], step="collect")
         rec.detail = f"coverage reports in {campaign / 'reports'}"

@@ -244,11 +244,11 @@ class OnnxGenerator:
             prev_o = values[t]
             if progress is not None:
                 progress(t + 1, trace.T)
-        busy = None
+        busy, finished = None, None
         if steer is not None:
-            comps, busy = steer.finish(comps, goal)
+            comps, busy, finished = steer.finish(comps, goal)
         return Plan(comps, list(self.catalog_names), self.catalog_hash, window_s=self.window_s, seed=int(seed),
-                    provenance=self._provenance(trace, report, seed),
+                    provenance={**self._provenance(trace, report, seed), "steer_finish": finished},
                     host_fingerprint=dict(self.manifest.get("training_host_fingerprint") or {}),
                     core_busy_target=busy).validate()
 

@@ -224,7 +224,7 @@ class InversePlanner:
         (match_cpu sizes it, the runner holds it)."""
         return next((k for k, c in enumerate(self.model.first.thread_cores) if c == core), None)
 
-    def solve(self, values: np.ndarray, progress=None) -> tuple[np.ndarray, dict]:
+    def solve(self, values: np.ndarray, progress=None, restrict: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K] float32, info.
 
         What needs the whole target is decided once (each metric's scale, the weights, which
@@ -250,6 +250,8 @@ class InversePlanner:
         steady[0] = 0.0
         lam_c = (s.change_weight * steady).astype(np.float32)      # [T]: couples t with t−1
         allowed = self.allowed(values)
+        if restrict is not None:
+            allowed &= restrict
         cost = self.cost(values)
         G = first.gain / scales                                   # [M, K, N] in the target's scale
         a = np.zeros((T, first.M, first.K), np.float32)

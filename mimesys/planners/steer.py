@@ -15,14 +15,19 @@ the inverse planner fits. The step is the inverse planner's majorized one (a Jac
 stressor and thread, so one unit of `weight` never overshoots), projected back onto the valid
 set, on the stressors the no-invented-activity rule allows in that window only.
 
-After sampling, the plan is finished as the inverse planner finishes its own: every byte rate
-capped at the target's level plus the host's noise (`activity.cap_to_target`: a plan may not
-write 1 GB/s where the target wrote 20 MB/s, busy or not), each core brought to the target's
-busy fraction (`InversePlanner.match_cpu`), segments rounded to what a stressor can run, and
-the plan names each core's busy fraction for the runner to hold (`core_busy_target`).
+After sampling, the plan is finished on the model's own choice of stressors: the stressors it
+runs in a window (more than `support_share` of it, over its threads; and the compute filler,
+which drives nothing) are sized by the inverse planner's solve restricted to them (the same
+objective, device queue, rounding, dead time and CPU matching as its own plans), every byte
+rate is capped at the target's level plus the host's noise (`activity.cap_to_target`: a plan
+may not write 1 GB/s where the target wrote 20 MB/s, busy or not), and the plan names each
+core's busy fraction for the runner to hold (`core_busy_target`).
 
-The denoiser is what decides *which* stressors and in what shape a window is made; the
-forward model only corrects magnitudes. With weight 0 and no finishing the model's own
+The denoiser decides *which* stressors make a window; the forward model sizes them. The few
+gradient steps of the nudge alone move a sample far less than the 150-plus accelerated steps
+of the inverse planner's solve: measured on the forward model of a real campaign, a taught
+model nudged and capped only was predicted 0.41 of the targets' own range off on six real
+mixes, against 0.09 for the inverse planner. With weight 0 and no finishing the model's own
 plan comes out (the ablation's "without guidance" row).
 """
 
@@ -42,14 +47,17 @@ from .inverse import InversePlanner
 class SteerSettings:
     weight: float = 1.0          # share of a full majorized step per DDIM step (0: no guidance)
     inner_steps: int = 2         # gradient steps per DDIM step
-    finish: bool = True          # magnitude cap, CPU matching, rounding, held core busy fraction
+    finish: bool = True          # sized on the model's stressors, magnitude cap, held core busy fraction
+    support_share: float = 0.02  # a stressor the model runs less than this of a window (all threads) is not chosen
 
     def to_dict(self) -> dict:
-        return {"weight": self.weight, "inner_steps": self.inner_steps, "finish": self.finish}
+        return {"weight": self.weight, "inner_steps": self.inner_steps, "finish": self.finish,
+                "support_share": self.support_share}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SteerSettings":
-        return cls(float(d.get("weight", 1.0)), int(d.get("inner_steps", 2)), bool(d.get("finish", True)))
+        return cls(float(d.get("weight", 1.0)), int(d.get("inner_steps", 2)), bool(d.get("finish", True)),
+                   float(d.get("support_share", 0.02)))
 
 
 @dataclass
@@ -106,15 +114,21 @@ class ForwardSteer:
             a = project_to_valid((a - s.weight * target.inv_d * grad) * keep).astype(np.float64)
         return a.astype(np.float32)
 
-    def finish(self, compositions: np.ndarray, target: SteerTarget) -> tuple[np.ndarray, np.ndarray | None]:
-        """compositions [T, M, K] -> (finished compositions, core_busy_target [T, K] or None)."""
+    def finish(self, compositions: np.ndarray, target: SteerTarget) -> tuple[np.ndarray, np.ndarray | None, dict]:
+        """compositions [T, M, K] -> (finished compositions, core_busy_target [T, K] or None, what it did)."""
         if not self.settings.finish:
-            return compositions, None
+            return compositions, None, {}
         inv, first = self.inverse, self.forward.first
         values = target.values
-        a = np.asarray(compositions, np.float64) * target.allowed[:, :, None]
-        a, _ = activity.cap_to_target(a, values, first.metric_names, first.units, np.asarray(first.idle, np.float64),
-                                      inv._margins, first.response)
-        a = inv.round_to_quanta(inv.match_cpu(inv.round_to_quanta(a), values, target.allowed))
+        chosen = np.asarray(compositions, np.float64).sum(axis=2) > self.settings.support_share    # [T, M]
+        filler = inv.cpu_filler(target.allowed)
+        if filler is not None:
+            chosen[:, filler] = True
+        a, _ = inv.solve(values, restrict=chosen)
+        a, capped = activity.cap_to_target(a, values, first.metric_names, first.units,
+                                           np.asarray(first.idle, np.float64), inv._margins, first.response)
         busy = inv.core_busy_target(values) if inv.settings.hold_core_busy else None
-        return project_to_valid(a), busy
+        info = {"stressors_chosen_per_window": round(float(chosen.sum(axis=1).mean()), 2),
+                "stressors_allowed_per_window": round(float(target.allowed.sum(axis=1).mean()), 2),
+                "entries_capped": capped}
+        return project_to_valid(a), busy, info
