@@ -87,7 +87,7 @@ def test_cli_reports_bad_dataset_without_traceback(tmp_path):
     bad = tmp_path / "bad.h5"
     bad.write_bytes(b"not hdf5")
     out = CliRunner().invoke(train_cmd, [str(bad), "--out", str(tmp_path / "m"), "--quiet"])
-    assert out.exit_code != 0 and "not a readable HDF5 dataset" in out.output and "Traceback" not in out.output
+    assert out.exit_code != 0 and f"{bad}: not a readable mimesys dataset" in out.output and "Traceback" not in out.output
 
 
 @pytest.mark.slow
