@@ -238,10 +238,7 @@ class InversePlanner:
         first = model.first
         T = values.shape[0]
         scales = self.target_scales(values)
-        weights = self.weights.copy()
-        if any(np.isfinite(values[:, n]).any() for n, _ in self._cores) and "cpu.util" in first.metric_names:
-            weights[first.metric_names.index("cpu.util")] = 0.0   # the cores say it, one by one
-        mask = ((np.isfinite(values) & (weights > 0)) * weights).astype(np.float32)
+        mask = self.fit_mask(values)
         y = np.nan_to_num(values / scales, nan=0.0).astype(np.float32)
         diff = np.abs(np.diff(y, axis=0, prepend=y[:1])) * (mask > 0)
         nobs = np.maximum((mask > 0).sum(axis=1), 1)
@@ -320,6 +317,15 @@ class InversePlanner:
         corr = self.model.correction(a, a_prev)[0]
         corr[:, self._core_metrics] = 0.0
         return corr
+
+    def fit_mask(self, values: np.ndarray) -> np.ndarray:
+        """float32 [T, N]: each metric's weight in the fit where the target has it, 0 elsewhere;
+        host-wide CPU left out where the target has its cores (they say it, one by one)."""
+        first = self.model.first
+        weights = self.weights.copy()
+        if any(np.isfinite(values[:, n]).any() for n, _ in self._cores) and "cpu.util" in first.metric_names:
+            weights[first.metric_names.index("cpu.util")] = 0.0
+        return ((np.isfinite(values) & (weights > 0)) * weights).astype(np.float32)
 
     def target_scales(self, values: np.ndarray) -> np.ndarray:
         """[N] each metric's scale in the fit: the target's own range (p99 over its windows less

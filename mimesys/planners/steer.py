@@ -84,10 +84,7 @@ class ForwardSteer:
         """values [T, N] in the forward model's metric order."""
         inv, first = self.inverse, self.forward.first
         scales = inv.target_scales(values)
-        weights = inv.weights.copy()
-        if any(np.isfinite(values[:, n]).any() for n, _ in inv._cores) and "cpu.util" in first.metric_names:
-            weights[first.metric_names.index("cpu.util")] = 0.0   # the cores say it, one by one
-        w = (np.isfinite(values) & (weights > 0)) * weights
+        w = inv.fit_mask(values).astype(np.float64)
         gs = first.gain / scales
         lam = np.repeat((inv.settings.idle_weight * inv.cost(values))[:, None], first.K, axis=1)
         # the Gershgorin bound on each row of 2 Gᵀ diag(w) G at the trace's largest weights (as the
