@@ -378,6 +378,7 @@ def main() -> None:
     ap.add_argument("--label", default="campaign")
     ap.add_argument("--train-steps", type=int, default=DemoSettings.train_steps,
                     help="Optimizer steps of the diffusion model (the demo's by default; more for a longer campaign).")
+    ap.add_argument("--train-batch", type=int, default=DemoSettings.train_batch, help="Training batch size.")
     ap.add_argument("--mix-seconds", type=int, default=60)
     ap.add_argument("--mixes", default="",
                     help="Mixes to record and replay (comma-separated; bench/workloads/mixes.py --list): the five "
@@ -452,7 +453,7 @@ def main() -> None:
         onnx, fm = work / "model-onnx", work / "forward"
         wanted = ["diffusion" if m == "model" else m for m in args.methods.split(",")]
         if not (onnx / "manifest.json").exists() and {"diffusion", "select", "steered"} & set(wanted):
-            sh([*CTL, "train", ds, "--out", work / "model", "--steps", args.train_steps, "--batch-size", s.train_batch,
+            sh([*CTL, "train", ds, "--out", work / "model", "--steps", args.train_steps, "--batch-size", args.train_batch,
                 "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
                 "--overwrite"])
             sh([*CTL, "export", work / "model", "--onnx", onnx, "--overwrite"])
@@ -483,7 +484,7 @@ def main() -> None:
                 teaching["teach_s"] = round(time.monotonic() - t0, 1)
                 t0 = time.monotonic()
                 sh([*CTL, "train", taught_ds, "--out", taught_model, "--steps", args.train_steps, "--batch-size",
-                    s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu",
+                    args.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu",
                     "--seed", s.seed, "--taught-share", args.taught_share, "--overwrite"])
                 teaching["train_s"] = round(time.monotonic() - t0, 1)
                 (work / "teaching.json").write_text(json.dumps(teaching))

@@ -1,4 +1,4 @@
-"""Generation speed: one sequential 300-window trace, default sampler settings, this CPU.
+"""Generation speed: one 300-window trace, default sampler settings, this CPU.
 
 Prints ONE JSON line:
   onnx_windows_per_s           agentd's OnnxGenerator (fused sampler graph, ONNX Runtime, 1 thread)
@@ -97,6 +97,12 @@ def time_torch(pol: DiffusionPolicy, trace: Trace) -> float:
     return trace.T / (time.perf_counter() - t0)
 
 
+def tiled(path: Path, windows: int) -> Trace:
+    tr = Trace.read(path)
+    reps = -(-windows // tr.T)
+    return Trace(np.tile(tr.values, (reps, 1))[:windows], tr.metrics, window_s=tr.window_s)
+
+
 def time_inverse(forward_dir: Path, target: Path | None, windows: int, repeats: int) -> dict:
     from mimesys.metrics import MetricSpec as Spec
     from mimesys.planners.inverse import InversePlanner
@@ -104,8 +110,7 @@ def time_inverse(forward_dir: Path, target: Path | None, windows: int, repeats: 
     fm = planner.model
     if target is not None:
         tr = Trace.read(target)
-        reps = -(-windows // tr.T)
-        trace = Trace(np.tile(tr.values, (reps, 1))[:windows], tr.metrics, window_s=tr.window_s)
+        trace = tiled(target, windows)
     else:
         rng = np.random.default_rng(1)
         hi = np.where(np.isfinite(fm.first.capacity), fm.first.capacity, fm.scales)
@@ -125,7 +130,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="ONNX Runtime and torch intra-op threads")
     ap.add_argument("--forward", type=Path, default=None, help="forward-model directory: time the inverse planner")
-    ap.add_argument("--target", type=Path, default=None, help="target trace for the inverse planner")
+    ap.add_argument("--target", type=Path, default=None,
+                    help="target trace (tiled to --windows) for every planner [uniform draws in the model's range]")
     args = ap.parse_args()
     inverse = None
     if args.forward:
@@ -136,7 +142,7 @@ def main() -> None:
         model = args.model or untrained_model(tmp / "model", os.cpu_count() or 1)
         export_onnx(model, tmp / "onnx", threads=args.threads)
         pol = load_policy(model)
-        trace = target_trace(pol, args.windows)
+        trace = target_trace(pol, args.windows) if args.target is None else tiled(args.target, args.windows)
         fused = load_generator(tmp / "onnx", threads=args.threads)
         stepwise = load_generator(tmp / "onnx", threads=args.threads, force_stepwise=True)
         assert fused.fused and not stepwise.fused
@@ -157,6 +163,7 @@ def main() -> None:
         "torch_windows_per_s": round(max(runs["torch"]), 1),
         **({"onnx_steered_windows_per_s": round(max(runs["onnx_steered"]), 1)} if runs["onnx_steered"] else {}),
         "onnx_over_torch": round(max(runs["onnx"]) / max(runs["torch"]), 2),
+        "target": str(args.target) if args.target else "uniform within the model's training range",
         "windows": args.windows, "repeats": args.repeats, "threads": args.threads,
         "sampler": {"steps": pol.config.sample_steps, "guidance": pol.config.guidance, "eta": pol.config.eta},
         "model": str(args.model) if args.model else "default config, untrained weights (timing only)",

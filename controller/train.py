@@ -162,7 +162,7 @@ def build_policy(data: TrainingData, model_cfg: ModelConfig, train_part: SampleA
                      data.window_s, data.host_fingerprint)
     layout = MetricLayout.build(spec.metric_names, spec.threads)
     normalizer = Normalizer.fit(np.concatenate([train_part.obs, train_part.prev_obs]), list(data.metrics), layout)
-    return DiffusionPolicy(spec, model_cfg, normalizer, ActionScale.fit(train_part.action))
+    return DiffusionPolicy(spec, model_cfg, normalizer, ActionScale.fit(train_part.action, model_cfg.action_log_floor))
 
 
 def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = TrainConfig(),

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from controller.commands.export import export as export_cmd
 from controller.export import PARITY_TOL, example_inputs, export_onnx
 from controller.model.checkpoint import load_policy
+from controller.model.config import ModelConfig
 from test_model_toydata import train_toy_model
 
 
@@ -27,7 +28,7 @@ def test_export_writes_graphs_and_a_complete_manifest(model_dir, tmp_path, catal
     assert m["catalog_names"] == catalog.names and m["catalog_hash"] == catalog.hash
     assert m["metric_names"] == ["cpu.util.core0", "cpu.util.core1", "mem.bw_Bps", "disk.write_Bps"]
     assert m["threads"] == 2 and m["stressors"] == len(catalog) and m["window_s"] == 1.0
-    assert m["sampler"]["steps"] == 10 and m["sampler"]["guidance"] == 2.0 and m["sampler"]["eta"] == 0.0
+    assert m["sampler"]["steps"] == ModelConfig().sample_steps and m["sampler"]["guidance"] == 2.0 and m["sampler"]["eta"] == 0.0
     assert len(m["sampler"]["alpha_bar"]) == 1000
     assert m["normalization"]["transform"] == ["identity", "identity", "log1p", "log1p"]
     assert m["training_host_fingerprint"] == {"toy": True, "cpus": 2} and m["simulated_training_data"] is True

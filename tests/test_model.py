@@ -86,11 +86,12 @@ def test_ddim_with_eta_zero_is_deterministic_and_eta_positive_has_finite_log_pro
     with torch.no_grad():
         a = pol.sample(ctx, eta=0.0, generator=torch.Generator().manual_seed(3))
         b = pol.sample(ctx, eta=0.0, generator=torch.Generator().manual_seed(3))
-        c = pol.sample(ctx, eta=1.0, steps=5, generator=torch.Generator().manual_seed(3))
+        c = pol.sample(ctx, eta=1.0, steps=7, generator=torch.Generator().manual_seed(3))
     assert torch.equal(a.actions, b.actions)
-    assert a.latents.shape == (3, 11, pol.M, pol.K) and a.log_probs.shape == (3, 10)
+    S = pol.config.sample_steps
+    assert a.latents.shape == (3, S + 1, pol.M, pol.K) and a.log_probs.shape == (3, S)
     assert (a.actions >= 0).all() and (a.actions.sum(dim=1) <= 1 + 1e-6).all()
-    assert c.latents.shape == (3, 6, pol.M, pol.K) and torch.isfinite(c.log_probs).all()
+    assert c.latents.shape == (3, 8, pol.M, pol.K) and torch.isfinite(c.log_probs).all()
 
 
 def test_step_log_prob_reproduces_the_sampled_log_prob_and_has_gradients(toy):

@@ -6,19 +6,26 @@ to thread k's token, and every other metric is host-wide (the global token). The
 and the normalization are plain data (JSON-able) so the checkpoint and the ONNX manifest
 carry them exactly.
 
-Normalization per metric: z = (f(x) - mean) / std, f = log1p(max(x, 0)) for rates,
+Normalization per metric: z = (f(x) - mean) / std, f = log1p(max(x, 0) / floor) for rates,
 bytes and counts (heavy-tailed, spanning orders of magnitude), identity otherwise;
-z is clipped to ±Z_CLIP. A missing value (NaN) becomes z = 0 (the training mean) with a
+z is clipped to ±Z_CLIP. The floor of a resource rate is the level below which the project
+calls the resource idle (mimesys/activity.py IDLE_FLOOR: 512 KiB/s, 16 /s): without it a
+resource at exactly 0 (a recorded application that leaves loopback untouched) and the same
+resource at the host's idle noise (the agent's own few kB/s, every synthetic target's
+background) sit ten log units apart, far outside what training saw, and the model reads
+"idle" as something it never met. A missing value (NaN) becomes z = 0 (the training mean) with a
 mask bit of 0, inside the model (see networks.ContextEncoder).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from mimesys.activity import IDLE_FLOOR
 from mimesys.metrics import MetricSpec
 
 # Units whose values span orders of magnitude: log1p before standardizing.
@@ -65,21 +72,28 @@ class MetricLayout:
 
 @dataclass(frozen=True)
 class Normalizer:
-    """Per-metric transform ("log1p" | "identity"), mean and std of the transformed values,
-    and the raw [min, max] seen in training (for the manifest and out-of-range warnings)."""
+    """Per-metric transform ("log1p" | "identity") with its floor, mean and std of the
+    transformed values, and the raw [min, max] seen in training (for the manifest and
+    out-of-range warnings). A model saved before floors existed reads as floor 1 (plain log1p)."""
 
     transform: tuple[str, ...]
     mean: tuple[float, ...]
     std: tuple[float, ...]
     raw_min: tuple[float, ...]
     raw_max: tuple[float, ...]
+    floor: tuple[float, ...] | None = None
+
+    @property
+    def floors(self) -> tuple[float, ...]:
+        return self.floor if self.floor is not None else (1.0,) * len(self.transform)
 
     @classmethod
     def fit(cls, values: np.ndarray, specs: list[MetricSpec], layout: "MetricLayout") -> "Normalizer":
         """values [S, N] raw (NaN = not measured); specs in the same order. The cores of one
         per-thread family share one mean/std, so swapping two cores' values swaps their z."""
         transform = tuple("log1p" if s.unit in LOG_UNITS else "identity" for s in specs)
-        f = apply_transform(values.astype(np.float64), transform)
+        floor = tuple(float(IDLE_FLOOR.get(s.unit, 1.0)) if t == "log1p" else 1.0 for s, t in zip(specs, transform))
+        f = apply_transform(values.astype(np.float64), transform, floor)
         with np.errstate(all="ignore"):
             mean = np.nan_to_num(np.nanmean(f, axis=0))
             std = np.maximum(np.nan_to_num(np.nanstd(f, axis=0)), STD_FLOOR)
@@ -89,59 +103,81 @@ class Normalizer:
                 std[cols] = max(float(np.nan_to_num(np.nanstd(f[:, cols]))), STD_FLOOR)
             lo, hi = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
         return cls(transform, tuple(map(float, mean)), tuple(map(float, std)),
-                   tuple(map(float, np.nan_to_num(lo))), tuple(map(float, np.nan_to_num(hi))))
+                   tuple(map(float, np.nan_to_num(lo))), tuple(map(float, np.nan_to_num(hi))), floor)
 
     def normalize(self, values: np.ndarray) -> np.ndarray:
         """[..., N] raw -> z [..., N] float32, NaN stays NaN (the model fills it)."""
-        f = apply_transform(np.asarray(values, np.float64), self.transform)
+        f = apply_transform(np.asarray(values, np.float64), self.transform, self.floors)
         z = (f - np.asarray(self.mean)) / np.asarray(self.std)
         return np.clip(z, -Z_CLIP, Z_CLIP).astype(np.float32)
 
     def to_dict(self) -> dict:
         return {k: list(getattr(self, k)) for k in ("transform", "mean", "std", "raw_min", "raw_max")} | {
-            "z_clip": Z_CLIP, "formula": "z = clip((f(x) - mean) / std, -z_clip, z_clip); "
-                                         "f = log1p(max(x, 0)) or identity; NaN -> z = 0 with mask 0"}
+            "floor": list(self.floors), "z_clip": Z_CLIP,
+            "formula": "z = clip((f(x) - mean) / std, -z_clip, z_clip); "
+                       "f = log1p(max(x, 0) / floor) or identity; NaN -> z = 0 with mask 0"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Normalizer":
-        return cls(*(tuple(d[k]) for k in ("transform", "mean", "std", "raw_min", "raw_max")))
+        return cls(*(tuple(d[k]) for k in ("transform", "mean", "std", "raw_min", "raw_max")),
+                   floor=tuple(map(float, d["floor"])) if "floor" in d else None)
 
 
 @dataclass(frozen=True)
 class ActionScale:
-    """Latent x = (a − offset) / scale for compositions a ∈ [0, 1].
+    """Latent x = (u(a) − offset) / scale for compositions a ∈ [0, 1], u(a) = log(a + log_floor)
+    (log_floor > 0) or u(a) = a (log_floor = 0, models saved before it existed).
 
-    Compositions are sparse (most entries 0); standardizing them (instead of x = 2a − 1)
-    gives the denoiser its precision where the data is, so the many zero entries come out
-    near zero rather than as a spread of small positive slivers that add up per thread."""
+    Compositions are sparse (most entries 0) and what an entry means spans orders of magnitude:
+    a 1 GB/s disk stressor at 0.02 of a window writes 20 MB/s, at 0.2 ten times that, and the
+    target's own scale tells those apart. In a linear latent both sit within a sliver of the
+    zeros, so the denoiser's error is a large error in traffic; in the log latent every decade
+    of duty cycle is equally far apart (down to log_floor, below which a stressor is as good as
+    off). Standardizing (offset, scale) gives the denoiser its precision where the data is."""
 
     offset: float = 0.5
     scale: float = 0.5
+    log_floor: float = 0.0
 
     @classmethod
-    def fit(cls, actions: np.ndarray) -> "ActionScale":
-        return cls(float(np.mean(actions)), max(float(np.std(actions)), 0.05))
+    def fit(cls, actions: np.ndarray, log_floor: float = 0.0) -> "ActionScale":
+        u = np.log(actions + log_floor) if log_floor > 0 else actions
+        return cls(float(np.mean(u)), max(float(np.std(u)), 0.05), float(log_floor))
+
+    def _u(self, a: float) -> float:
+        return math.log(a + self.log_floor) if self.log_floor > 0 else a
 
     @property
     def lo(self) -> float:
-        return (0.0 - self.offset) / self.scale
+        return (self._u(0.0) - self.offset) / self.scale
 
     @property
     def hi(self) -> float:
-        return (1.0 - self.offset) / self.scale
+        return (self._u(1.0) - self.offset) / self.scale
+
+    def to_latent(self, a, xp=np):
+        """a (NumPy array or torch tensor; xp = its module) -> latent."""
+        u = xp.log(a + self.log_floor) if self.log_floor > 0 else a
+        return (u - self.offset) / self.scale
+
+    def from_latent(self, x, xp=np):
+        """latent -> a (before projection: may leave [0, 1] by the latent's clip margin)."""
+        u = self.offset + self.scale * x
+        return xp.exp(u) - self.log_floor if self.log_floor > 0 else u
 
     def to_dict(self) -> dict:
-        return {"offset": self.offset, "scale": self.scale,
-                "formula": "latent = (a - offset) / scale; a = offset + scale * latent"}
+        return {"offset": self.offset, "scale": self.scale, "log_floor": self.log_floor,
+                "formula": "latent = (u(a) - offset) / scale; u(a) = log(a + log_floor) if log_floor > 0 else a"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ActionScale":
-        return cls(float(d["offset"]), float(d["scale"]))
+        return cls(float(d["offset"]), float(d["scale"]), float(d.get("log_floor", 0.0)))
 
 
-def apply_transform(values: np.ndarray, transform) -> np.ndarray:
+def apply_transform(values: np.ndarray, transform, floor=None) -> np.ndarray:
     out = np.array(values, dtype=np.float64, copy=True)
     logm = np.array([t == "log1p" for t in transform])
+    floor = np.ones(len(transform)) if floor is None else np.asarray(floor, np.float64)
     if logm.any():
-        out[..., logm] = np.log1p(np.maximum(out[..., logm], 0.0))
+        out[..., logm] = np.log1p(np.maximum(out[..., logm], 0.0) / floor[logm])
     return out

@@ -35,6 +35,8 @@ class MetricInput(nn.Module):
     def __init__(self, layout: MetricLayout, normalizer: Normalizer):
         super().__init__()
         self.register_buffer("log_mask", torch.tensor([t == "log1p" for t in normalizer.transform]))
+        # not in the state dict: it comes from the normalizer (older checkpoints have none)
+        self.register_buffer("floor", torch.tensor(normalizer.floors, dtype=torch.float32), persistent=False)
         self.register_buffer("mean", torch.tensor(normalizer.mean, dtype=torch.float32))
         self.register_buffer("std", torch.tensor(normalizer.std, dtype=torch.float32))
         # [F, K]; F = 0 when the metrics have no per-core family (only host-wide ones)
@@ -54,7 +56,7 @@ class MetricInput(nn.Module):
     def forward(self, raw: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         present = ~torch.isnan(raw)
         x = torch.where(present, raw, torch.zeros_like(raw))
-        x = torch.where(self.log_mask, torch.log1p(torch.clamp(x, min=0.0)), x)
+        x = torch.where(self.log_mask, torch.log1p(torch.clamp(x, min=0.0) / self.floor), x)
         z = torch.clamp((x - self.mean) / self.std, -Z_CLIP, Z_CLIP)
         z = torch.where(present, z, torch.zeros_like(z))
         zm = torch.stack([z, present.to(z.dtype)], dim=-1)                 # [B, N, 2]
@@ -148,10 +150,21 @@ class Denoiser(nn.Module):
     """ε_θ(x_t, t, c).
 
     forward(x_t [B, M, K], t [B] int64, thread_ctx [B, K, D], global_ctx [B, D]) -> ε [B, M, K]
+
+    prediction = "x0": the network's head predicts the clean latent x̂_0 (`head`), and forward
+    returns the ε it implies, ε = (x_t − √ᾱ_t x̂_0) / √(1 − ᾱ_t), so the samplers, the ONNX graph
+    and alignment see one interface. A teacher's plan is one answer per context, not a spread:
+    predicting it directly spends the network on the answer rather than on the noise (and a
+    few DDIM steps land on it), where ε-prediction at low noise leaves x̂_0 to a division.
     """
 
-    def __init__(self, stressors: int, hidden: int, blocks: int, train_timesteps: int):
+    def __init__(self, stressors: int, hidden: int, blocks: int, train_timesteps: int,
+                 prediction: str = "eps", alpha_bar: torch.Tensor | None = None):
         super().__init__()
+        self.prediction = prediction
+        if prediction == "x0":
+            self.register_buffer("sqrt_ab", alpha_bar.sqrt().float(), persistent=False)
+            self.register_buffer("sqrt_1m_ab", (1 - alpha_bar).sqrt().float(), persistent=False)
         self.register_buffer("time_table", sinusoidal_table(train_timesteps, hidden))
         self.time_mlp = _mlp(hidden, hidden, hidden)
         self.x_in = nn.Linear(stressors, hidden)
@@ -162,6 +175,13 @@ class Denoiser(nn.Module):
         nn.init.zeros_(self.out.bias)
 
     def forward(self, x_t, t, thread_ctx, global_ctx):
+        out = self.head(x_t, t, thread_ctx, global_ctx)
+        if self.prediction == "x0":
+            return (x_t - self.sqrt_ab[t][:, None, None] * out) / self.sqrt_1m_ab[t][:, None, None]
+        return out
+
+    def head(self, x_t, t, thread_ctx, global_ctx):
+        """The network's own output: ε̂ or x̂_0 (self.prediction)."""
         temb = self.time_mlp(self.time_table[t])                      # [B, D]
         h = self.x_in(x_t.transpose(1, 2)) + thread_ctx + temb[:, None]   # [B, K, D]
         g = global_ctx + temb

@@ -113,8 +113,9 @@ class DiffusionPolicy(nn.Module):
         M = len(spec.catalog_names)
         self.encoder = ContextEncoder(self.layout, normalizer, M, config.hidden,
                                       config.use_prev_action, config.use_prev_obs)
-        self.denoiser = Denoiser(M, config.hidden, config.blocks, config.train_timesteps)
         self.alpha_bar_np = cosine_alpha_bar(config.train_timesteps)
+        self.denoiser = Denoiser(M, config.hidden, config.blocks, config.train_timesteps, config.prediction,
+                                 torch.tensor(self.alpha_bar_np, dtype=torch.float64))
         self.register_buffer("alpha_bar", torch.tensor(self.alpha_bar_np, dtype=torch.float32))
 
     @property
@@ -133,14 +134,14 @@ class DiffusionPolicy(nn.Module):
         return (self.action_scale.lo, self.action_scale.hi)
 
     def to_latent(self, a: torch.Tensor) -> torch.Tensor:
-        return (a - self.action_scale.offset) / self.action_scale.scale
+        return self.action_scale.to_latent(a, torch)
 
     def from_latent(self, x: torch.Tensor) -> torch.Tensor:
-        return self.action_scale.offset + self.action_scale.scale * x
+        return self.action_scale.from_latent(x, torch)
 
     # -- training ---------------------------------------------------------------
     def compute_loss(self, batch: TrainBatch, generator: torch.Generator | None = None) -> torch.Tensor:
-        """ε-prediction MSE with random context dropout (CFG) and random metric hiding."""
+        """ε- (or x_0-, config.prediction) MSE with random context dropout (CFG) and random metric hiding."""
         ctx, a0 = batch.context, batch.action
         B, dev = a0.shape[0], a0.device
         rand = lambda *shape: torch.rand(shape, generator=generator, device=dev)  # noqa: E731
@@ -156,7 +157,8 @@ class DiffusionPolicy(nn.Module):
             target = torch.where(rand(*target.shape) < self.config.metric_drop, nan, target)
             prev = torch.where(rand(*prev.shape) < self.config.metric_drop, nan, prev)
         h, g = self.encoder(target, prev, ctx.prev_action, keep)
-        return F.mse_loss(self.denoiser(x_t, t, h, g), eps)
+        out = self.denoiser.head(x_t, t, h, g)
+        return F.mse_loss(out, x0 if self.config.prediction == "x0" else eps)
 
     def forward(self, batch: TrainBatch, generator: torch.Generator | None = None) -> torch.Tensor:
         """= compute_loss; DistributedDataParallel synchronizes gradients through forward."""

@@ -21,6 +21,9 @@ nudged toward the target by the forward model's gradient and the plan finished b
 (planners/steer.py), on the stepwise path; `steer_weight` overrides the manifest's weight
 (0: the model's own sample, finished).
 
+Every plan names each core's busy fraction in the target for the runner to hold
+(`core_busy_target`, as the inverse planner's do; `hold_core_busy=False` leaves it out).
+
 Input metrics are matched by name. A model metric the trace lacks, or a NaN in a window,
 is filled with the training mean inside the encoder graph (with its "missing" mask bit),
 and the plan's provenance says which metrics and how many windows (and `fused_graph`,
@@ -72,7 +75,7 @@ class OnnxGenerator:
 
     def __init__(self, model_dir: Path | str, *, threads: int | None = None, steps: int | None = None,
                  guidance: float | None = None, eta: float | None = None, force_stepwise: bool = False,
-                 steer_weight: float | None = None):
+                 steer_weight: float | None = None, hold_core_busy: bool = True):
         import onnxruntime as ort
 
         self.model_dir = Path(model_dir)
@@ -89,7 +92,10 @@ class OnnxGenerator:
         self.catalog_hash: str = m["catalog_hash"]
         self.threads, self.stressors = int(m["threads"]), int(m["stressors"])
         self.window_s = float(m["window_s"])
-        self.offset, self.scale = float(m["action_scale"]["offset"]), float(m["action_scale"]["scale"])
+        self.hold_core_busy = bool(hold_core_busy)
+        a = m["action_scale"]
+        self.offset, self.scale = float(a["offset"]), float(a["scale"])
+        self.log_floor = float(a.get("log_floor", 0.0))      # 0: a linear latent (exports before it existed)
         self.box = tuple(float(x) for x in s["latent_box"])
         self.alpha_bar = np.asarray(s["alpha_bar"], np.float64)
         self.timesteps, ab_t, ab_p = ddim_schedule(self.alpha_bar, self.settings.steps)
@@ -188,44 +194,65 @@ class OnnxGenerator:
         return self.sample_window_stepwise(target, prev_obs, prev_action, x_T, noise)
 
     def sample_window_stepwise(self, target, prev_obs, prev_action, x_T, noise=None, nudge=None) -> np.ndarray:
-        """The NumPy DDIM loop over the encoder and denoiser graphs (any steps/guidance/η), the
-        predicted composition moved by `nudge` at each step when given."""
+        """One window through the NumPy DDIM loop (`sample_windows` with B = 1)."""
+        one = None if nudge is None else (lambda a: np.asarray(nudge(a[0]))[None])  # noqa: E731
+        return self.sample_windows(np.asarray(target)[None], np.asarray(prev_obs)[None], np.asarray(prev_action)[None],
+                                   np.asarray(x_T).reshape(1, self.stressors, self.threads),
+                                   None if noise is None else np.asarray(noise).reshape(-1, 1, self.stressors, self.threads),
+                                   nudge=one)[0]
+
+    def sample_windows(self, targets: np.ndarray, prev_obs: np.ndarray, prev_actions: np.ndarray, x_T: np.ndarray,
+                       noise: np.ndarray | None = None,
+                       nudge: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+        """The NumPy DDIM loop over the encoder and denoiser graphs (any steps/guidance/η) for B
+        windows at once: targets, prev_obs [B, N] raw; prev_actions, x_T [B, M, K]; noise [S, B, M, K]
+        (η > 0). nudge: moves the predicted compositions [B, M, K] at each step (the steer).
+        -> compositions [B, M, K] (valid)."""
         w = self.settings.guidance
         guided = w != 1.0
+        B = targets.shape[0]
         f32 = np.float32
-        if guided:
-            enc_in = {"target_obs": np.stack([target, target]).astype(f32),
-                      "prev_obs": np.stack([prev_obs, prev_obs]).astype(f32),
-                      "prev_action": np.stack([prev_action, prev_action]).astype(f32),
-                      "keep": np.array([1.0, 0.0], f32)}
-        else:
-            enc_in = {"target_obs": target[None].astype(f32), "prev_obs": prev_obs[None].astype(f32),
-                      "prev_action": prev_action[None].astype(f32), "keep": np.ones(1, f32)}
+        rows = (lambda z: np.concatenate([z, z])) if guided else (lambda z: z)   # noqa: E731  [cond; null]
+        keep = np.concatenate([np.ones(B, f32), np.zeros(B, f32)]) if guided else np.ones(B, f32)
+        enc_in = {"target_obs": rows(targets).astype(f32), "prev_obs": rows(prev_obs).astype(f32),
+                  "prev_action": rows(prev_actions).astype(f32), "keep": keep}
         h, g = self._enc.run(None, {k: v for k, v in enc_in.items() if k in self._enc_inputs})
         x = np.asarray(x_T, np.float64)
         lo, hi = self.box
         feed = {"thread_ctx": h, "global_ctx": g}
-        rows = 2 if guided else 1
         for i, t in enumerate(self.timesteps):
-            feed["x_t"] = np.repeat(x, rows, axis=0).astype(f32)
-            feed["t"] = np.full(rows, t, np.int64)
+            feed["x_t"] = rows(x).astype(f32)
+            feed["t"] = np.full(len(keep), t, np.int64)
             eps = self._den.run(None, feed)[0].astype(np.float64)
-            e = eps[1:2] + w * (eps[0:1] - eps[1:2]) if guided else eps
+            e = eps[B:] + w * (eps[:B] - eps[B:]) if guided else eps
             sa, s1a, sp, dir_c, sigma = self._coef[i]
             x0 = np.clip((x - s1a * e) / sa, lo, hi)
             if nudge is not None:
-                a0 = nudge(project_to_valid(self.offset + self.scale * x0[0]))
-                x0 = np.clip((np.asarray(a0, np.float64)[None] - self.offset) / self.scale, lo, hi)
+                a0 = nudge(project_to_valid(self.from_latent(x0)))
+                x0 = np.clip(self.to_latent(np.asarray(a0, np.float64)), lo, hi)
             e = (x - sa * x0) / s1a
             x = sp * x0 + dir_c * e
             if sigma > 0:
                 x = x + sigma * noise[i]
-        return project_to_valid(self.offset + self.scale * x[0])
+        return project_to_valid(self.from_latent(x))
+
+    def to_latent(self, a: np.ndarray) -> np.ndarray:
+        """The manifest's action_scale (controller/model/layout.py ActionScale), in NumPy."""
+        u = np.log(np.maximum(a, 0.0) + self.log_floor) if self.log_floor > 0 else a
+        return (u - self.offset) / self.scale
+
+    def from_latent(self, x: np.ndarray) -> np.ndarray:
+        u = self.offset + self.scale * x
+        return np.exp(u) - self.log_floor if self.log_floor > 0 else u
 
     # -- a whole trace ----------------------------------------------------------
     def generate(self, trace: Trace, *, seed: int = 0,
                  progress: Callable[[int, int], None] | None = None) -> Plan:
-        """One composition per trace window, in order, each conditioned on the previous one."""
+        """One composition per trace window, in order, each conditioned on the previous one.
+
+        (Solving the chain for all windows at once, as a fixed point over time, was tried: a
+        taught model's state carries a change 15-20 windows on, so the sweeps cost more than
+        the batching saves: 400 windows/s against 1,430 one window at a time.)"""
         check_target(trace, self.window_s, "the model's training windows")
         values, report = target_matrix(trace, self.metric_names)
         if not np.isfinite(values).any():
@@ -244,13 +271,28 @@ class OnnxGenerator:
             prev_o = values[t]
             if progress is not None:
                 progress(t + 1, trace.T)
-        busy, finished = None, None
+        busy, finished = self.core_busy_target(values), None
         if steer is not None:
             comps, busy, finished = steer.finish(comps, goal)
         return Plan(comps, list(self.catalog_names), self.catalog_hash, window_s=self.window_s, seed=int(seed),
                     provenance={**self._provenance(trace, report, seed), "steer_finish": finished},
                     host_fingerprint=dict(self.manifest.get("training_host_fingerprint") or {}),
                     core_busy_target=busy).validate()
+
+    def core_busy_target(self, values: np.ndarray) -> np.ndarray | None:
+        """float32 [T, K]: the target's busy fraction of each thread's core (thread k runs on CPU
+        k, the model's layout), for the runner to hold (agentd/schedule.py, "The hold"): the CPU a
+        composition's IO costs depends on how fast the device answers that second, which the
+        model cannot know; the runner sizes the compute so each core matches the target. None
+        when the target has no per-core CPU (or `hold_core_busy` is off)."""
+        if not self.hold_core_busy:
+            return None
+        out = np.full((values.shape[0], self.threads), np.nan, np.float32)
+        for k in range(self.threads):
+            name = f"cpu.util.core{k}"
+            if name in self.metric_names:
+                out[:, k] = np.clip(values[:, self.metric_names.index(name)], 0.0, 1.0)
+        return out if np.isfinite(out).any() else None
 
     def _provenance(self, trace: Trace, report: dict, seed: int) -> dict:
         mm = self.manifest.get("model", {})
@@ -261,6 +303,7 @@ class OnnxGenerator:
             "sampler": {"steps": self.settings.steps, "guidance": self.settings.guidance, "eta": self.settings.eta},
             "fused_graph": self.fused,
             "steer": None if self.steer is None else self.steer.settings.to_dict(),
+            "core_busy_held": self.hold_core_busy,
             "seed": int(seed), "trace_windows": trace.T, "trace_provenance": trace.provenance,
             "trace_simulated": bool(trace.simulated),
             "simulated_training_data": bool(self.manifest.get("simulated_training_data", False)),
