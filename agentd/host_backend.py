@@ -113,6 +113,9 @@ class HostBackend(Backend):
             thread.shutdown()
             raise
 
+    def serving_on(self, ports) -> None:
+        self._thread.submit(self.samplers.serving_on, ports).result()   # the thread that reads them
+
     # -- description ---------------------------------------------------------------
     def info(self) -> BackendInfo:
         calibration = self._calibration()

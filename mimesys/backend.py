@@ -80,6 +80,9 @@ class Backend(abc.ABC):
         """Raise PlanError if this backend cannot run a valid plan (e.g. a paced variant
         without the calibration that sets its rate). Called before a run is accepted."""
 
+    def serving_on(self, ports) -> None:
+        """The agent listens on these TCP ports: what it measures leaves its own connections out."""
+
     @abc.abstractmethod
     def monitor(self, interval_s: float = 1.0) -> AsyncIterator[MonitorSample]:
         """Live host telemetry at interval_s, independent of runs."""

@@ -50,7 +50,7 @@ def serve(config_path, backend, bind, port, log_level):
     app.cleanup_ctx.append(notify.watchdog_ctx)
     log.info("mimesys-agent starting: backend=%s simulated=%s config=%s logging=%s", be.info().name,
              be.info().simulated, ", ".join(cfg.sources) or "built-in defaults", where)
-    asyncio.run(_serve(app, cfg, ssl_ctx))
+    asyncio.run(_serve(app, cfg, ssl_ctx, be))
 
 
 def _tls(cfg):
@@ -71,7 +71,7 @@ def _tls(cfg):
     return ctx
 
 
-async def _serve(app: web.Application, cfg, ssl_ctx) -> None:
+async def _serve(app: web.Application, cfg, ssl_ctx, backend) -> None:
     from .. import notify
 
     stop = asyncio.Event()
@@ -87,6 +87,7 @@ async def _serve(app: web.Application, cfg, ssl_ctx) -> None:
         except OSError as e:
             raise ConfigError(f"cannot listen on {cfg.api.bind}:{cfg.api.port}: {e.strerror or e}") from None
         addrs = runner.addresses
+        backend.serving_on({a[1] for a in addrs})    # its own connections are not the workload
         scheme = "https" if ssl_ctx else "http"
         for a in addrs:
             log.info("listening on %s://%s:%d", scheme, a[0], a[1])

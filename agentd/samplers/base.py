@@ -55,6 +55,10 @@ class Sampler(abc.ABC):
     def probe(self) -> list[MetricSpec]:
         """Decide, once, which metrics this host provides; never raises for a missing source."""
 
+    def serving_on(self, ports) -> None:
+        """The agent now listens on these TCP ports (a sampler that would count its own
+        traffic leaves it out)."""
+
     @abc.abstractmethod
     def read(self) -> Raw:
         """Raw counters as read now. Raises NoData, or anything else when failing."""

@@ -20,10 +20,16 @@ up non-loopback interface instead. ``interfaces = [...]`` picks an explicit list
 still kept out of the totals).
 
 Metrics: ``net.<if>.rx_Bps``, ``tx_Bps``, ``rx_pps``, ``tx_pps`` and the four totals.
+
+The agent's own connections are not the workload: once the agent serves (`serving_on`), the
+bytes and segments of every TCP connection on its ports (ownsockets.py, per tick from the
+kernel's tcp_info) are taken out of the loopback figures, or out of the NIC totals for a
+remote client, so a plan's trace shows what the plan did and not the stream that carries it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import struct
@@ -31,11 +37,15 @@ from dataclasses import dataclass
 
 from mimesys.metrics import Availability
 
+from . import ownsockets
 from .base import NoData, Raw, Sampler
 from .registry import register
 
+log = logging.getLogger(__name__)
 IFF_UP = 0x1
 TOTALS_KEY = "/totals"  # raw key listing the interfaces in the totals ("/" is never in a name)
+LOOPBACK_KEY = "/loopback"  # raw key listing the loopback interfaces
+OWN_KEY = "/own"        # raw key: the agent's own connections' counters (ownsockets.Counters)
 IFF_LOOPBACK = 0x8
 # include/uapi/linux/{netlink,rtnetlink,if_link}.h
 NLMSG_ERROR, NLMSG_DONE = 2, 3
@@ -130,6 +140,18 @@ class StatsSocket:
 class NetSampler(Sampler):
     name = "net"
     Options = NetOptions
+    _own_ports: frozenset[int] = frozenset()
+    _diag: ownsockets.DiagSocket | None = None
+
+    def serving_on(self, ports) -> None:
+        """The agent listens on `ports`: its connections there are left out from now on."""
+        self._own_ports = frozenset(int(p) for p in ports)
+        if self._own_ports and self._diag is None:
+            try:
+                self._diag = ownsockets.DiagSocket()
+            except OSError as e:   # no NETLINK_SOCK_DIAG (seccomp, an odd sandbox): figures keep the stream
+                self._own_ports = frozenset()
+                log.warning("net: the agent's own traffic stays in the network figures (NETLINK_SOCK_DIAG: %s)", e)
 
     def probe(self):
         try:
@@ -155,6 +177,7 @@ class NetSampler(Sampler):
         others = [n for n in chosen if n not in loopback]
         physical = [n for n in others if self.hp.is_physical("class/net", n)]
         self._total_over = tuple(sorted(physical or others))
+        self._loopback = tuple(sorted(loopback))
         self._index = {by_name[n][0]: n for n in chosen}
         specs = []
         if others:
@@ -176,21 +199,31 @@ class NetSampler(Sampler):
         if not raw:
             raise NoData("none of the probed interfaces is present")
         raw[TOTALS_KEY] = self._total_over
+        raw[LOOPBACK_KEY] = self._loopback
+        if self._own_ports and self._diag is not None:
+            raw[OWN_KEY] = self._diag.dump(self._own_ports)
         return raw
 
     @staticmethod
     def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
         out: dict[str, float] = {}
         total_over = set(cur.get(TOTALS_KEY, ()))
+        loopback = set(cur.get(LOOPBACK_KEY, ()))
+        own = None
+        if OWN_KEY in cur and OWN_KEY in prev:
+            own = ownsockets.own_traffic(prev[OWN_KEY], cur[OWN_KEY])
         totals = [0.0, 0.0, 0.0, 0.0]
         any_total = False
         for name, c in cur.items():
             p = prev.get(name)
-            if name == TOTALS_KEY or p is None:
+            if name.startswith("/") or p is None:
                 continue
             d = [c[i] - p[i] for i in range(4)]
             if min(d) < 0:
                 continue  # counters reset (interface re-created)
+            if own is not None and name in loopback:    # (rx_bytes, tx_bytes, rx_packets, tx_packets)
+                b, n = own["lo"][0], own["lo"][1]
+                d = [max(d[0] - b, 0), max(d[1] - b, 0), max(d[2] - n, 0), max(d[3] - n, 0)]
             for (k, _, _), v in zip(_KINDS, d):
                 out[f"net.{name}.{k}"] = v / elapsed_s
             if name in total_over:
@@ -198,6 +231,10 @@ class NetSampler(Sampler):
                 for i in range(4):
                     totals[i] += d[i] / elapsed_s
         if any_total:
+            if own is not None:   # a remote client's stream crossed a NIC the totals sum
+                tx_b, rx_b, tx_p, rx_p = own["nic"]
+                totals = [max(totals[0] - rx_b / elapsed_s, 0.0), max(totals[1] - tx_b / elapsed_s, 0.0),
+                          max(totals[2] - rx_p / elapsed_s, 0.0), max(totals[3] - tx_p / elapsed_s, 0.0)]
             for (k, _, _), v in zip(_KINDS, totals):
                 out[f"net.{k}"] = v
         return out
@@ -207,6 +244,9 @@ class NetSampler(Sampler):
         if stats is not None:
             stats.close()
             self._stats = None
+        if self._diag is not None:
+            self._diag.close()
+            self._diag = None
 
 
 register(NetSampler)

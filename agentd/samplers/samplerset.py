@@ -188,6 +188,11 @@ class SamplerSet:
             st.last, st.reason = "failing", msg
         return out
 
+    def serving_on(self, ports) -> None:
+        """Tell every sampler the agent's listening ports (its own traffic is not the workload)."""
+        for s in self._active:
+            s.serving_on(ports)
+
     def states(self) -> dict[str, dict]:
         out = {}
         for name, st in self._state.items():
