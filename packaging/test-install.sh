@@ -28,7 +28,7 @@ tok_stat="$(in_root stat -c '%a %U' /etc/mimesys/token 2>/dev/null || true)"
 [ "$tok_stat" = "640 mimesys" ] && ok "token /etc/mimesys/token mode 0640, owner mimesys (group mimesys reads it)" || bad "token: '$tok_stat'"
 in_root grep -Eqx '[0-9a-f]{64}' /etc/mimesys/token && ok "token is 256 random bits (hex)" || bad "token malformed"
 rep_stat="$(in_root stat -c '%a %G' /var/lib/mimesys/replay /run/mimesys/run.lock 2>/dev/null | tr '\n' ' ' || true)"
-[ "$rep_stat" = "2770 mimesys 660 mimesys " ] && ok "replay area 2770 and run lock 0660, group mimesys" || bad "replay area / lock: '$rep_stat'"
+[ "$rep_stat" = "3770 mimesys 660 mimesys " ] && ok "replay area 3770 and run lock 0660, group mimesys" || bad "replay area / lock: '$rep_stat'"
 for d in /var/lib/mimesys /var/lib/mimesys/runs /var/lib/mimesys/scratch /var/lib/mimesys/model; do
     in_root test -d "$d" && ok "directory $d" || bad "no directory $d"
 done

@@ -108,6 +108,19 @@ def test_a_span_no_trace_can_hold_is_refused_not_allocated(tmp_path):
         get("csv").load(p)
 
 
+def test_two_rows_a_month_apart_with_a_thousand_columns_are_refused_before_the_grid(tmp_path):
+    """Each size alone is allowed (a month of windows; a thousand metrics); their product, 30 GB
+    of output for a 20 kB file, is refused before anything that size is allocated."""
+    import resource
+    p = tmp_path / "wide.csv"
+    names = ",".join(f"disk.d{k}.read_Bps" for k in range(1000))
+    p.write_text(f"timestamp,{names}\n0,{','.join(['1'] * 1000)}\n1300000,{','.join(['2'] * 1000)}\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(TraceImportError, match=r"2600000 windows × 1000 metrics = 2600000000 values, more than"):
+        get("csv").load(p)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000     # kB
+
+
 # -- issue 22: one pass, C speed, memory linear in the samples --------------------------------
 def _prometheus_answer(path, series: int, samples: int, rng):
     result = []

@@ -133,7 +133,7 @@ def test_maintainer_scripts_are_valid_shell_with_the_debhelper_token():
         assert out.returncode == 0, f"{name}: {out.stderr}"
     postinst = (DEBIAN / "mimesys-agent.postinst").read_text()
     assert "adduser --quiet --system" in postinst and "chmod 0640" in postinst   # token: group mimesys reads it
-    assert '"$STATE" 0750:runs 0750:scratch 0750:model 2770:replay' in postinst
+    assert '"$STATE" 0750:runs 0750:scratch 0750:model 3770:replay' in postinst
     assert "rm -rf /var/lib/mimesys" in (DEBIAN / "mimesys-agent.postrm").read_text()
     for script in ("build-deb.sh", "check-deb.sh", "test-install.sh", "with-agent-bin.sh", "find-runner.sh"):
         out = subprocess.run(["bash", "-n", str(ROOT / "packaging" / script)], capture_output=True, text=True)
@@ -161,7 +161,7 @@ def test_postinst_state_dirs_follow_no_symlink_the_mimesys_user_planted():
 
     def configure(state_dir=state):
         return subprocess.run(["sh", "-ec", fn + '\nstate_dirs "$@"', "sh", str(uid), str(gid), str(state_dir),
-                               "0750:runs", "0750:scratch", "0750:model", "2770:replay"],
+                               "0750:runs", "0750:scratch", "0750:model", "3770:replay"],
                               capture_output=True, text=True, timeout=30)
 
     def owner_mode(p: Path):
@@ -174,7 +174,7 @@ def test_postinst_state_dirs_follow_no_symlink_the_mimesys_user_planted():
         r = configure()
         assert r.returncode == 0, r.stderr
         assert owner_mode(state) == (uid, gid, "0o750")
-        for name, mode in (("runs", "0o750"), ("scratch", "0o750"), ("model", "0o750"), ("replay", "0o2770")):
+        for name, mode in (("runs", "0o750"), ("scratch", "0o750"), ("model", "0o750"), ("replay", "0o3770")):
             assert owner_mode(state / name) == (uid, gid, mode), name
         # the mimesys user plants a symlink to root's directory; root made runs/ by hand meanwhile
         (state / "model").rmdir()
@@ -290,7 +290,7 @@ def test_demo_summary_reads_the_evaluation_csv(tmp_path, capsys):
 @pytest.mark.skipif(not shutil.which("systemd-tmpfiles"), reason="systemd-tmpfiles not installed (make setup installs systemd)")
 def test_tmpfiles_gives_group_mimesys_the_lock_and_the_replay_area(tmp_path):
     """systemd-tmpfiles applies the package's file under a throwaway root: the lock 0660 and the
-    replay area 2770, both group mimesys (the group must exist: root's group stands in if not)."""
+    replay area 3770 (setgid, sticky), both group mimesys (the group must exist: root's group stands in if not)."""
     import grp
     text = (DEBIAN / "mimesys-agent.tmpfiles").read_text()
     try:
@@ -307,7 +307,7 @@ def test_tmpfiles_gives_group_mimesys_the_lock_and_the_replay_area(tmp_path):
     assert out.returncode == 0, out.stderr
     assert oct((root / "run/mimesys/run.lock").stat().st_mode & 0o7777) == "0o660"
     assert oct((root / "run/mimesys").stat().st_mode & 0o7777) == "0o2775"
-    assert oct((root / "var/lib/mimesys/replay").stat().st_mode & 0o7777) == "0o2770"
+    assert oct((root / "var/lib/mimesys/replay").stat().st_mode & 0o7777) == "0o3770"
 
 
 

@@ -47,6 +47,9 @@ EXCLUDED_NET = re.compile(
     r"^(lo$|vnet|virbr|veth|docker|br-|br\d|tap|tun|cali|flannel|cni|vxlan|kube|macvtap|ovs)")
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_]+)+$")
 MAX_IMPORT_WINDOWS = 31 * 24 * 3600     # a month of 1 s windows
+# windows × metrics of one imported trace (float32: 512 MiB). The output's two sizes come from the
+# file (its time span and its columns): a 2-row CSV a month apart with 1000 columns would ask 30 GB.
+MAX_IMPORT_CELLS = 1 << 27
 EARLIEST_DATE_S = 946_684_800.0        # 2000-01-01: a first timestamp from then to now is a Unix date
 MAX_DECOMPRESSED_BYTES = 4 << 30         # a gzipped input may expand to at most this
 
@@ -226,13 +229,13 @@ def resample_intervals(data: IntervalData, window_s: float, report: ImportReport
     dt = np.diff(b)[:, None]
     cum_w = np.concatenate([np.zeros((1, N)), np.cumsum(dt * finite, axis=0)])                    # [n+1, N]
     cum_s = np.concatenate([np.zeros((1, N)), np.cumsum(dt * np.where(finite, v, 0.0), axis=0)])  # [n+1, N]
-    out = np.empty((T, N), dtype=np.float64)
+    out = np.empty((T, N), dtype=np.float32)
     for m in range(N):
         weights = np.diff(np.interp(edges, b, cum_w[:, m]))
         sums = np.diff(np.interp(edges, b, cum_s[:, m]))
         ok = weights > 1e-9 * window_s
         out[:, m] = np.where(ok, sums / np.where(ok, weights, 1.0), np.nan)
-    return out.astype(np.float32)
+    return out
 
 
 def grid_from_timestamps(timestamps_s: np.ndarray, path, lines: list[int] | None = None) -> np.ndarray:
@@ -282,6 +285,11 @@ def build_trace(data: IntervalData, window_s: float, report: ImportReport, path,
     if len(b) >= 2 and (b[-1] - b[0]) / window_s > MAX_IMPORT_WINDOWS:
         raise TraceImportError(path, f"the samples span {b[-1] - b[0]:.0f} s = more than {MAX_IMPORT_WINDOWS} "
                                f"windows of {window_s} s", expected="a span the trace can hold (check the timestamps' unit)")
+    N = len(data.metrics)
+    if len(b) >= 2 and math.floor((b[-1] - b[0]) / window_s + 1e-9) * N > MAX_IMPORT_CELLS:
+        T = int(math.floor((b[-1] - b[0]) / window_s + 1e-9))
+        raise TraceImportError(path, f"{T} windows × {N} metrics = {T * N} values, more than {MAX_IMPORT_CELLS}",
+                               expected="a shorter span, a longer --window or fewer columns")
     values = resample_intervals(data, window_s, report)
     span = float(data.bounds_s[-1] - data.bounds_s[0])
     if values.shape[0] == 0:
