@@ -184,3 +184,25 @@ def test_imports_do_not_hold_the_file_as_python_objects(tmp_path, fmt):
     # The numbers are rows x series x 8 B (5 MB). Row lists of strings, or [ts, "v"] pairs as
     # Python lists, cost 10-20x that: before issue 22 this peaked at 86 MiB (csv) and 134 MiB (prometheus).
     assert peak < 48 << 20, f"{fmt}: peak {peak >> 20} MiB for a {size >> 20} MiB file"
+
+
+def test_malformed_prometheus_answers_are_one_line_errors_not_tracebacks(tmp_path):
+    import json
+    p = tmp_path / "prom.json"
+    cases = {
+        '{"status": "success", "data": "x"}': r"resultType",
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": 3, "values": []}]}}':
+            r"lacks metric/values",
+        "[" * 100_000 + "]" * 100_000: r"nested too deeply|not JSON",
+    }
+    for text, message in cases.items():
+        p.write_text(text)
+        with pytest.raises(TraceImportError, match=message):
+            get("prometheus").load(p)
+    # a CPU label that is a digit to str.isdigit() but not to int() ("²"): a name, not an index
+    t = [[1_700_000_000 + k, str(100.0 + k)] for k in range(4)]
+    series = [{"metric": {"__name__": "node_cpu_seconds_total", "cpu": cpu, "mode": mode, "instance": "n"},
+               "values": t} for cpu in ("0", "²") for mode in ("user", "idle")]
+    p.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}))
+    trace, _ = get("prometheus").load(p)
+    assert trace.T >= 1

@@ -70,11 +70,13 @@ def _series(doc, path) -> list[dict]:
             raise TraceImportError(path, f"{where} has status {ans.get('status') if isinstance(ans, dict) else type(ans).__name__!r}",
                                    expected='{"status": "success", "data": {...}}')
         data = ans.get("data") or {}
-        if data.get("resultType") != "matrix":
-            raise TraceImportError(path, f"{where} has resultType {data.get('resultType')!r}",
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            raise TraceImportError(path, f"{where} has resultType "
+                                         f"{data.get('resultType') if isinstance(data, dict) else None!r}",
                                    expected='"matrix" (a range query, /api/v1/query_range)')
         for j, s in enumerate(data.get("result") or []):
-            if not isinstance(s, dict) or "metric" not in s or not isinstance(s.get("values"), (list, np.ndarray)):
+            if not isinstance(s, dict) or not isinstance(s.get("metric"), dict) \
+                    or not isinstance(s.get("values"), (list, np.ndarray)):
                 raise TraceImportError(path, f"{where}, result {j} lacks metric/values",
                                        expected='{"metric": {...}, "values": [[ts, "v"], ...]}')
             try:
@@ -118,6 +120,9 @@ def load(path: Path | str, *, window_s: float = 1.0, machine: str | None = None)
         doc = json.loads(path.read_bytes(), object_hook=_compact_series)
     except OSError as e:
         raise TraceImportError(path, f"cannot read: {e.strerror}") from None
+    except RecursionError:
+        raise TraceImportError(path, "not JSON this importer reads: nested too deeply",
+                               expected="a Prometheus query_range answer") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         line = getattr(e, "lineno", None)
         raise TraceImportError(path, f"not JSON: {getattr(e, 'msg', e)}", line=line,
@@ -234,7 +239,7 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
         else:
             report.drop(name or "(unnamed series)", "no counterpart in agentd's metric schema")
     if cpu_total:
-        ids = sorted(cpu_total, key=lambda c: (0, int(c)) if c.isdigit() else (1, c))
+        ids = sorted(cpu_total, key=lambda c: (0, int(c)) if c.isascii() and c.isdigit() else (1, c))
         utils = []
         for r, cid in enumerate(ids):
             with np.errstate(invalid="ignore", divide="ignore"):
