@@ -8,10 +8,13 @@ still receives the header and every window from the first (the log is bounded by
 
 On disk, under state_dir/runs/<run_id>/: `run.json` (the run's status, rewritten when it
 ends), `windows.bin` (every measured window appended as it comes: a crash keeps what was
-measured) and `trace.h5` when recorded (written atomically at the end from windows.bin,
-including a failed or cancelled run's measured windows; an agent that starts after a crash
-writes it for the interrupted run and says so in run.json). Only the `runs.keep` most
-recent runs are kept.
+measured) and `trace.h5` when recorded (written at the end from windows.bin, streamed through
+in chunks of JOURNAL_CHUNK windows: a run may hold tens of millions, and its end must not need
+them all in memory at once; including a failed or cancelled run's measured windows). An agent
+that starts after a crash marks the interrupted run failed at once and writes its trace on a
+thread of its own after the agent is up, saying so in run.json (`recovering` until then): a
+long journal, or one planted, never holds READY back. Only the `runs.keep` most recent runs are
+kept.
 
 Ending a run is shielded: a second DELETE, or agent shutdown during a DELETE, waits for the
 first one's cleanup instead of interrupting it (a run interrupted there would read
@@ -26,10 +29,12 @@ import collections
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import secrets
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -47,11 +52,13 @@ from mimesys.plan import Plan
 from mimesys.trace import Trace, wall_clock_of_monotonic
 
 from .prometheus.telemetry import LatestSample, SegmentErrors
+from .trace_append import TraceAppender
 
 log = logging.getLogger(__name__)
 
 RUN_ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$")
 JOURNAL = "windows.bin"
+JOURNAL_CHUNK = 1 << 15             # windows read at once when a journal becomes trace.h5
 DISK_RESERVE_BYTES = 64 << 20      # left free on the state filesystem beyond what a run needs
 
 
@@ -183,8 +190,11 @@ class RunManager:
         self.segment_errors = SegmentErrors()   # runner scheduling error, per (stressor, thread, window)
         self.latest = LatestSample()            # the newest measured window, for the host gauges
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self.recover()
+        interrupted = self.mark_interrupted()
         self.prune()
+        # The journals of interrupted runs become trace.h5 off the start path (see the module docstring).
+        self.recovered = threading.Event()
+        threading.Thread(target=self.recover, args=(interrupted,), name="run-recovery", daemon=True).start()
 
     # -- starting and stopping -------------------------------------------------
     def validate(self, plan: Plan) -> Plan:
@@ -376,21 +386,27 @@ class RunManager:
         self.prune()
 
     def _write_trace(self, run: Run, state: RunState, n_metrics: int, *, extra: dict | None = None) -> None:
-        starts, values = read_journal(run.dir / JOURNAL, n_metrics)
+        journal = run.dir / JOURNAL
         info = self.backend.info()
-        Trace(values=values, metrics=self.backend.metric_schema(),
-              window_s=run.window_s, window_start_ns=starts,
-              host_fingerprint=info.fingerprint, simulated=bool(info.simulated),
-              provenance={"kind": "run", "run_id": run.run_id, "state": state.value,
-                          "backend": info.name, "agent_version": __version__,
-                          "plan_windows": run.plan_windows, "repetitions": run.options.repetitions,
-                          "warmup_windows": run.options.warmup_windows, "seed": run.seed,
-                          "catalog_hash": run.catalog_hash, "plan_provenance": run.plan_provenance,
-                          **({"window_start_clock": "CLOCK_MONOTONIC",
-                              "started_unix_s": wall_clock_of_monotonic(starts[0])} if len(starts) else {}),
-                          **(extra or {})},
-              ).write(run.dir / "trace.h5")
-        (run.dir / JOURNAL).unlink(missing_ok=True)
+        first = next(iter_journal(journal, n_metrics, chunk=1), (np.zeros(0, np.int64), None))[0]
+        writer = TraceAppender(run.dir / "trace.h5", self.backend.metric_schema(), window_s=run.window_s,
+                               host_fingerprint=info.fingerprint, simulated=bool(info.simulated), flush_s=math.inf,
+                               provenance={"kind": "run", "run_id": run.run_id, "state": state.value,
+                                           "backend": info.name, "agent_version": __version__,
+                                           "plan_windows": run.plan_windows, "repetitions": run.options.repetitions,
+                                           "warmup_windows": run.options.warmup_windows, "seed": run.seed,
+                                           "catalog_hash": run.catalog_hash, "plan_provenance": run.plan_provenance,
+                                           **({"window_start_clock": "CLOCK_MONOTONIC",
+                                               "started_unix_s": wall_clock_of_monotonic(first[0])} if len(first) else {}),
+                                           **(extra or {})})
+        try:
+            for starts, values in iter_journal(journal, n_metrics):
+                writer.append_many(starts, values)
+            writer.finish()
+        except BaseException:
+            writer.abandon()
+            raise
+        journal.unlink(missing_ok=True)
 
     def _check_disk(self, plan: Plan, options: RunOptions) -> None:
         """Refuse a run whose trace would not fit (before a window is run, not after)."""
@@ -404,9 +420,10 @@ class RunManager:
             raise InsufficientStorage(f"{self.runs_dir}: {free >> 20} MiB free, this run's trace needs about "
                                       f"{need >> 20} MiB; free space or record=false")
 
-    def recover(self) -> None:
-        """A run a crashed agent left "running": write what its journal kept as trace.h5 and
-        mark it failed, saying how many windows were measured."""
+    def mark_interrupted(self) -> list[Path]:
+        """Runs a crashed agent left "running": marked failed now (no later POST waits on them),
+        `recovering` until `recover` has written their traces. -> their directories."""
+        out = []
         for d in self.runs_dir.iterdir():
             status_path = d / "run.json"
             if not (d.is_dir() and RUN_ID_RE.match(d.name) and status_path.is_file()):
@@ -415,27 +432,47 @@ class RunManager:
                 status = json.loads(status_path.read_text())
             except (OSError, ValueError):
                 continue
-            if status.get("state") != RunState.RUNNING.value:
-                continue
-            n = len(self.backend.metric_schema())
-            kept = 0
-            journal = d / JOURNAL
-            if journal.is_file():
-                try:
-                    opts = RunOptions(repetitions=int(status.get("repetitions", 1)),
-                                      warmup_windows=int(status.get("warmup_windows", 0)))
-                    run = Run(d.name, None, opts, d, None, int(status.get("windows_total", 0)),
-                              window_s=float(status.get("window_s", 1.0)))
-                    kept = len(read_journal(journal, n)[0])
-                    if kept:
-                        self._write_trace(run, RunState.FAILED, n, extra={"interrupted": True})
-                except Exception as e:
-                    log.error("run %s: could not recover its measured windows: %s", d.name, e)
-            status.update(state=RunState.FAILED.value, windows_done=kept, recorded=(d / "trace.h5").is_file(),
-                          error=f"the agent stopped during this run; {kept} measured windows kept in trace.h5"
-                          if kept else "the agent stopped during this run")
+            if status.get("state") != RunState.RUNNING.value and not status.get("recovering"):
+                continue    # (recovering: an agent stopped again before it had written the trace)
+            status.update(state=RunState.FAILED.value, recovering=True,
+                          error="the agent stopped during this run; its measured windows are being recovered")
             atomic_write_text(status_path, json.dumps(status, sort_keys=True))
-            log.warning("run %s was interrupted by an agent stop; %d windows recovered", d.name, kept)
+            out.append(d)
+        return out
+
+    def recover(self, dirs: list[Path]) -> None:
+        """Write what each interrupted run's journal kept as trace.h5, saying how many windows
+        were measured (on its own thread; `recovered` is set when done)."""
+        try:
+            n = len(self.backend.metric_schema())
+            for d in dirs:
+                status_path = d / "run.json"
+                try:
+                    status = json.loads(status_path.read_text())
+                except (OSError, ValueError):
+                    continue
+                kept = 0
+                journal = d / JOURNAL
+                if journal.is_file():
+                    try:
+                        opts = RunOptions(repetitions=int(status.get("repetitions", 1)),
+                                          warmup_windows=int(status.get("warmup_windows", 0)))
+                        run = Run(d.name, None, opts, d, None, int(status.get("windows_total", 0)),
+                                  window_s=float(status.get("window_s", 1.0)))
+                        kept = journal_windows(journal, n)
+                        if kept:
+                            self._write_trace(run, RunState.FAILED, n, extra={"interrupted": True})
+                    except Exception as e:
+                        log.error("run %s: could not recover its measured windows: %s", d.name, e)
+                status.pop("recovering", None)
+                status.update(state=RunState.FAILED.value, windows_done=kept, recorded=(d / "trace.h5").is_file(),
+                              error=f"the agent stopped during this run; {kept} measured windows kept in trace.h5"
+                              if kept else "the agent stopped during this run")
+                with contextlib.suppress(OSError):
+                    atomic_write_text(status_path, json.dumps(status, sort_keys=True))
+                log.warning("run %s was interrupted by an agent stop; %d windows recovered", d.name, kept)
+        finally:
+            self.recovered.set()
 
     def _write_status(self, run: Run) -> None:
         atomic_write_text(run.dir / "run.json", json.dumps({**run.status(), "window_s": run.window_s},
@@ -512,11 +549,37 @@ def _journal_record(start_ns: int, values: np.ndarray, n: int) -> bytes:
     return np.int64(start_ns).astype("<i8").tobytes() + v.tobytes()
 
 
+def _record(n: int) -> np.dtype:
+    return np.dtype([("start", "<i8"), ("values", "<f4", (n,))])
+
+
+def journal_windows(path: Path, n: int) -> int:
+    """Whole records in a journal (a torn last record, a crash mid-write, is not one)."""
+    return path.stat().st_size // _record(n).itemsize if path.is_file() else 0
+
+
+def iter_journal(path: Path, n: int, *, chunk: int = JOURNAL_CHUNK):
+    """(start_ns int64 [B], values float32 [B, n]) of at most `chunk` whole records at a time;
+    a torn last record is ignored. Memory: one chunk."""
+    if not path.is_file():
+        return
+    rec = _record(n)
+    whole = journal_windows(path, n)
+    with open(path, "rb") as f:
+        done = 0
+        while done < whole:
+            b = min(chunk, whole - done)
+            arr = np.frombuffer(f.read(b * rec.itemsize), dtype=rec)
+            if len(arr) < b:
+                return     # the file shrank under us
+            done += b
+            yield arr["start"].astype(np.int64), arr["values"].astype(np.float32).reshape(b, n)
+
+
 def read_journal(path: Path, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start_ns int64 [T], values float32 [T, n]) of every whole record; a torn last record
-    (a crash mid-write) is ignored."""
-    rec = np.dtype([("start", "<i8"), ("values", "<f4", (n,))])
-    raw = path.read_bytes() if path.is_file() else b""
-    whole = len(raw) // rec.itemsize
-    arr = np.frombuffer(raw[:whole * rec.itemsize], dtype=rec)
-    return arr["start"].astype(np.int64), arr["values"].astype(np.float32).reshape(whole, n)
+    """(start_ns int64 [T], values float32 [T, n]) of every whole record, all at once (tests and
+    short journals; a run's end streams it with iter_journal)."""
+    parts = list(iter_journal(path, n))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros((0, n), np.float32)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -73,6 +73,20 @@ class TraceAppender:
         if time.monotonic() - self._last_flush >= self.flush_s:
             self.flush()
 
+    def append_many(self, starts_ns, values) -> None:
+        """Rows [B] and [B, N] at once (one resize per call, not per row)."""
+        v = np.asarray(values, np.float32).reshape(-1, self.n)
+        B = v.shape[0]
+        if B == 0:
+            return
+        self.f["values"].resize(self.rows + B, axis=0)
+        self.f["window_start_ns"].resize(self.rows + B, axis=0)
+        self.f["values"][self.rows:self.rows + B] = v
+        self.f["window_start_ns"][self.rows:self.rows + B] = np.asarray(starts_ns, np.int64)
+        self.rows += B
+        if time.monotonic() - self._last_flush >= self.flush_s:
+            self.flush()
+
     def flush(self) -> None:
         self.f.flush()
         os.fsync(self._fd)          # on disk, not only in the page cache: survives power loss too

@@ -113,8 +113,10 @@ def test_a_crashed_runs_windows_are_recovered_and_it_says_so(tmp_path, catalog, 
     run_id, run_dir = asyncio.run(crash())
     assert json.loads((run_dir / "run.json").read_text())["state"] == "running"
     mgr, backend = _manager(tmp_path, catalog)       # the agent starts again
+    assert mgr.status(run_id)["state"] == "failed"   # at once, before its trace is written
+    assert mgr.recovered.wait(30)
     status = mgr.status(run_id)
-    assert status["state"] == "failed" and status["recorded"]
+    assert status["state"] == "failed" and status["recorded"] and "recovering" not in status
     assert "measured windows kept" in status["error"] and status["windows_done"] >= 4
     tr = Trace.read(run_dir / "trace.h5")
     assert tr.T == status["windows_done"] and tr.provenance["interrupted"] is True
@@ -197,3 +199,33 @@ def test_run_files_are_fsynced_and_pruned_off_the_loop(tmp_path, catalog, sim_pa
     assert len(left) == 1
     assert off_loop["fsync"] >= 8 and off_loop["rmtree"] >= 1, off_loop
     assert on_loop == {"fsync": 0, "rmtree": 0}, on_loop
+
+
+def test_a_long_or_planted_journal_neither_delays_the_start_nor_is_read_whole(tmp_path, catalog):
+    """64 MiB of journal (a planted one, or a long run at a short interval): the manager is up at
+    once, and the trace is written from it a chunk at a time, off the start path."""
+    import tracemalloc
+    from agentd.runs import JOURNAL_CHUNK
+    mgr, backend = _manager(tmp_path, catalog)
+    n = len(backend.metric_schema())
+    run_dir = mgr.runs_dir / "20260101T000000Z-abcdef"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"state": "running", "window_s": 1.0, "windows_total": 10}))
+    rec = 8 + 4 * n
+    windows = (64 << 20) // rec
+    with open(run_dir / JOURNAL, "wb") as f:
+        f.truncate(windows * rec + 3)                    # sparse; a torn last record
+    asyncio.run(backend.close())
+    tracemalloc.start()
+    t0 = time.monotonic()
+    mgr, backend = _manager(tmp_path, catalog)
+    up = time.monotonic() - t0
+    assert mgr.recovered.wait(120)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    status = mgr.status(run_dir.name)
+    assert status["windows_done"] == windows and status["recorded"], status
+    assert up < 2.0, up
+    assert peak < 6 * JOURNAL_CHUNK * rec + (8 << 20), peak       # a few chunks, not the 64 MiB journal
+    assert Trace.read(run_dir / "trace.h5").T == windows
+    asyncio.run(backend.close())
