@@ -497,3 +497,31 @@ def test_serve_backend_sim_is_labelled_simulated(tmp_path):
         proc.wait(15)
     assert info["backend"] == "sim" and info["simulated"] is True and info["max_threads"] == 3
     assert proc.returncode == 0
+
+
+def test_an_idle_plan_replayed_through_the_agent_shows_no_loopback_of_the_agents_own_streams(tmp_path, catalog):
+    """The trace WebSocket and a monitor stream open beside it carry a few kB/s over loopback;
+    the agent takes its own connections out of the network figures (agentd/samplers/ownsockets.py),
+    so the run's trace shows the idle plan's loopback: none."""
+    ncpu = len(psutil.Process().cpu_affinity())
+    plan = cpu_plan(catalog, np.zeros((6, ncpu), np.float32))
+    with start_agent(tmp_path, write_config(tmp_path)) as agent:
+        async def main():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                async with s.ws_connect(agent.url + "/v1/monitor") as monitor:
+                    status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                    assert status == 201, created
+                    async with s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as ws:
+                        async for _ in ws:
+                            pass
+                    await monitor.receive(timeout=5)
+                async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.h5") as r:
+                    assert r.status == 200
+                    (tmp_path / "run.h5").write_bytes(await r.read())
+        asyncio.run(main())
+    tr = Trace.read(tmp_path / "run.h5")
+    if "net.lo.tx_Bps" not in tr.names:
+        pytest.skip("no loopback figures on this host (netlink refused)")
+    lo = np.nan_to_num(tr.column("net.lo.tx_Bps"))
+    # streamed frames are ~1-3 kB/s with headers; what is left is the host's own (none on a quiet host)
+    assert np.median(lo) < 300 and (lo < 1000).sum() >= len(lo) - 1, lo

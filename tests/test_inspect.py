@@ -124,6 +124,8 @@ def test_replay_trace_has_wall_clock_start_and_string_datasets_and_tools_show_it
     pytest.importorskip("matplotlib")
     r = run("trace", "plot", tmp_path / "r.h5", "-o", tmp_path / "r.png")
     assert r.returncode == 0 and (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    r = run("trace", "plot", tmp_path / "r.h5", "--all", "-o", tmp_path / "strip.png")
+    assert r.returncode == 0 and (tmp_path / "strip.png").read_bytes()[:4] == b"\x89PNG"
     r = run("trace", "plot", tmp_path / "r.h5", "--metric", "no.such")
     assert r.returncode == 1 and "no metric(s) ['no.such']" in r.stderr
 

@@ -93,11 +93,13 @@ def trace_csv(path, output):
 @click.argument("path", type=EXISTING)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="PNG file (default: <trace>.png).")
-@click.option("--metric", "metrics", multiple=True, help="Metric to plot (repeat; default: every measured one, "
-                                                          "per-core CPU as one panel).")
+@click.option("--metric", "metrics", multiple=True, help="Metric to plot, one panel each (repeat).")
+@click.option("--all", "every", is_flag=True, help="One panel per measured metric (per-core CPU as one panel) "
+                                                   "instead of the overview.")
 @friendly_errors
-def trace_plot(path, output, metrics):
-    """One panel per metric over time (needs matplotlib: python3-matplotlib)."""
+def trace_plot(path, output, metrics, every):
+    """The overview (per-core CPU, disk, network, loopback, memory held, PSI; at most eight
+    panels), or one panel per metric (--all, --metric). Needs matplotlib (python3-matplotlib)."""
     from mimesys.errors import ConfigError
     from mimesys.trace import Trace
     try:
@@ -108,6 +110,12 @@ def trace_plot(path, output, metrics):
         raise ConfigError("trace plot needs matplotlib (apt install python3-matplotlib, or pip install "
                           "matplotlib); `trace csv` works without it") from None
     tr = Trace.read(path)
+    output = Path(output or path.with_suffix(".png"))
+    if not metrics and not every:
+        from mimesys.overview import overview_png
+        overview_png(output, f"{path.name}, from {_when(tr.started_unix_s)}", tr)
+        click.echo(f"plot: {printable(output)}")
+        return
     names = list(metrics) or [n for j, n in enumerate(tr.names) if not np.isnan(tr.values[:, j]).all()]
     missing = [n for n in names if n not in tr.names]
     if missing:
@@ -129,7 +137,6 @@ def trace_plot(path, output, metrics):
     axes[-1, 0].set_xlabel(f"seconds since {_when(tr.started_unix_s)}")
     fig.suptitle(f"{path.name}{' (SIMULATED host)' if tr.simulated else ''}", fontsize=9)
     fig.tight_layout()
-    output = Path(output or path.with_suffix(".png"))
     from mimesys.fsutil import atomic_write_with
     # The temporary name has no suffix: the format is the output's (matplotlib's default png).
     atomic_write_with(output, lambda tmp: fig.savefig(tmp, dpi=90, format=output.suffix[1:].lower() or "png"))

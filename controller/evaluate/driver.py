@@ -171,10 +171,24 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
             overlay_png(outdir / f"{safe_name(tname)}.png", f"{tname} ({level} load): target vs executed",
                         target, executed, metrics or list(PAPER_METRICS), simulated=results.meta["simulated"],
                         table=table)
+            overview(outdir, tname, level, target, executed, results.runs)
     bar.close()
     results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results.write(outdir)
     return results
+
+
+def overview(outdir: Path, tname: str, level: str, target: Trace, executed: dict, runs: list[dict]) -> Path:
+    """<trace>.overview.png beside the strip: eight panels at most, each method's own-scale
+    resource mean in its legend, the windows it added activity in shaded (mimesys/overview.py)."""
+    from mimesys.overview import overview_png
+    mine = [r for r in runs if r.get("trace") == tname and r.get("method") in executed]
+    scores = {r["method"]: r["own_scale"]["resource_mean"] for r in mine
+              if (r.get("own_scale") or {}).get("resource_mean") is not None}
+    added = {r["method"]: {res: e.get("windows", []) for res, e in (r.get("idle_windows_added") or {}).items()}
+             for r in mine}
+    return overview_png(outdir / f"{safe_name(tname)}.overview.png", f"{tname} ({level} load): target vs executed",
+                        target, executed, scores=scores, added=added, score_label="resource mean")
 
 
 def _finite(v):
@@ -235,5 +249,6 @@ def rescore(targets: dict[str, Trace], outdir: Path, options: EvalOptions) -> Ev
         if options.plots:
             overlay_png(outdir / f"{safe_name(tname)}.png", f"{tname} ({level} load): target vs executed",
                         target, executed, metrics, simulated=bool(meta.get("simulated")), table=table)
+            overview(outdir, tname, level, target, executed, results.runs)
     results.write(outdir)
     return results
