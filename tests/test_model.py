@@ -149,3 +149,10 @@ def test_short_training_learns_the_toy_mapping(toy):
     baseline_err = np.abs(toy.samples.obs[:, :2] - toy.samples.obs[:, :2].mean()).mean()
     assert util_err < 0.6 * baseline_err, (util_err, baseline_err)
     assert math.isfinite(util_err)
+
+
+def test_a_model_config_saved_before_the_x0_head_reads_as_epsilon_prediction():
+    from controller.model.config import ModelConfig
+    old = {k: v for k, v in ModelConfig().to_dict().items() if k not in ("prediction", "action_log_floor")}
+    assert ModelConfig.from_dict(old).prediction == "eps" and ModelConfig.from_dict(old).action_log_floor == 0.0
+    assert ModelConfig.from_dict(ModelConfig().to_dict()).prediction == "x0"

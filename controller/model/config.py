@@ -43,7 +43,8 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
-        return cls(**_known(cls, d, "model config"))
+        # A model saved before the x0 head existed was trained with ε-prediction.
+        return cls(**{"prediction": "eps", **_known(cls, d, "model config")})
 
 
 def _known(cls, d: dict, what: str) -> dict:
