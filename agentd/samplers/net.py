@@ -201,7 +201,13 @@ class NetSampler(Sampler):
         raw[TOTALS_KEY] = self._total_over
         raw[LOOPBACK_KEY] = self._loopback
         if self._own_ports and self._diag is not None:
-            raw[OWN_KEY] = self._diag.dump(self._own_ports)
+            try:
+                raw[OWN_KEY] = self._diag.dump(self._own_ports)
+            except (OSError, ValueError) as e:     # the interface figures still stand; say once what is lost
+                self._diag.close()
+                self._diag, self._own_ports = None, frozenset()
+                log.warning("net: the agent's own traffic stays in the network figures from now on "
+                            "(NETLINK_SOCK_DIAG dump: %s)", e)
         return raw
 
     @staticmethod
