@@ -30,14 +30,13 @@ remote client, so a plan's trace shows what the plan did and not the stream that
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import struct
 from dataclasses import dataclass
 
 from mimesys.metrics import Availability
 
-from . import ownsockets
+from . import netlink, ownsockets
 from .base import NoData, Raw, Sampler
 from .registry import register
 
@@ -48,15 +47,12 @@ LOOPBACK_KEY = "/loopback"  # raw key listing the loopback interfaces
 OWN_KEY = "/own"        # raw key: the agent's own connections' counters (ownsockets.Counters)
 IFF_LOOPBACK = 0x8
 # include/uapi/linux/{netlink,rtnetlink,if_link}.h
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_ERROR = netlink.NLMSG_ERROR
 RTM_NEWSTATS, RTM_GETSTATS = 92, 94
 IFLA_STATS_LINK_64 = 1
 IFLA_STATS_FILTER_LINK_64 = 1 << (IFLA_STATS_LINK_64 - 1)  # IFLA_STATS_FILTER_BIT
 NLA_TYPE_MASK = 0x3FFF
-_NLMSGHDR = struct.Struct("=IHHII")        # len, type, flags, seq, pid
 _IF_STATS_MSG = struct.Struct("=BBHII")    # family, pad1, pad2, ifindex, filter_mask
-_NLATTR = struct.Struct("=HH")             # len, type
 _STATS64_HEAD = struct.Struct("=4Q")       # rx_packets, tx_packets, rx_bytes, tx_bytes
 _KINDS = (("rx_Bps", "B/s", "rx_bytes"), ("tx_Bps", "B/s", "tx_bytes"),
           ("rx_pps", "1/s", "rx_packets"), ("tx_pps", "1/s", "tx_packets"))
@@ -67,45 +63,23 @@ class NetOptions:
     interfaces: tuple[str, ...] | None = None  # explicit interface names; None = every up interface
 
 
-def _align4(n: int) -> int:
-    return (n + 3) & ~3
-
-
 def parse_stats_dump(data, seq: int | None = None) -> tuple[dict[int, tuple[int, int, int, int]], bool]:
     """Bytes of RTM_GETSTATS dump replies -> ({ifindex: (rx_bytes, tx_bytes, rx_packets,
     tx_packets)}, done). done is True once NLMSG_DONE was seen. Messages of another
     sequence number are skipped; NLMSG_ERROR raises OSError with the kernel's errno."""
     out: dict[int, tuple[int, int, int, int]] = {}
-    done = False
-    off, end = 0, len(data)
-    while off + _NLMSGHDR.size <= end:
-        length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if length < _NLMSGHDR.size or off + length > end:
-            raise ValueError(f"netlink message at offset {off} claims {length} bytes, {end - off} left")
-        if seq is None or mseq == seq:
-            if mtype == NLMSG_DONE:
-                done = True
-            elif mtype == NLMSG_ERROR:
-                if length < _NLMSGHDR.size + 4:
-                    raise ValueError(f"netlink error message at offset {off} is truncated ({length} bytes)")
-                err = -struct.unpack_from("=i", data, off + _NLMSGHDR.size)[0]
-                if err:
-                    raise OSError(err, f"RTM_GETSTATS: {os.strerror(err)}")
-            elif mtype == RTM_NEWSTATS:
-                if length < _NLMSGHDR.size + _IF_STATS_MSG.size:
-                    raise ValueError(f"RTM_NEWSTATS at offset {off} is truncated ({length} bytes)")
-                body = off + _NLMSGHDR.size
-                ifindex = _IF_STATS_MSG.unpack_from(data, body)[3]
-                a = body + _align4(_IF_STATS_MSG.size)
-                while a + _NLATTR.size <= off + length:
-                    alen, atype = _NLATTR.unpack_from(data, a)
-                    if alen < _NLATTR.size or a + alen > off + length:
-                        break  # malformed attribute: ignore the rest of this message
-                    if atype & NLA_TYPE_MASK == IFLA_STATS_LINK_64 and alen >= _NLATTR.size + _STATS64_HEAD.size:
-                        rxp, txp, rxb, txb = _STATS64_HEAD.unpack_from(data, a + _NLATTR.size)
-                        out[ifindex] = (rxb, txb, rxp, txp)
-                    a += _align4(alen)
-        off += _align4(length)
+    found, done = netlink.messages(data, seq, "RTM_GETSTATS")
+    for mtype, body, end in found:
+        if mtype != RTM_NEWSTATS:
+            continue
+        if end - body < _IF_STATS_MSG.size:
+            raise ValueError(f"RTM_NEWSTATS at offset {body - netlink.NLMSGHDR.size} is truncated "
+                             f"({end - body + netlink.NLMSGHDR.size} bytes)")
+        ifindex = _IF_STATS_MSG.unpack_from(data, body)[3]
+        for atype, at, alen in netlink.attributes(data, body + netlink.align4(_IF_STATS_MSG.size), end):
+            if atype & NLA_TYPE_MASK == IFLA_STATS_LINK_64 and alen >= _STATS64_HEAD.size:
+                rxp, txp, rxb, txb = _STATS64_HEAD.unpack_from(data, at)
+                out[ifindex] = (rxb, txb, rxp, txp)
     return out, done
 
 
@@ -121,8 +95,9 @@ class StatsSocket:
 
     def dump(self) -> dict[int, tuple[int, int, int, int]]:
         self.seq = (self.seq + 1) & 0xFFFFFFFF
-        req = _NLMSGHDR.pack(_NLMSGHDR.size + _IF_STATS_MSG.size, RTM_GETSTATS, NLM_F_REQUEST | NLM_F_DUMP,
-                             self.seq, 0) + _IF_STATS_MSG.pack(0, 0, 0, 0, IFLA_STATS_FILTER_LINK_64)
+        req = netlink.NLMSGHDR.pack(netlink.NLMSGHDR.size + _IF_STATS_MSG.size, RTM_GETSTATS,
+                                    netlink.NLM_F_REQUEST | netlink.NLM_F_DUMP, self.seq, 0) \
+            + _IF_STATS_MSG.pack(0, 0, 0, 0, IFLA_STATS_FILTER_LINK_64)
         self.sock.send(req)
         out: dict[int, tuple[int, int, int, int]] = {}
         view = memoryview(self.buf)

@@ -22,24 +22,22 @@ keeps the counters per socket cookie and its derive subtracts the differences (n
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 import struct
 
+from . import netlink
+
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_DONE = netlink.NLMSG_DONE
 INET_DIAG_INFO = 2
 TCP_LISTEN = 10
 CONNECTED_STATES = 0xFFFFFFFF & ~(1 << TCP_LISTEN)   # a listening socket carries nothing
-_NLMSGHDR = struct.Struct("=IHHII")                 # len, type, flags, seq, pid
 _REQ_V2 = struct.Struct("=BBBxI48x")                # family, protocol, ext, pad, states, sockid (any)
 _DIAG_MSG = struct.Struct("=BBBB")                  # family, state, timer, retrans
 _PORTS = struct.Struct("!HH")                       # sport, dport (network order)
 _ADDRS = struct.Struct("=16s16sI8s")                # src, dst, if, cookie
 DIAG_MSG_SIZE = _DIAG_MSG.size + _PORTS.size + _ADDRS.size + 20   # + expires, rqueue, wqueue, uid, inode
-_RTA = struct.Struct("=HH")                         # len, type
 # struct tcp_info (include/uapi/linux/tcp.h): bytes_acked, bytes_received at 120, segs_out, segs_in at 136
 _TCP_COUNTERS = struct.Struct("=QQII")
 TCP_COUNTERS_AT = 120
@@ -48,10 +46,6 @@ HEADER_BYTES = {socket.AF_INET: 14 + 20 + 32, socket.AF_INET6: 14 + 40 + 32}
 # One socket's counters as the sampler keeps them (plain lists: raw samples are recorded):
 # [cookie, on_loopback (0/1), header bytes per segment, bytes_acked, bytes_received, segs_out, segs_in]
 Counters = list
-
-
-def _align4(n: int) -> int:
-    return (n + 3) & ~3
 
 
 def _address(family: int, raw: bytes):
@@ -73,39 +67,20 @@ def parse_dump(data, ports: frozenset[int], seq: int | None = None) -> tuple[lis
     `ports`, done). Sockets without tcp_info's counters (a kernel before 4.2) are left out;
     NLMSG_ERROR raises OSError with the kernel's errno."""
     out: list[Counters] = []
-    done = False
-    off, end = 0, len(data)
-    while off + _NLMSGHDR.size <= end:
-        length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if length < _NLMSGHDR.size or off + length > end:
-            raise ValueError(f"sock_diag message at offset {off} claims {length} bytes, {end - off} left")
-        if seq is None or mseq == seq:
-            if mtype == NLMSG_DONE:
-                done = True
-            elif mtype == NLMSG_ERROR:
-                if length < _NLMSGHDR.size + 4:
-                    raise ValueError(f"sock_diag error message at offset {off} is truncated ({length} bytes)")
-                err = -struct.unpack_from("=i", data, off + _NLMSGHDR.size)[0]
-                if err:
-                    raise OSError(err, f"SOCK_DIAG_BY_FAMILY: {os.strerror(err)}")
-            elif mtype == SOCK_DIAG_BY_FAMILY and length >= _NLMSGHDR.size + DIAG_MSG_SIZE:
-                body = off + _NLMSGHDR.size
-                family = _DIAG_MSG.unpack_from(data, body)[0]
-                sport, _dport = _PORTS.unpack_from(data, body + _DIAG_MSG.size)
-                src, dst, _ifindex, cookie = _ADDRS.unpack_from(data, body + _DIAG_MSG.size + _PORTS.size)
-                if sport in ports and family in HEADER_BYTES:
-                    a = body + _align4(DIAG_MSG_SIZE)
-                    while a + _RTA.size <= off + length:
-                        alen, atype = _RTA.unpack_from(data, a)
-                        if alen < _RTA.size or a + alen > off + length:
-                            break   # malformed attribute: ignore the rest of this message
-                        if atype == INET_DIAG_INFO and alen >= _RTA.size + TCP_COUNTERS_AT + _TCP_COUNTERS.size:
-                            acked, received, segs_out, segs_in = _TCP_COUNTERS.unpack_from(
-                                data, a + _RTA.size + TCP_COUNTERS_AT)
-                            out.append([int.from_bytes(cookie, "little"), int(_on_loopback(family, src, dst)),
-                                        HEADER_BYTES[family], acked, received, segs_out, segs_in])
-                        a += _align4(alen)
-        off += _align4(length)
+    found, done = netlink.messages(data, seq, "SOCK_DIAG_BY_FAMILY")
+    for mtype, body, end in found:
+        if mtype != SOCK_DIAG_BY_FAMILY or end - body < DIAG_MSG_SIZE:
+            continue
+        family = _DIAG_MSG.unpack_from(data, body)[0]
+        sport, _dport = _PORTS.unpack_from(data, body + _DIAG_MSG.size)
+        src, dst, _ifindex, cookie = _ADDRS.unpack_from(data, body + _DIAG_MSG.size + _PORTS.size)
+        if sport not in ports or family not in HEADER_BYTES:
+            continue
+        for atype, at, alen in netlink.attributes(data, body + netlink.align4(DIAG_MSG_SIZE), end):
+            if atype == INET_DIAG_INFO and alen >= TCP_COUNTERS_AT + _TCP_COUNTERS.size:
+                acked, received, segs_out, segs_in = _TCP_COUNTERS.unpack_from(data, at + TCP_COUNTERS_AT)
+                out.append([int.from_bytes(cookie, "little"), int(_on_loopback(family, src, dst)),
+                            HEADER_BYTES[family], acked, received, segs_out, segs_in])
     return out, done
 
 
@@ -123,8 +98,8 @@ class DiagSocket:
         out: list[Counters] = []
         for family in (socket.AF_INET, socket.AF_INET6):
             self.seq = (self.seq + 1) & 0xFFFFFFFF
-            self.sock.send(_NLMSGHDR.pack(_NLMSGHDR.size + _REQ_V2.size, SOCK_DIAG_BY_FAMILY,
-                                          NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0)
+            self.sock.send(netlink.NLMSGHDR.pack(netlink.NLMSGHDR.size + _REQ_V2.size, SOCK_DIAG_BY_FAMILY,
+                                                 netlink.NLM_F_REQUEST | netlink.NLM_F_DUMP, self.seq, 0)
                            + _REQ_V2.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), CONNECTED_STATES))
             view = memoryview(self.buf)
             while True:
