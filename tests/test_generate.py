@@ -58,7 +58,7 @@ def test_each_window_is_conditioned_on_the_previous_generated_composition(export
     prev_a, prev_o = np.zeros((gen.stressors, gen.threads), np.float32), np.full(len(gen.metric_names), np.nan, np.float32)
     for t in range(6):
         a = gen.sample_window(values[t], prev_o, prev_a, rng)
-        assert np.allclose(a, plan.compositions[t], atol=1e-4)
+        assert np.allclose(a, plan.compositions[t], atol=1e-6)
         prev_a, prev_o = a, values[t]
 
 

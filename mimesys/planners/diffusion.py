@@ -194,47 +194,39 @@ class OnnxGenerator:
         return self.sample_window_stepwise(target, prev_obs, prev_action, x_T, noise)
 
     def sample_window_stepwise(self, target, prev_obs, prev_action, x_T, noise=None, nudge=None) -> np.ndarray:
-        """One window through the NumPy DDIM loop (`sample_windows` with B = 1)."""
-        one = None if nudge is None else (lambda a: np.asarray(nudge(a[0]))[None])  # noqa: E731
-        return self.sample_windows(np.asarray(target)[None], np.asarray(prev_obs)[None], np.asarray(prev_action)[None],
-                                   np.asarray(x_T).reshape(1, self.stressors, self.threads),
-                                   None if noise is None else np.asarray(noise).reshape(-1, 1, self.stressors, self.threads),
-                                   nudge=one)[0]
-
-    def sample_windows(self, targets: np.ndarray, prev_obs: np.ndarray, prev_actions: np.ndarray, x_T: np.ndarray,
-                       noise: np.ndarray | None = None,
-                       nudge: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
-        """The NumPy DDIM loop over the encoder and denoiser graphs (any steps/guidance/η) for B
-        windows at once: targets, prev_obs [B, N] raw; prev_actions, x_T [B, M, K]; noise [S, B, M, K]
-        (η > 0). nudge: moves the predicted compositions [B, M, K] at each step (the steer).
-        -> compositions [B, M, K] (valid)."""
+        """The NumPy DDIM loop over the encoder and denoiser graphs (any steps/guidance/η), the
+        predicted composition moved by `nudge` at each step when given."""
         w = self.settings.guidance
         guided = w != 1.0
-        B = targets.shape[0]
         f32 = np.float32
-        rows = (lambda z: np.concatenate([z, z])) if guided else (lambda z: z)   # noqa: E731  [cond; null]
-        keep = np.concatenate([np.ones(B, f32), np.zeros(B, f32)]) if guided else np.ones(B, f32)
-        enc_in = {"target_obs": rows(targets).astype(f32), "prev_obs": rows(prev_obs).astype(f32),
-                  "prev_action": rows(prev_actions).astype(f32), "keep": keep}
+        if guided:
+            enc_in = {"target_obs": np.stack([target, target]).astype(f32),
+                      "prev_obs": np.stack([prev_obs, prev_obs]).astype(f32),
+                      "prev_action": np.stack([prev_action, prev_action]).astype(f32),
+                      "keep": np.array([1.0, 0.0], f32)}
+        else:
+            enc_in = {"target_obs": target[None].astype(f32), "prev_obs": prev_obs[None].astype(f32),
+                      "prev_action": prev_action[None].astype(f32), "keep": np.ones(1, f32)}
         h, g = self._enc.run(None, {k: v for k, v in enc_in.items() if k in self._enc_inputs})
         x = np.asarray(x_T, np.float64)
         lo, hi = self.box
         feed = {"thread_ctx": h, "global_ctx": g}
+        rows = 2 if guided else 1
         for i, t in enumerate(self.timesteps):
-            feed["x_t"] = rows(x).astype(f32)
-            feed["t"] = np.full(len(keep), t, np.int64)
+            feed["x_t"] = np.repeat(x, rows, axis=0).astype(f32)
+            feed["t"] = np.full(rows, t, np.int64)
             eps = self._den.run(None, feed)[0].astype(np.float64)
-            e = eps[B:] + w * (eps[:B] - eps[B:]) if guided else eps
+            e = eps[1:2] + w * (eps[0:1] - eps[1:2]) if guided else eps
             sa, s1a, sp, dir_c, sigma = self._coef[i]
             x0 = np.clip((x - s1a * e) / sa, lo, hi)
             if nudge is not None:
-                a0 = nudge(project_to_valid(self.from_latent(x0)))
-                x0 = np.clip(self.to_latent(np.asarray(a0, np.float64)), lo, hi)
+                a0 = nudge(project_to_valid(self.from_latent(x0[0])))
+                x0 = np.clip(self.to_latent(np.asarray(a0, np.float64))[None], lo, hi)
             e = (x - sa * x0) / s1a
             x = sp * x0 + dir_c * e
             if sigma > 0:
                 x = x + sigma * noise[i]
-        return project_to_valid(self.from_latent(x))
+        return project_to_valid(self.from_latent(x[0]))
 
     def to_latent(self, a: np.ndarray) -> np.ndarray:
         """The manifest's action_scale (controller/model/layout.py ActionScale), in NumPy."""

@@ -98,23 +98,18 @@ class ForwardSteer:
 
     def nudge(self, a: np.ndarray, t: int, target: SteerTarget) -> np.ndarray:
         """a [M, K] (a composition, valid) -> a moved toward window t's target."""
-        return self.nudge_many(np.asarray(a)[None], np.array([t]), target)[0]
-
-    def nudge_many(self, a: np.ndarray, windows: np.ndarray, target: SteerTarget) -> np.ndarray:
-        """a [B, M, K] (valid compositions of windows [B]) -> each moved toward its window's target."""
         s = self.settings
         if s.weight <= 0:
             return a
         first = self.forward.first
-        keep = target.allowed[windows][:, :, None]                           # [B, M, 1]
+        keep = target.allowed[t][:, None]
         a = np.asarray(a, np.float64) * keep
-        y, w = target.y[windows], target.w[windows]                          # [B, N]
         for _ in range(max(1, s.inner_steps)):
-            e = first.effective(a)
-            phi = first.group_scale(e)                                       # [B, N]
-            pred = target.idle_s + phi * np.einsum("bmk,mkn->bn", e, target.gs)
-            r = (pred - y) * w
-            grad = 2.0 * np.einsum("bn,mkn->bmk", r * phi, target.gs) + target.lam
+            e = first.effective(a[None])
+            phi = first.group_scale(e)[0]                                    # [N]
+            pred = target.idle_s + phi * np.einsum("mk,mkn->n", e[0], target.gs)
+            r = (pred - target.y[t]) * target.w[t]                           # [N]
+            grad = 2.0 * np.einsum("n,mkn->mk", r * phi, target.gs) + target.lam
             a = project_to_valid((a - s.weight * target.inv_d * grad) * keep).astype(np.float64)
         return a.astype(np.float32)
 
