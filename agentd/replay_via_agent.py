@@ -12,13 +12,12 @@ import ssl
 import time
 from pathlib import Path
 
-from mimesys import wire
-from mimesys.errors import AuthError, ConfigError, MimesysError, ValidationError
-from mimesys.fsutil import atomic_write_bytes
+from mimesys import tracestream, wire
+from mimesys.errors import AuthError, ConfigError, MimesysError
 
 from .runas import interrupt
 
-MAX_REPLY = 1 << 30   # a trace.h5 of a long run; the agent bounds what it writes
+MAX_REPLY = 1 << 30   # the recorded trace of a long run (values); the agent bounds what it writes
 
 
 def local_url(cfg) -> tuple[str, object]:
@@ -76,7 +75,7 @@ async def replay_via_agent(cfg, plan, command: list[str], repetitions: int, seed
                     raise AuthError(f"the agent at {url} refused /v1/info ({r.status}): {info.get('error') or info}")
             if prepare is not None:
                 plan = prepare(plan, info.get("fingerprint") or {}, int(info.get("max_threads") or 0))
-            async with s.post(f"{url}/v1/runs", data=wire.pack({"plan": plan.to_bytes(), "options": options}),
+            async with s.post(f"{url}/v1/runs", data=wire.pack({"plan": plan.to_wire(), "options": options}),
                               ssl=ssl_arg) as r:
                 body = wire.unpack(await r.read(), where="agent reply")
                 if r.status != 201:
@@ -128,12 +127,11 @@ async def replay_via_agent(cfg, plan, command: list[str], repetitions: int, seed
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
             if output is not None and windows:
-                async with s.get(f"{url}/v1/runs/{run_id}/trace.h5", ssl=ssl_arg) as r:
+                async with s.get(f"{url}/v1/runs/{run_id}/trace.msgpack", ssl=ssl_arg) as r:
                     if r.status == 200:
-                        data = await r.content.read(MAX_REPLY + 1)
-                        if len(data) > MAX_REPLY:
-                            raise ValidationError(f"the agent's trace of run {run_id} exceeds {MAX_REPLY} bytes")
-                        atomic_write_bytes(output, data)   # replay may run as root: mimesys.fsutil
+                        trace = await tracestream.read_stream(r.content.iter_chunked(1 << 16),
+                                                              f"the agent's trace of run {run_id}", max_bytes=MAX_REPLY)
+                        await asyncio.to_thread(trace.write, output)   # replay may run as root: atomic, mimesys.h5io
                     else:
                         output = None
     except aiohttp.ClientError as e:

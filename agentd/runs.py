@@ -4,7 +4,7 @@ A run executes a validated plan through the Backend. Every executed window becom
 wire frame appended to the run's FrameLog; a WebSocket that connects after the run began
 still receives the header and every window from the first (the log is bounded by
 `runs.stream_buffer_mib`; a reader that falls behind what the log still holds gets a
-"gap" frame saying how many windows it missed and should fetch trace.h5 instead).
+"gap" frame saying how many windows it missed and should fetch the recorded trace (GET /v1/runs/{id}/trace.msgpack) instead).
 
 On disk, under state_dir/runs/<run_id>/: `run.json` (the run's status, rewritten when it
 ends), `windows.bin` (every measured window appended as it comes: a crash keeps what was
@@ -121,7 +121,7 @@ class FrameLog:
         while True:
             if i < self._first:
                 yield wire.pack({"type": "gap", "missed": self._first - i,
-                                 "hint": "frames were dropped from the bounded stream buffer; GET trace.h5"})
+                                 "hint": "frames were dropped from the bounded stream buffer; GET /v1/runs/{id}/trace.msgpack"})
                 i = self._first
             while i < self._first + len(self._frames):
                 yield self._frames[i - self._first]
@@ -385,7 +385,8 @@ class RunManager:
             self._write_status(run)
         self.prune()
 
-    def _write_trace(self, run: Run, state: RunState, n_metrics: int, *, extra: dict | None = None) -> None:
+    def _write_trace(self, run: Run, state: RunState, n_metrics: int, *, extra: dict | None = None,
+                     limit: int | None = None) -> None:
         journal = run.dir / JOURNAL
         info = self.backend.info()
         first = next(iter_journal(journal, n_metrics, chunk=1), (np.zeros(0, np.int64), None))[0]
@@ -400,7 +401,7 @@ class RunManager:
                                                "started_unix_s": wall_clock_of_monotonic(first[0])} if len(first) else {}),
                                            **(extra or {})})
         try:
-            for starts, values in iter_journal(journal, n_metrics):
+            for starts, values in iter_journal(journal, n_metrics, limit=limit):
                 writer.append_many(starts, values)
             writer.finish()
         except BaseException:
@@ -459,9 +460,15 @@ class RunManager:
                                           warmup_windows=int(status.get("warmup_windows", 0)))
                         run = Run(d.name, None, opts, d, None, int(status.get("windows_total", 0)),
                                   window_s=float(status.get("window_s", 1.0)))
-                        kept = journal_windows(journal, n)
+                        # No more than the run could have measured: the journal lies in a
+                        # directory of the agent's user, and what it says is only a file.
+                        found = journal_windows(journal, n)
+                        kept = min(found, max(0, run.windows_total))
+                        if found > kept:
+                            log.warning("run %s: its journal holds %d windows, more than the run's %d; "
+                                        "only the first %d are kept", d.name, found, run.windows_total, kept)
                         if kept:
-                            self._write_trace(run, RunState.FAILED, n, extra={"interrupted": True})
+                            self._write_trace(run, RunState.FAILED, n, extra={"interrupted": True}, limit=kept)
                     except Exception as e:
                         log.error("run %s: could not recover its measured windows: %s", d.name, e)
                 status.pop("recovering", None)
@@ -506,10 +513,10 @@ class RunManager:
         if run is None:
             self.status(run_id)  # 404 for an unknown run
             raise NotFound(f"run {run_id} was executed by an earlier agent process; its frames are gone, "
-                           f"GET /v1/runs/{run_id}/trace.h5 instead")
+                           f"GET /v1/runs/{run_id}/trace.msgpack instead")
         if run.frames is None:
             raise NotFound(f"run {run_id} has ended and a later run started; its frames are gone, "
-                           f"GET /v1/runs/{run_id}/trace.h5 instead")
+                           f"GET /v1/runs/{run_id}/trace.msgpack instead")
         return run.frames
 
     def trace_path(self, run_id: str) -> Path:
@@ -558,13 +565,15 @@ def journal_windows(path: Path, n: int) -> int:
     return path.stat().st_size // _record(n).itemsize if path.is_file() else 0
 
 
-def iter_journal(path: Path, n: int, *, chunk: int = JOURNAL_CHUNK):
-    """(start_ns int64 [B], values float32 [B, n]) of at most `chunk` whole records at a time;
-    a torn last record is ignored. Memory: one chunk."""
+def iter_journal(path: Path, n: int, *, chunk: int = JOURNAL_CHUNK, limit: int | None = None):
+    """(start_ns int64 [B], values float32 [B, n]) of at most `chunk` whole records at a time,
+    the first `limit` at most; a torn last record is ignored. Memory: one chunk."""
     if not path.is_file():
         return
     rec = _record(n)
     whole = journal_windows(path, n)
+    if limit is not None:
+        whole = min(whole, limit)
     with open(path, "rb") as f:
         done = 0
         while done < whole:

@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mimesys import wire  # noqa: E402
+from mimesys import tracestream, wire  # noqa: E402
 from mimesys.catalog import load_catalog  # noqa: E402
 from mimesys.fsutil import atomic_write_text  # noqa: E402
 from mimesys.plan import Plan  # noqa: E402
@@ -135,9 +135,9 @@ async def drive(s, agent, catalog, rng, pyrng, seconds: float, t_start: float, s
                 break
         stats[st["state"]] = stats.get(st["state"], 0) + 1
         if st["state"] == "done":
-            async with s.get(f"{agent.url}/v1/runs/{run_id}/trace.h5") as r:
+            async with s.get(f"{agent.url}/v1/runs/{run_id}/trace.msgpack") as r:
                 raw = await r.read()
-            tr = Trace.read(raw, where="trace.h5") if r.status == 200 else None
+            tr = tracestream.read_messages(raw, "recorded trace", max_bytes=1 << 30) if r.status == 200 else None
             if tr is None or tr.T != T or not np.isfinite(tr.values).any():
                 stats["incomplete_traces"] += 1
 

@@ -9,11 +9,14 @@ route. Bodies and frames are msgpack (mimesys/wire.py).
 |---|---|---|
 | GET  | /healthz | -> {ok: true} |
 | GET  | /v1/info | -> model manifest summary, methods, profiling agent |
-| POST | /v1/generate | {trace: HDF5 bytes, seed?, method?} -> {plan: HDF5 bytes, windows, method, provenance} |
-| POST | /v1/generate/series | {traces: [HDF5 bytes], seed?, method?} -> {plans: [HDF5 bytes], windows: [T]} |
+| POST | /v1/generate | {trace, seed?, method?} -> {plan, windows, method, provenance} |
+| POST | /v1/generate/series | {traces: [trace], seed?, method?} -> {plans: [plan], windows: [T]} |
 | WS   | /v1/profile | first client frame {trace, seed?, method?}; then frames: {type: "plan", plan},
 |      |             | {type: "header", ...agent's header}, {type: "window", ...} per executed window,
-|      |             | {type: "end", state: "done", trace: HDF5 bytes} or {type: "end", state: "failed", error} |
+|      |             | {type: "end", state: "done", trace} or {type: "end", state: "failed", error} |
+
+Plans and traces travel as raw arrays (Plan.to_wire, Trace.to_wire), never as HDF5 files: an HDF5
+body is refused with 415 naming the format (mimesys/api/bodies.py).
 
 `method` names one of the served planners (/v1/info lists them): the one `--model` names (the
 default), and, when the server was given a dataset, every dataset baseline of the planner
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,13 +35,15 @@ from aiohttp import WSMsgType, web
 from mimesys import wire
 from mimesys.api import bodies
 from mimesys.api.middleware import MAX_BODY, auth_middleware, errors_middleware
-from mimesys.errors import ConfigError, NotImplementedYet, ValidationError
+from mimesys.errors import ConfigError, Conflict, NotImplementedYet, ValidationError
 from mimesys.planners.base import Generator
 from mimesys.planners.registry import kinds, load_planner
 from mimesys.trace import Trace
 
 log = logging.getLogger(__name__)
 MAX_SERIES = 64
+MAX_WINDOWS = 86_400        # a day of 1-s windows per request, as the agent's runs.generate_max_windows
+MAX_CONCURRENT = 2          # requests decoding or generating at once; more get 409 (retry)
 
 
 @dataclass
@@ -49,20 +53,11 @@ class ServerState:
     manifest: dict                          # the first planner's, where it has one
     agent: object | None = None            # controller.fleet.AgentClient for /v1/profile
     busy: asyncio.Lock = field(default_factory=asyncio.Lock)   # one profile run at a time
+    max_windows: int = MAX_WINDOWS          # trace windows one request may ask plans for (a series: in all)
+    decoding: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CONCURRENT))
 
 
 STATE = web.AppKey("inference_state", ServerState)
-
-
-def trace_to_bytes(trace: Trace) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="mimesys-trace-") as d:
-        p = Path(d) / "trace.h5"
-        trace.write(p)
-        return p.read_bytes()
-
-
-def trace_from_bytes(data: bytes, where: str) -> Trace:
-    return Trace.read(data, where=where)   # checked before reading (mimesys.untrusted)
 
 
 def _method(state: ServerState, obj: dict) -> tuple[str, Generator]:
@@ -76,6 +71,34 @@ async def _generate_one(gen: Generator, trace: Trace, seed: int):
     if trace.T == 0:
         raise ValidationError("trace: has no windows")
     return await asyncio.to_thread(gen.generate, trace, seed=seed)
+
+
+async def _body(request: web.Request, data: bytes, **fields) -> dict:
+    """A request body decoded off the loop (a body of up to max_body_bytes is work)."""
+    return await asyncio.to_thread(bodies.body_map, data, max_bytes=request.app[MAX_BODY], **fields)
+
+
+def _windows_left(st: ServerState, used: int, trace: Trace, where: str) -> int:
+    if used + trace.T > st.max_windows:
+        raise ValidationError(f"{where}: {used + trace.T} windows in this request; this server plans at most "
+                              f"{st.max_windows} per request")
+    return used + trace.T
+
+
+class _Slot:
+    """One of MAX_CONCURRENT decode-and-generate slots, refused (409) rather than queued: a queue
+    of waiting requests would hold their bodies in memory."""
+
+    def __init__(self, st: ServerState):
+        self.st = st
+
+    async def __aenter__(self):
+        if self.st.decoding.locked():
+            raise Conflict(f"{MAX_CONCURRENT} requests are being served; retry")
+        await self.st.decoding.acquire()
+
+    async def __aexit__(self, *exc):
+        self.st.decoding.release()
 
 
 def reply(obj: dict, status: int = 200) -> web.Response:
@@ -102,33 +125,38 @@ async def info(request: web.Request) -> web.Response:
 
 async def generate(request: web.Request) -> web.Response:
     st = request.app[STATE]
-    obj = bodies.body_map(await request.read(), allowed=("trace", "seed", "method"), required=("trace",),
-                          max_bytes=request.app[MAX_BODY])
-    name, gen = _method(st, obj)
-    trace = await asyncio.to_thread(bodies.trace_field, obj)
-    plan = await _generate_one(gen, trace, bodies.seed_field(obj) or 0)
-    return reply({"plan": await asyncio.to_thread(plan.to_bytes), "windows": plan.T, "method": name,
+    async with _Slot(st):
+        obj = await _body(request, await request.read(), allowed=("trace", "seed", "method"), required=("trace",))
+        name, gen = _method(st, obj)
+        trace = await asyncio.to_thread(bodies.trace_field, obj)
+        _windows_left(st, 0, trace, "trace")
+        plan = await _generate_one(gen, trace, bodies.seed_field(obj) or 0)
+    return reply({"plan": plan.to_wire(), "windows": plan.T, "method": name,
                   "provenance": plan.provenance})
 
 
 async def generate_series(request: web.Request) -> web.Response:
     st = request.app[STATE]
-    obj = bodies.body_map(await request.read(), allowed=("traces", "seed", "method"), required=("traces",),
-                          max_bytes=request.app[MAX_BODY])
-    name, gen = _method(st, obj)
-    traces = obj["traces"]
-    if not isinstance(traces, list) or not traces or len(traces) > MAX_SERIES:
-        raise ValidationError(f"traces: expected a list of 1..{MAX_SERIES} HDF5 traces")
-    seed = bodies.seed_field(obj) or 0
-    plans, windows = [], []
-    for i, data in enumerate(traces):
-        trace = await asyncio.to_thread(bodies.trace_field, {"trace": data})
-        try:
-            plan = await _generate_one(gen, trace, seed + i)
-        except ValidationError as e:
-            raise ValidationError(f"traces[{i}]: {e}") from None
-        plans.append(await asyncio.to_thread(plan.to_bytes))
-        windows.append(plan.T)
+    async with _Slot(st):
+        obj = await _body(request, await request.read(), allowed=("traces", "seed", "method"), required=("traces",))
+        name, gen = _method(st, obj)
+        traces = obj["traces"]
+        if not isinstance(traces, list) or not traces or len(traces) > MAX_SERIES:
+            raise ValidationError(f"traces: expected a list of 1..{MAX_SERIES} traces (raw arrays, Trace.to_wire)")
+        seed = bodies.seed_field(obj) or 0
+        decoded, used = [], 0
+        for i, data in enumerate(traces):      # every trace checked before any is planned
+            trace = await asyncio.to_thread(bodies.trace_field, {f"traces[{i}]": data}, name=f"traces[{i}]")
+            used = _windows_left(st, used, trace, f"traces[{i}]")
+            decoded.append(trace)
+        plans, windows = [], []
+        for i, trace in enumerate(decoded):
+            try:
+                plan = await _generate_one(gen, trace, seed + i)
+            except ValidationError as e:
+                raise ValidationError(f"traces[{i}]: {e}") from None
+            plans.append(plan.to_wire())
+            windows.append(plan.T)
     return reply({"plans": plans, "windows": windows, "method": name})
 
 
@@ -142,12 +170,13 @@ async def profile(request: web.Request) -> web.WebSocketResponse:
         msg = await ws.receive(timeout=60)
         if msg.type != WSMsgType.BINARY:
             raise ValidationError("first frame must be a binary msgpack map {trace, seed?, method?}")
-        obj = bodies.body_map(msg.data, allowed=("trace", "seed", "method", "repetitions"), required=("trace",),
-                              max_bytes=request.app[MAX_BODY])
-        name, gen = _method(st, obj)
-        trace = await asyncio.to_thread(bodies.trace_field, obj)
-        plan = await _generate_one(gen, trace, bodies.seed_field(obj) or 0)
-        await ws.send_bytes(wire.pack({"type": "plan", "plan": await asyncio.to_thread(plan.to_bytes), "method": name}))
+        async with _Slot(st):
+            obj = await _body(request, msg.data, allowed=("trace", "seed", "method", "repetitions"), required=("trace",))
+            name, gen = _method(st, obj)
+            trace = await asyncio.to_thread(bodies.trace_field, obj)
+            _windows_left(st, 0, trace, "trace")
+            plan = await _generate_one(gen, trace, bodies.seed_field(obj) or 0)
+        await ws.send_bytes(wire.pack({"type": "plan", "plan": plan.to_wire(), "method": name}))
         if st.busy.locked():
             raise ValidationError("another profile run is in progress on this server's agent; retry later")
         async with st.busy:
@@ -164,9 +193,9 @@ async def profile(request: web.Request) -> web.WebSocketResponse:
             result = run.result()
         await ws.send_bytes(wire.pack({"type": "end", "state": "done", "agent": st.agent.url,
                                        "simulated": bool(result.trace.simulated),
-                                       "trace": await asyncio.to_thread(trace_to_bytes, result.trace)}))
+                                       "trace": result.trace.to_wire()}))
     except Exception as e:  # every failure ends the stream with its reason; bugs are logged
-        if not isinstance(e, (ValidationError, NotImplementedYet, asyncio.TimeoutError)) and \
+        if not isinstance(e, (ValidationError, NotImplementedYet, Conflict, asyncio.TimeoutError)) and \
                 type(e).__name__ not in ("AgentError", "RunFailed", "AgentBusy", "FleetError"):
             log.exception("profile failed")
         if not ws.closed:

@@ -49,6 +49,12 @@ class PayloadTooLarge(ValidationError):
     http_status = 413
 
 
+class UnsupportedMediaType(ValidationError):
+    """A body in a format the API does not take (an HDF5 file where raw arrays belong)."""
+
+    http_status = 415
+
+
 class NotFound(MimesysError):
     http_status = 404
 

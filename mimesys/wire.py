@@ -7,8 +7,9 @@ travel as little-endian float32 bytes ("values"), NaN meaning not measured.
 Plans and traces in request bodies travel as raw arrays: {"compositions": {"shape", "dtype":
 "<f4", "bytes"}, "catalog_names", "catalog_hash", "window_s", "seed", ...} (Plan.to_wire) and
 {"values": {...}, "metrics", "window_start_ns"?: {...}, ...} (Trace.to_wire); HDF5 file bytes
-are still accepted and checked before reading (mimesys.untrusted). Bodies are decoded with
-limits on every container and on their entries in total (untrusted.unpack_limited).
+are refused (415, mimesys/api/bodies.py), and a recorded trace leaves the agent as bounded
+messages (mimesys/tracestream.py). Bodies are decoded with limits on every container, on their
+entries in total and on their nesting (untrusted.unpack_limited).
 
 Frames on /v1/runs/{id}/trace and /v1/monitor:
   {"v", "type": "header", "metrics": [MetricSpec dicts], "window_s", "simulated", "fingerprint", "run"?}

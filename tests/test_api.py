@@ -16,12 +16,13 @@ import pytest
 from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient, TestServer
 
-from mimesys import wire
+from mimesys import tracestream, wire
 from agentd.api import create_app
 from agentd.api.monitor import MonitorHub
 from mimesys.backend import Backend, BackendInfo, MonitorSample
 from agentd.backend_registry import create_backend
 from agentd.config import config_from_dict
+from mimesys.errors import ValidationError
 from mimesys.metrics import MetricSpec
 from mimesys.plan import Plan
 from agentd.runs import FrameLog
@@ -82,7 +83,7 @@ def test_every_endpoint_needs_the_token(tmp_path):
     async def main():
         async with agent(tmp_path, headers={}) as c:
             for method, path in [("GET", "/v1/info"), ("POST", "/v1/runs"), ("GET", "/v1/runs/x"),
-                                 ("DELETE", "/v1/runs/x"), ("GET", "/v1/runs/x/trace.h5"),
+                                 ("DELETE", "/v1/runs/x"), ("GET", "/v1/runs/x/trace.msgpack"),
                                  ("POST", "/v1/generate"), ("GET", "/healthz"), ("GET", "/metrics"),
                                  ("GET", "/v1/nope")]:
                 for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": "Basic " + TOKEN.decode()},
@@ -140,18 +141,19 @@ def test_malformed_bodies_are_400_with_the_reason(tmp_path, catalog):
         (b"\xc1\xc1", "not valid msgpack"),
         (msgpack.packb([1, 2]), "expected a msgpack map"),
         (wire.pack({}), "missing field 'plan'"),
-        (wire.pack({"plan": "text"}), "must be binary"),
-        (wire.pack({"plan": b"not hdf5"}), "not a readable HDF5 plan"),
-        (wire.pack({"plan": good.to_bytes(), "extra": 1}), "unknown field(s) ['extra']"),
-        (wire.pack({"plan": good.to_bytes(), "options": [1]}), "options must be a map"),
-        (wire.pack({"plan": good.to_bytes(), "options": {"repetitions": 0}}), "options.repetitions: 0 outside"),
-        (wire.pack({"plan": good.to_bytes(), "options": {"repetitions": True}}), "options.repetitions: expected an integer"),
-        (wire.pack({"plan": good.to_bytes(), "options": {"record": "yes"}}), "options.record"),
-        (wire.pack({"plan": good.to_bytes(), "options": {"seed": -1}}), "options.seed"),
-        (wire.pack({"plan": good.to_bytes(), "options": {"warmup": 1}}), "valid: repetitions, warmup_windows"),
-        (wire.pack({"plan": nan.to_bytes()}), "window 1, thread 1"),
-        (wire.pack({"plan": cpu_plan(catalog, [[0.5] * 3], threads=3).to_bytes()}), "has 3 threads (this host's CPU limit); at most 2"),
-        (wire.pack({"v": 99, "plan": good.to_bytes()}), "wire version 99 not supported"),
+        (wire.pack({"plan": "text"}), "must be a map of raw arrays"),
+        (wire.pack({"plan": {**good.to_wire(), "compositions": {"shape": [1, 2], "dtype": "<f4", "bytes": b""}}}),
+         "plan.compositions"),
+        (wire.pack({"plan": good.to_wire(), "extra": 1}), "unknown field(s) ['extra']"),
+        (wire.pack({"plan": good.to_wire(), "options": [1]}), "options must be a map"),
+        (wire.pack({"plan": good.to_wire(), "options": {"repetitions": 0}}), "options.repetitions: 0 outside"),
+        (wire.pack({"plan": good.to_wire(), "options": {"repetitions": True}}), "options.repetitions: expected an integer"),
+        (wire.pack({"plan": good.to_wire(), "options": {"record": "yes"}}), "options.record"),
+        (wire.pack({"plan": good.to_wire(), "options": {"seed": -1}}), "options.seed"),
+        (wire.pack({"plan": good.to_wire(), "options": {"warmup": 1}}), "valid: repetitions, warmup_windows"),
+        (wire.pack({"plan": nan.to_wire()}), "window 1, thread 1"),
+        (wire.pack({"plan": cpu_plan(catalog, [[0.5] * 3], threads=3).to_wire()}), "3 threads; this host runs at most 2 (its CPU limit)"),
+        (wire.pack({"v": 99, "plan": good.to_wire()}), "wire version 99 not supported"),
     ]
 
     async def main():
@@ -161,9 +163,9 @@ def test_malformed_bodies_are_400_with_the_reason(tmp_path, catalog):
                     got = await body(r)
                     assert r.status == 400, (fragment, got)
                     assert fragment in got["error"], (fragment, got)
-            async with c.post("/v1/generate", data=wire.pack({"trace": b"junk"})) as r:
-                assert r.status == 400 and "not a readable mimesys trace" in (await body(r))["error"]
-            async with c.post("/v1/generate", data=wire.pack({"trace": b"x", "seed": "s"})) as r:
+            async with c.post("/v1/generate", data=wire.pack({"trace": "junk"})) as r:
+                assert r.status == 400 and "must be a map of raw arrays" in (await body(r))["error"]
+            async with c.post("/v1/generate", data=wire.pack({"trace": {}, "seed": "s"})) as r:
                 assert r.status == 400 and "seed" in (await body(r))["error"]
             async with c.get("/v1/runs/not-a-run") as r:
                 assert r.status == 404 and "no run" in (await body(r))["error"]
@@ -174,13 +176,35 @@ def test_malformed_bodies_are_400_with_the_reason(tmp_path, catalog):
     run(main())
 
 
+def test_hdf5_never_crosses_the_api_415_names_the_format(tmp_path, catalog):
+    """An HDF5 file, as a whole body or in a field, is refused before libhdf5 sees a byte of it."""
+    plan = cpu_plan(catalog, [[0.5, 0.5]])
+    tr = Trace(values=np.zeros((3, 1), np.float32), metrics=[MetricSpec("cpu.util", "fraction")])
+    path = tmp_path / "t.h5"
+    tr.write(path)
+
+    async def main():
+        async with agent(tmp_path) as c:
+            for route, body_ in (("/v1/runs", wire.pack({"plan": plan.to_bytes()})),
+                                 ("/v1/runs", plan.to_bytes()),
+                                 ("/v1/generate", wire.pack({"trace": path.read_bytes()}))):
+                async with c.post(route, data=body_) as r:
+                    got = await body(r)
+                    assert r.status == 415, got
+                    assert "HDF5" in got["error"] and "raw arrays" in got["error"], got
+            async with c.post("/v1/runs", data=wire.pack({"plan": b"\0\1 not a file"})) as r:
+                got = await body(r)
+                assert r.status == 415 and "binary data" in got["error"]
+    run(main())
+
+
 # -- runs -------------------------------------------------------------------------------
 def test_run_lifecycle_late_websocket_gets_every_window_from_the_first(tmp_path, catalog):
     plan = cpu_plan(catalog, [[0.2, 0.7], [0.7, 0.2], [0.5, 0.5], [0.0, 1.0]])
 
     async def main():
         async with agent(tmp_path) as c:
-            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_bytes(),
+            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_wire(),
                                                           "options": {"repetitions": 2}})) as r:
                 assert r.status == 201
                 created = await body(r)
@@ -205,10 +229,10 @@ def test_run_lifecycle_late_websocket_gets_every_window_from_the_first(tmp_path,
             assert frames[-1] == {"v": 1, "type": "end", "state": "done", "windows_done": 8}
             n = len(frames[0]["metrics"])
             assert all(wire.vec_from_bytes(f["values"], n).shape == (n,) for f in windows)
-            async with c.get(f"/v1/runs/{run_id}/trace.h5") as r:
-                assert r.status == 200
+            async with c.get(f"/v1/runs/{run_id}/trace.msgpack") as r:
+                assert r.status == 200 and r.content_type == tracestream.CONTENT_TYPE
                 data = await r.read()
-            tr = Trace.read(io.BytesIO(data))
+            tr = tracestream.read_messages(data, "recorded trace", max_bytes=1 << 20)
             assert tr.T == 8 and tr.simulated and tr.provenance["run_id"] == run_id
             np.testing.assert_array_equal(tr.values[0], wire.vec_from_bytes(windows[0]["values"]))
             async with c.get("/v1/info") as r:
@@ -229,13 +253,13 @@ def test_one_run_at_a_time_409_names_the_running_run_and_delete_cancels(tmp_path
 
     async def main():
         async with agent(tmp_path) as c:
-            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_bytes()})) as r:
+            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_wire()})) as r:
                 run_id = (await body(r))["run_id"]
-            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_bytes()})) as r:
+            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_wire()})) as r:
                 assert r.status == 409
                 got = await body(r)
             assert got["running"] == run_id and run_id in got["error"]
-            async with c.get(f"/v1/runs/{run_id}/trace.h5") as r:
+            async with c.get(f"/v1/runs/{run_id}/trace.msgpack") as r:
                 assert r.status == 409  # not written until the run ends
             # A live reader sees windows as they happen.
             async with c.ws_connect(f"/v1/runs/{run_id}/trace") as ws:
@@ -249,12 +273,12 @@ def test_one_run_at_a_time_409_names_the_running_run_and_delete_cancels(tmp_path
             async with c.get(f"/v1/runs/{run_id}") as r:
                 st = await body(r)
             assert st["state"] == "cancelled" and 0 < st["windows_done"] < 200
-            async with c.post("/v1/runs", data=wire.pack({"plan": cpu_plan(catalog, [[0.1, 0.1]], window_s=0.05).to_bytes(),
+            async with c.post("/v1/runs", data=wire.pack({"plan": cpu_plan(catalog, [[0.1, 0.1]], window_s=0.05).to_wire(),
                                                           "options": {"record": False}})) as r:
                 assert r.status == 201  # free again
                 second_id = (await body(r))["run_id"]
             await asyncio.sleep(0.5)
-            async with c.get(f"/v1/runs/{second_id}/trace.h5") as r:
+            async with c.get(f"/v1/runs/{second_id}/trace.msgpack") as r:
                 assert r.status == 404 and "no recorded trace" in (await body(r))["error"]
     run(main())
 
@@ -266,7 +290,7 @@ def test_only_the_most_recent_runs_are_kept_on_disk(tmp_path, catalog):
         async with agent(tmp_path, runs={"keep": 2}) as c:
             ids = []
             for _ in range(4):
-                async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_bytes()})) as r:
+                async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_wire()})) as r:
                     ids.append((await body(r))["run_id"])
                 for _ in range(100):
                     async with c.get(f"/v1/runs/{ids[-1]}") as r:
@@ -298,12 +322,10 @@ def test_frame_log_is_bounded_and_tells_a_late_reader_what_it_missed():
 # -- generation ---------------------------------------------------------------------------
 def test_generate_without_a_model_is_501_after_the_body_checks_out(tmp_path):
     tr = Trace(values=np.zeros((3, 1), np.float32), metrics=[MetricSpec("cpu.util", "fraction")])
-    path = tmp_path / "t.h5"
-    tr.write(path)
 
     async def main():
         async with agent(tmp_path) as c:
-            async with c.post("/v1/generate", data=wire.pack({"trace": path.read_bytes(), "seed": 1})) as r:
+            async with c.post("/v1/generate", data=wire.pack({"trace": tr.to_wire(), "seed": 1})) as r:
                 assert r.status == 501
                 assert "no generation model installed" in (await body(r))["error"]
     run(main())
@@ -384,50 +406,44 @@ def test_monitor_websocket_clients_share_frames_from_the_real_host(tmp_path):
     run(main())
 
 
-def test_hdf5_request_bodies_are_parsed_off_the_event_loop(tmp_path, catalog):
-    # A 64 MiB-bounded HDF5 parse must not block other requests; smoke-check that the reply
-    # path works for a large valid plan (T=3600).
+def test_large_raw_plan_bodies_are_decoded_off_the_event_loop(tmp_path, catalog):
+    # Smoke-check that the reply path works for a large valid plan (T=3600) and the agent still answers.
     plan = cpu_plan(catalog, np.full((3600, 2), 0.1))
 
     async def main():
         async with agent(tmp_path) as c:
-            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_bytes(), "options": {"record": False}})) as r:
+            async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_wire(), "options": {"record": False}})) as r:
                 assert r.status == 201
             async with c.get("/healthz") as r:
                 assert r.status == 200
     run(main())
 
 
-def test_plan_bytes_hdf5_attribute_types_never_500(tmp_path, catalog):
-    # A structurally valid HDF5 file with hostile attribute types.
-    buf = io.BytesIO()
-    with h5py.File(buf, "w") as f:
+def test_a_hostile_plan_file_is_refused_at_the_api_and_by_the_file_reader(tmp_path, catalog):
+    """What used to be parsed in the agent (hostile attribute types; 100000 threads in a few KiB of
+    gzip) is now 415 at the API, and the file reader that `replay` uses still refuses it clearly."""
+    odd = io.BytesIO()
+    with h5py.File(odd, "w") as f:
         f.create_dataset("compositions", data=np.zeros((1, len(catalog), 2), np.float32))
         f.attrs["format"] = "mimesys.plan"
         f.attrs["schema_version"] = np.array([1, 2])
         f.attrs["catalog_names"] = "{not json"
-
-    async def main():
-        async with agent(tmp_path) as c:
-            async with c.post("/v1/runs", data=wire.pack({"plan": buf.getvalue()})) as r:
-                assert r.status == 400, await body(r)
-    run(main())
-
-
-def test_thread_count_is_checked_before_a_compressed_plan_is_decompressed(tmp_path, catalog):
-    # 18 x 100000 threads of zeros: a few KiB gzip-compressed, 7 MB once read.
-    buf = io.BytesIO()
-    with h5py.File(buf, "w") as f:
+    wide = io.BytesIO()
+    with h5py.File(wide, "w") as f:
         f.create_dataset("compositions", data=np.zeros((1, len(catalog), 100_000), np.float32),
                          compression="gzip", compression_opts=9)
         f.attrs["format"] = "mimesys.plan"
-    assert len(buf.getvalue()) < 100_000
+    assert len(wide.getvalue()) < 100_000
+    with pytest.raises(ValidationError):
+        Plan.from_bytes(odd.getvalue(), where="odd")
+    with pytest.raises(ValidationError, match="100000 threads; this host runs at most 2"):
+        Plan.from_bytes(wide.getvalue(), where="wide", max_threads=2)
 
     async def main():
         async with agent(tmp_path) as c:
-            async with c.post("/v1/runs", data=wire.pack({"plan": buf.getvalue()})) as r:
-                assert r.status == 400
-                assert "100000 threads" in (await body(r))["error"]
+            for buf in (odd, wide):
+                async with c.post("/v1/runs", data=wire.pack({"plan": buf.getvalue()})) as r:
+                    assert r.status == 415, await body(r)
     run(main())
 
 
@@ -451,7 +467,7 @@ def test_concurrent_submissions_exactly_one_runs(tmp_path, catalog, sim_paced):
     async def main():
         async with agent(tmp_path) as c:
             async def submit():
-                async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_bytes()})) as r:
+                async with c.post("/v1/runs", data=wire.pack({"plan": plan.to_wire()})) as r:
                     return r.status, await body(r)
             results = await asyncio.gather(*(submit() for _ in range(6)))
             winners = [b["run_id"] for s, b in results if s == 201]

@@ -28,7 +28,7 @@ import numpy as np
 import psutil
 import pytest
 
-from mimesys import wire
+from mimesys import tracestream, wire
 from agentd.notify import _notify_socket, under_systemd, watchdog_interval_s
 from mimesys.plan import Plan
 from mimesys.trace import Trace
@@ -159,15 +159,16 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
 
         async def main():
             async with aiohttp.ClientSession(headers=AUTH) as s:
-                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_wire()})
                 assert status == 201, created
                 frames = []
                 async with s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as ws:
                     async for msg in ws:
                         frames.append(msgpack.unpackb(msg.data))
-                async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.h5") as r:
+                async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.msgpack") as r:
                     assert r.status == 200
-                    (tmp_path / "run.h5").write_bytes(await r.read())
+                    recorded = tracestream.read_messages(await r.read(), "recorded trace", max_bytes=1 << 24)
+                    recorded.write(tmp_path / "run.h5")
                 async with s.get(agent.url + "/v1/info") as r:
                     alignment = msgpack.unpackb(await r.read())["alignment"]
                 return frames, alignment
@@ -227,7 +228,7 @@ def test_sigkill_mid_run_leaves_no_runner_and_next_start_clears_scratch(tmp_path
     with start_agent(tmp_path, cfg) as agent:
         async def main():
             async with aiohttp.ClientSession(headers=AUTH) as s:
-                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_wire()})
                 assert status == 201, created
                 async with s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as ws:
                     while msgpack.unpackb((await ws.receive(timeout=60)).data)["type"] != "window":
@@ -436,7 +437,7 @@ def test_sigterm_with_streams_open_ends_them_and_exits_promptly(tmp_path, catalo
     with start_agent(tmp_path, cfg) as agent:
         async def main():
             async with aiohttp.ClientSession(headers=AUTH) as s:
-                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_wire()})
                 assert status == 201
                 async with s.ws_connect(agent.url + "/v1/monitor") as mon, \
                         s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as tr:
@@ -509,15 +510,16 @@ def test_an_idle_plan_replayed_through_the_agent_shows_no_loopback_of_the_agents
         async def main():
             async with aiohttp.ClientSession(headers=AUTH) as s:
                 async with s.ws_connect(agent.url + "/v1/monitor") as monitor:
-                    status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_bytes()})
+                    status, created = await post(s, agent.url + "/v1/runs", {"plan": plan.to_wire()})
                     assert status == 201, created
                     async with s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as ws:
                         async for _ in ws:
                             pass
                     await monitor.receive(timeout=5)
-                async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.h5") as r:
+                async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.msgpack") as r:
                     assert r.status == 200
-                    (tmp_path / "run.h5").write_bytes(await r.read())
+                    recorded = tracestream.read_messages(await r.read(), "recorded trace", max_bytes=1 << 24)
+                    recorded.write(tmp_path / "run.h5")
         asyncio.run(main())
     tr = Trace.read(tmp_path / "run.h5")
     if "net.lo.tx_Bps" not in tr.names:

@@ -1,6 +1,6 @@
 """The fleet client against a hostile or broken agent (issue 16): replies and trace files are
 read with a size bound, WebSocket frames are bounded and validated field by field, and one
-malformed window frame costs that window (fetched from trace.h5), not the run."""
+malformed window frame costs that window (fetched from the recorded trace), not the run."""
 
 from __future__ import annotations
 
@@ -91,16 +91,13 @@ def test_one_malformed_frame_costs_a_window_not_the_run(catalog):
         await ws.close()
         return ws
 
-    async def trace_h5(request):
-        import tempfile
-        from pathlib import Path
-        with tempfile.TemporaryDirectory() as d:
-            trace.write(Path(d) / "t.h5")
-            return web.Response(body=(Path(d) / "t.h5").read_bytes())
+    async def recorded(request):
+        from mimesys import tracestream
+        return web.Response(body=b"".join(tracestream.trace_messages(trace)))
 
     async def main():
         routes = [("POST", "/v1/runs", create), ("GET", "/v1/runs/{id}/trace", stream),
-                  ("GET", "/v1/runs/{id}/trace.h5", trace_h5)]
+                  ("GET", "/v1/runs/{id}/trace.msgpack", recorded)]
         async with fake_agent(routes) as url:
             c = AgentClient(url, TOKEN)
             try:

@@ -17,6 +17,7 @@ from mimesys.plan import Plan
 from mimesys.trace import Trace
 from controller.commands.client import generate_from_file, profile_from_file
 from controller.export import export_onnx
+from controller.inference_server import STATE
 from controller.model.config import ModelConfig
 from controller.train import TrainConfig, train
 from test_exit_status import separate_streams
@@ -46,7 +47,7 @@ class Servers:
         from bench.sim_agents import start_agents
         from controller.inference_server import create_app
         urls, self.agent_runners = await start_agents(1, b"agent-token", state, n_cpus=2, speedup=0.0)
-        app = create_app(onnx, token=TOKEN.encode(), dataset=dataset, agent_url=urls[0], agent_token="agent-token")
+        app = self.app = create_app(onnx, token=TOKEN.encode(), dataset=dataset, agent_url=urls[0], agent_token="agent-token")
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -99,24 +100,33 @@ def test_health_info_and_auth(servers):
 
 
 def test_generate_and_series(servers, catalog):
-    trace_bytes = (servers.dir / "trace.h5").read_bytes()
-    status, out = call(servers, "POST", "/v1/generate", {"trace": trace_bytes, "seed": 2})
+    trace = Trace.read(servers.dir / "trace.h5").to_wire()
+    status, out = call(servers, "POST", "/v1/generate", {"trace": trace, "seed": 2})
     assert status == 200, out
-    plan = Plan.from_bytes(out["plan"])
+    plan = Plan.from_wire(out["plan"])
     plan.validate(catalog)
     assert plan.T == 12 and out["provenance"]["generator"] == "diffusion"
-    status, out = call(servers, "POST", "/v1/generate/series", {"traces": [trace_bytes, trace_bytes], "method": "knn"})
+    status, out = call(servers, "POST", "/v1/generate/series", {"traces": [trace, trace], "method": "knn"})
     assert status == 200 and out["windows"] == [12, 12] and out["method"] == "knn"
+    assert [Plan.from_wire(p).T for p in out["plans"]] == [12, 12]
 
 
-def test_bad_requests_are_4xx_with_a_reason(servers):
-    status, out = call(servers, "POST", "/v1/generate", {"trace": b"junk"})
+def test_bad_requests_are_4xx_with_a_reason(servers, monkeypatch):
+    trace = Trace.read(servers.dir / "trace.h5")
+    status, out = call(servers, "POST", "/v1/generate", {"trace": "junk"})
     assert status == 400 and "trace" in out["error"]
-    status, out = call(servers, "POST", "/v1/generate", {"trace": (servers.dir / "trace.h5").read_bytes(),
-                                                         "method": "oracle"})
+    status, out = call(servers, "POST", "/v1/generate", {"trace": (servers.dir / "trace.h5").read_bytes()})
+    assert status == 415 and "HDF5" in out["error"] and "Trace.to_wire" in out["error"]
+    status, out = call(servers, "POST", "/v1/generate", {"trace": trace.to_wire(), "method": "oracle"})
     assert status == 400 and "not served here" in out["error"]
     status, out = call(servers, "POST", "/v1/generate/series", {"traces": []})
     assert status == 400
+    status, out = call(servers, "POST", "/v1/generate/series", {"traces": [trace.to_wire(), b"x"]})
+    assert status == 415 and "traces[1]" in out["error"]
+    # A series is bounded by its windows in all, checked before anything is planned.
+    monkeypatch.setattr(servers.app[STATE], "max_windows", 20)
+    status, out = call(servers, "POST", "/v1/generate/series", {"traces": [trace.to_wire()] * 2})
+    assert status == 400 and "24 windows in this request; this server plans at most 20" in out["error"], out
 
 
 def test_client_commands_write_plans_pngs_and_profile_on_the_agent(servers, tmp_path, monkeypatch):

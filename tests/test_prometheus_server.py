@@ -155,7 +155,7 @@ def test_prometheus_scrapes_the_agent_during_a_run_and_the_importer_reads_it_bac
         a[:, catalog.index("cpu_int_crc32"), :] = np.linspace(0.2, 0.9, 16)[:, None]
         plan = Plan.from_catalog(a, catalog, window_s=0.5)
         req = urllib.request.Request(f"http://{agent_addr}/v1/runs", method="POST",
-                                     data=msgpack.packb({"plan": plan.to_bytes(), "options": {"record": False}}),
+                                     data=msgpack.packb({"plan": plan.to_wire(), "options": {"record": False}}),
                                      headers={"Authorization": f"Bearer {TOKEN}",
                                               "Content-Type": "application/msgpack"})
         with urllib.request.urlopen(req, timeout=30) as r:

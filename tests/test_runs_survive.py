@@ -132,7 +132,7 @@ def test_finished_runs_drop_plan_and_frames(tmp_path, catalog):
         b = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3), RunOptions())
         await asyncio.wait({b.task})
         assert a.frames is None
-        with pytest.raises(NotFound, match="trace.h5"):
+        with pytest.raises(NotFound, match="trace.msgpack"):
             mgr.frames(a.run_id)
         await backend.close()
     asyncio.run(main())
@@ -210,11 +210,17 @@ def test_a_long_or_planted_journal_neither_delays_the_start_nor_is_read_whole(tm
     n = len(backend.metric_schema())
     run_dir = mgr.runs_dir / "20260101T000000Z-abcdef"
     run_dir.mkdir()
-    (run_dir / "run.json").write_text(json.dumps({"state": "running", "window_s": 1.0, "windows_total": 10}))
     rec = 8 + 4 * n
     windows = (64 << 20) // rec
+    (run_dir / "run.json").write_text(json.dumps({"state": "running", "window_s": 1.0, "windows_total": windows}))
     with open(run_dir / JOURNAL, "wb") as f:
         f.truncate(windows * rec + 3)                    # sparse; a torn last record
+    # A journal longer than its run could have measured keeps what the run could have measured.
+    short = mgr.runs_dir / "20260101T000001Z-abcdef"
+    short.mkdir()
+    (short / "run.json").write_text(json.dumps({"state": "running", "window_s": 1.0, "windows_total": 10}))
+    with open(short / JOURNAL, "wb") as f:
+        f.truncate(1000 * rec)
     asyncio.run(backend.close())
     tracemalloc.start()
     t0 = time.monotonic()
@@ -228,4 +234,5 @@ def test_a_long_or_planted_journal_neither_delays_the_start_nor_is_read_whole(tm
     assert up < 2.0, up
     assert peak < 6 * JOURNAL_CHUNK * rec + (8 << 20), peak       # a few chunks, not the 64 MiB journal
     assert Trace.read(run_dir / "trace.h5").T == windows
+    assert mgr.status(short.name)["windows_done"] == 10 and Trace.read(short / "trace.h5").T == 10
     asyncio.run(backend.close())

@@ -11,7 +11,7 @@ import time
 
 from aiohttp import WSMsgType, web
 
-from mimesys import __version__, wire
+from mimesys import __version__, tracestream, wire
 from mimesys.api import bodies
 from mimesys.errors import Conflict, MimesysError, NotImplementedYet, ValidationError
 
@@ -90,9 +90,24 @@ async def delete_run(request: web.Request) -> web.Response:
     return reply({"state": state.value})
 
 
-async def get_run_trace_file(request: web.Request) -> web.StreamResponse:
-    path = request.app[RUNS].trace_path(request.match_info["run_id"])
-    return web.FileResponse(path, headers={"Content-Type": "application/x-hdf5"})
+async def get_run_trace(request: web.Request) -> web.StreamResponse:
+    """The recorded trace as a stream of bounded msgpack messages (mimesys/tracestream.py), read
+    from the run's file a chunk at a time off the loop: HDF5 stays on this host's disk."""
+    run_id = request.match_info["run_id"]
+    path = request.app[RUNS].trace_path(run_id)
+    messages = tracestream.iter_messages(path, f"the trace of run {run_id}")
+    try:
+        first = await asyncio.to_thread(next, messages)    # a bad file fails before the status is sent
+        resp = web.StreamResponse(headers={"Content-Type": tracestream.CONTENT_TYPE})
+        await resp.prepare(request)
+        msg = first
+        while msg is not None:
+            await resp.write(msg)
+            msg = await asyncio.to_thread(next, messages, None)
+        await resp.write_eof()
+        return resp
+    finally:
+        await asyncio.to_thread(messages.close)
 
 
 async def _websocket(request: web.Request) -> web.WebSocketResponse:
@@ -187,7 +202,7 @@ async def generate(request: web.Request) -> web.Response:
 
         def work():
             plan = generator.generate(trace, seed=seed if seed is not None else 0, progress=progress)
-            return plan, plan.to_bytes()
+            return plan, plan.to_wire()     # raw arrays: HDF5 never crosses the API
 
         # Its own thread, not the default executor that finishes runs and decodes bodies.
         fut = asyncio.get_running_loop().run_in_executor(holder["executor"], work)

@@ -13,7 +13,7 @@ def setup_routes(app: web.Application) -> None:
         web.post("/v1/runs", handlers.create_run),
         web.get("/v1/runs/{run_id}", handlers.get_run),
         web.delete("/v1/runs/{run_id}", handlers.delete_run),
-        web.get("/v1/runs/{run_id}/trace.h5", handlers.get_run_trace_file),
+        web.get("/v1/runs/{run_id}/trace.msgpack", handlers.get_run_trace),
         web.get("/v1/runs/{run_id}/trace", handlers.run_trace_ws),      # WebSocket
         web.get("/v1/monitor", handlers.monitor_ws),                    # WebSocket
         web.post("/v1/generate", handlers.generate),

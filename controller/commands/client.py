@@ -66,9 +66,9 @@ def generate_from_file(server, trace_path, token_file, method, seed, output, png
     token = read_token(token_file)
     try:
         trace = Trace.read(trace_path)
-        obj = asyncio.run(_post(server, token, "/v1/generate",
-                                _body({"trace": trace_path.read_bytes(), "seed": seed}, method)))
-        plan = Plan.from_bytes(obj["plan"], where=f"plan from {server}")
+        # Raw arrays both ways: HDF5 stays a file format (the server refuses it with 415).
+        obj = asyncio.run(_post(server, token, "/v1/generate", _body({"trace": trace.to_wire(), "seed": seed}, method)))
+        plan = Plan.from_wire(obj.get("plan"), f"plan from {server}")
         plan.write(output)
         png = png or output.with_suffix(".png")
         plan_png(trace, plan, png)
@@ -89,15 +89,14 @@ def profile_from_file(server, trace_path, token_file, method, seed, output, plan
     from mimesys.plan import Plan
     from mimesys.trace import Trace
     from controller.evaluate.dtw import compare
-    from controller.inference_server import plan_png, trace_from_bytes
+    from controller.inference_server import plan_png
 
     token = read_token(token_file)
     try:
         target = Trace.read(trace_path)
-        plan_bytes, method, executed = asyncio.run(_profile(server, token, trace_path.read_bytes(), seed, method,
-                                                            target.T))
-        plan = Plan.from_bytes(plan_bytes, where=f"plan from {server}")
-        executed = trace_from_bytes(executed, f"executed trace from {server}")
+        plan_wire, method, executed = asyncio.run(_profile(server, token, target.to_wire(), seed, method, target.T))
+        plan = Plan.from_wire(plan_wire, f"plan from {server}")
+        executed = Trace.from_wire(executed, f"executed trace from {server}")
         if plan_out:
             plan.write(plan_out)
         if trace_out:
@@ -116,7 +115,7 @@ def _body(body: dict, method: str | None) -> dict:
     return body if method is None else {**body, "method": method}
 
 
-async def _profile(server: str, token: str, trace: bytes, seed: int, method: str | None, windows: int):
+async def _profile(server: str, token: str, trace: dict, seed: int, method: str | None, windows: int):
     import aiohttp
 
     from mimesys import wire

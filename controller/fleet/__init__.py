@@ -29,7 +29,7 @@ An entry without token_file gets a token from the environment only when its URL 
 Streaming: a run's windows arrive on WS /v1/runs/{id}/trace. The agent replays the run's
 frames from the first on every connection, so after a dropped connection the client
 reconnects and keeps the windows it has not seen yet (keyed by repetition and window);
-windows the agent's bounded buffer no longer holds ("gap") are read from trace.h5 at the
+windows the agent's bounded buffer no longer holds ("gap") are read from the recorded trace at the
 end. Cancelling the coroutine that awaits `run()` cancels the run on the agent.
 
 Reassignment: `run_jobs` gives each agent one job at a time. When an agent fails or

@@ -12,7 +12,7 @@ from typing import Awaitable, Callable
 import aiohttp
 import numpy as np
 
-from mimesys import wire
+from mimesys import tracestream, wire
 from mimesys.backend import ExecutedWindow, RunOptions
 from mimesys.errors import MimesysError, ValidationError
 from mimesys.metrics import MetricSpec
@@ -121,19 +121,22 @@ class AgentClient:
     async def cancel(self, run_id: str) -> str:
         return (await self._request("DELETE", f"/v1/runs/{run_id}", timeout_s=10.0)).get("state", "")
 
-    async def trace_h5(self, run_id: str) -> Trace:
+    async def recorded_trace(self, run_id: str) -> Trace:
+        """The run's recorded trace, streamed as bounded msgpack messages (mimesys/tracestream.py)."""
+        what = f"GET the trace of run {run_id}"
         try:
-            async with self.session().get(f"{self.url}/v1/runs/{run_id}/trace.h5", headers=self.headers,
+            async with self.session().get(f"{self.url}/v1/runs/{run_id}/trace.msgpack", headers=self.headers,
                                           timeout=aiohttp.ClientTimeout(total=120), ssl=self.ssl) as resp:
                 if resp.status != 200:
-                    raise AgentError(self.name, f"GET trace.h5 of run {run_id}: HTTP {resp.status}", resp.status)
-                raw = await _read_bounded(resp, MAX_TRACE_BYTES, f"{self.name} trace.h5 of run {run_id}")
+                    raise AgentError(self.name, f"{what}: HTTP {resp.status}", resp.status)
+                return await tracestream.read_stream(resp.content.iter_chunked(1 << 16),
+                                                     f"the trace of run {run_id} from {self.name}",
+                                                     max_bytes=MAX_TRACE_BYTES)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            self._raise_tls(e, f"GET trace.h5 of run {run_id}")
-            raise AgentError(self.name, f"GET trace.h5 of run {run_id}: {e}") from None
+            self._raise_tls(e, what)
+            raise AgentError(self.name, f"{what}: {e}") from None
         except ValidationError as e:
-            raise AgentError(self.name, f"GET trace.h5 of run {run_id}: {e}") from None
-        return Trace.read(raw, where=f"trace.h5 of run {run_id} from {self.name}")
+            raise AgentError(self.name, f"{what}: {e}") from None
 
     # -- runs -----------------------------------------------------------------------------
     async def start(self, plan: Plan, options: RunOptions) -> str:
@@ -225,7 +228,7 @@ class AgentClient:
                             try:
                                 w = _window_from_frame(frame, n, plan, options)
                             except ValidationError as e:
-                                # One bad frame costs that window (fetched from trace.h5 at the
+                                # One bad frame costs that window (fetched from the recorded trace at the
                                 # end), not the run or the campaign.
                                 log.warning("agent %s run %s: %s", self.name, run_id, e)
                                 gap = True
@@ -260,14 +263,14 @@ class AgentClient:
                 if state in ("failed", "cancelled"):
                     end = {"state": state, "error": st.get("error"), "reason": st.get("reason")}
                 elif state == "done" and failures >= 2:
-                    end, gap = {"state": "done"}, True     # the stream is gone; trace.h5 has it all
+                    end, gap = {"state": "done"}, True     # the stream is gone; the recorded trace has it all
         if end.get("state") != "done":
             raise RunFailed(self.name, f"run {run_id} ended {end.get('state')}: {end.get('error') or 'no reason'}",
                             status=0, details={"reason": end.get("reason")})
         metrics = [MetricSpec.from_dict(d) for d in (header or {}).get("metrics", [])]
         total = plan.T * options.repetitions
         if len(got) < total and (gap or options.record):
-            trace = await self.trace_h5(run_id)
+            trace = await self.recorded_trace(run_id)
             metrics = metrics or trace.metrics
             for i in range(min(total, trace.T)):
                 key = divmod(i, plan.T)
@@ -292,7 +295,7 @@ def _colon_hex(b: bytes) -> str:
 
 
 MAX_REPLY_BYTES = 16 << 20     # a JSON-like reply (info, status) from an agent
-MAX_TRACE_BYTES = 2 << 30      # trace.h5 of one run
+MAX_TRACE_BYTES = 2 << 30      # the recorded trace of one run (its values)
 MAX_FRAME_BYTES = 8 << 20      # one WebSocket frame (a window is a few KiB; the header carries the fingerprint)
 
 

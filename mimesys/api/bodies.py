@@ -7,10 +7,9 @@ from typing import Any, Mapping
 
 from .. import wire
 from ..backend import RunOptions
-from ..errors import MimesysError, PlanError, TraceError, ValidationError
+from ..errors import UnsupportedMediaType, ValidationError
 from ..plan import Plan
-from ..trace import STRING_DATASETS, Trace
-from ..untrusted import H5Limits
+from ..trace import Trace
 
 UINT64_MAX = (1 << 64) - 1
 
@@ -18,6 +17,9 @@ UINT64_MAX = (1 << 64) - 1
 def body_map(data: bytes, *, allowed: tuple[str, ...], required: tuple[str, ...], max_bytes: int) -> dict:
     if not data:
         raise ValidationError("empty request body; expected a msgpack map")
+    if data[:8] == HDF5_SIGNATURE:
+        raise UnsupportedMediaType("request body is an HDF5 file; this API takes a msgpack map (application/msgpack) "
+                                   "with plans and traces as raw arrays")
     obj = wire.unpack(data, where="request body", max_bytes=max_bytes)
     unknown = sorted(str(k) for k in obj if k not in (*allowed, "v"))
     if unknown:
@@ -28,49 +30,35 @@ def body_map(data: bytes, *, allowed: tuple[str, ...], required: tuple[str, ...]
     return obj
 
 
-def _bytes_field(obj: Mapping, name: str) -> bytes:
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+PLAN_FORMAT = ("a map of raw arrays: {compositions: {shape: [T, M, K], dtype: '<f4', bytes}, catalog_names, "
+               "catalog_hash, window_s, seed, ...} (Plan.to_wire; `mimesys` converts plan files before sending)")
+TRACE_FORMAT = ("a map of raw arrays: {values: {shape: [T, N], dtype: '<f4', bytes}, metrics: [...], window_s, ...} "
+                "(Trace.to_wire; `mimesys` converts trace files before sending)")
+
+
+def _not_a_map(obj: Mapping, name: str, expected: str) -> ValidationError:
+    """HDF5 never crosses the API: file bytes in a field get 415 naming the format to send;
+    anything else that is not a map, 400."""
     v = obj[name]
-    if not isinstance(v, (bytes, bytearray)):
-        raise ValidationError(f"request body: field {name!r} must be binary (HDF5 file bytes) or a map of "
-                              f"raw arrays, got {type(v).__name__}")
-    if not v:
-        raise ValidationError(f"request body: field {name!r} is empty")
-    return bytes(v)
+    if isinstance(v, (bytes, bytearray)):
+        what = "HDF5 file bytes" if bytes(v[:8]) == HDF5_SIGNATURE else "binary data"
+        return UnsupportedMediaType(f"request body: field {name!r} is {what}; this API takes {expected}")
+    return ValidationError(f"request body: field {name!r} must be {expected}, got {type(v).__name__}")
 
 
 def plan_field(obj: Mapping, *, max_threads: int | None = None, max_elements: int = 1 << 28) -> Plan:
-    """The plan of a request: raw arrays ({compositions: {shape, dtype, bytes}, catalog_names, ...}),
-    or HDF5 file bytes, which are checked (mimesys.untrusted) before anything is read."""
-    if isinstance(obj.get("plan"), dict):
-        return Plan.from_wire(obj["plan"], "plan", max_threads=max_threads, max_elements=max_elements)
-    data = _bytes_field(obj, "plan")
-    plan = Plan.from_bytes(data, where="plan", max_threads=max_threads, limits=wire_h5_limits(len(data)))
-    if plan.compositions.size > max_elements:
-        raise PlanError(f"plan: /compositions has {plan.compositions.size} values; at most {max_elements} allowed")
-    return plan
+    """The plan of a request, as raw arrays (Plan.to_wire): its size follows from its shapes."""
+    if not isinstance(obj.get("plan"), dict):
+        raise _not_a_map(obj, "plan", PLAN_FORMAT)
+    return Plan.from_wire(obj["plan"], "plan", max_threads=max_threads, max_elements=max_elements)
 
 
-def trace_field(obj: Mapping, *, max_elements: int = 1 << 26) -> Trace:
-    """The trace of a request: raw arrays (Trace.to_wire) or HDF5 bytes, checked before reading."""
-    if isinstance(obj.get("trace"), dict):
-        return Trace.from_wire(obj["trace"], "trace", max_elements=max_elements)
-    data = _bytes_field(obj, "trace")
-    cap = wire_h5_limits(len(data))
-    return Trace.read(data, where="trace", limits=H5Limits(
-        max_dataset_bytes=min(cap.max_dataset_bytes, max_elements * 8),
-        max_total_bytes=min(cap.max_total_bytes, max_elements * 16), string_datasets=STRING_DATASETS))
-
-
-# An HDF5 body may expand (compression, unwritten chunks) by at most this factor, and to at
-# least WIRE_H5_FLOOR: reading it holds the GIL (h5py), so what one request may make the agent
-# read is bounded by what it sent. Larger plans travel as raw arrays (1:1, nothing expands).
-WIRE_H5_EXPANSION = 256
-WIRE_H5_FLOOR = 32 << 20
-
-
-def wire_h5_limits(body_bytes: int) -> H5Limits:
-    cap = min(1 << 30, max(WIRE_H5_FLOOR, WIRE_H5_EXPANSION * body_bytes))
-    return H5Limits(max_dataset_bytes=cap, max_total_bytes=cap)
+def trace_field(obj: Mapping, *, max_elements: int = 1 << 26, name: str = "trace") -> Trace:
+    """The trace of a request, as raw arrays (Trace.to_wire)."""
+    if not isinstance(obj.get(name), dict):
+        raise _not_a_map(obj, name, TRACE_FORMAT)
+    return Trace.from_wire(obj[name], name, max_elements=max_elements)
 
 
 def _int(v: Any, where: str, lo: int, hi: int) -> int:
