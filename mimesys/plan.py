@@ -23,7 +23,7 @@ import numpy as np
 from .catalog import Catalog
 from .errors import PlanError, ValidationError
 from .h5io import atomic_h5, get_json, get_str, set_json
-from .untrusted import H5Limits, array_from_wire, array_to_wire, open_h5, read_array
+from .untrusted import MAX_DEPTH_METADATA, H5Limits, array_from_wire, array_to_wire, check_depth, open_h5, read_array
 
 FORMAT = "mimesys.plan"
 SCHEMA_VERSION = 1
@@ -165,6 +165,10 @@ class Plan:
             if name not in obj:
                 raise PlanError(f"{where}: missing field {name!r}")
         limits = {0: MAX_WINDOWS} | ({2: max_threads} if max_threads else {})
+        shape = obj["compositions"].get("shape") if isinstance(obj["compositions"], dict) else None
+        if max_threads and isinstance(shape, list) and len(shape) == 3 and isinstance(shape[2], int) \
+                and shape[2] > max_threads:
+            raise PlanError(f"{where}: {shape[2]} threads; this host runs at most {max_threads} (its CPU limit)")
         try:
             a = array_from_wire(obj["compositions"], f"{where}.compositions", ndim=3, dtype="<f4",
                                 max_elements=max_elements, axis_limits=limits)
@@ -193,6 +197,11 @@ class Plan:
         prov, fp = obj.get("provenance", {}), obj.get("host_fingerprint", {})
         if not isinstance(prov, dict) or not isinstance(fp, dict):
             raise PlanError(f"{where}: provenance and host_fingerprint must be maps")
+        try:
+            check_depth(prov, f"{where}.provenance", MAX_DEPTH_METADATA)
+            check_depth(fp, f"{where}.host_fingerprint", MAX_DEPTH_METADATA)
+        except ValidationError as e:
+            raise PlanError(str(e)) from None
         return cls(a, names, chash, window_s=float(window_s), seed=seed, provenance=prov, host_fingerprint=fp,
                    core_busy_target=busy)
 
@@ -239,8 +248,7 @@ class Plan:
                 ds = f.get("compositions")
                 # Before anything is decompressed: a few KiB of gzip may declare 100000 threads.
                 if max_threads and isinstance(ds, h5py.Dataset) and ds.ndim == 3 and ds.shape[2] > max_threads:
-                    raise PlanError(f"{where}: /compositions has {ds.shape[2]} threads (this host's CPU limit); at most {max_threads} "
-                                    f"allowed here")
+                    raise PlanError(f"{where}: {ds.shape[2]} threads; this host runs at most {max_threads} (its CPU limit)")
                 return cls._read_from(f, where)
         except PlanError:
             raise

@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import TraceError, ValidationError
 from .h5io import atomic_h5, get_json, get_str, set_json
-from .untrusted import H5Limits, array_from_wire, array_to_wire, open_h5, read_array
+from .untrusted import MAX_DEPTH_METADATA, H5Limits, array_from_wire, array_to_wire, check_depth, open_h5, read_array
 from .metrics import MetricSpec
 from .fsutil import atomic_path
 
@@ -138,6 +138,11 @@ class Trace:
         fp, prov = obj.get("host_fingerprint", {}), obj.get("provenance", {})
         if not isinstance(fp, dict) or not isinstance(prov, dict):
             raise TraceError(f"{where}: host_fingerprint and provenance must be maps")
+        try:
+            check_depth(prov, f"{where}.provenance", MAX_DEPTH_METADATA)
+            check_depth(fp, f"{where}.host_fingerprint", MAX_DEPTH_METADATA)
+        except ValidationError as e:
+            raise TraceError(str(e)) from None
         return cls(values, metrics, window_s=float(window_s), window_start_ns=starts, host_fingerprint=fp,
                    provenance=prov, simulated=bool(obj.get("simulated", False))).validate()
 

@@ -60,6 +60,9 @@ ALLOWED_FILTERS = {
     h5py.h5z.FILTER_FLETCHER32: "fletcher32",
 }
 MAX_OBJECTS = 10_000          # groups + datasets + links walked in one file
+# The item size a reader may widen a stored number to: integers to int64 (indices, timestamps),
+# floats to at least float32 (compositions and values are read as float32, whatever is stored).
+READ_ITEMSIZE = {h5py.h5t.INTEGER: lambda stored: 8, h5py.h5t.FLOAT: lambda stored: max(4, stored)}
 MAX_DEPTH = 32
 
 
@@ -69,8 +72,11 @@ class UntrustedFileError(ValidationError):
 
 @dataclass(frozen=True)
 class H5Limits:
-    max_dataset_bytes: int = 1 << 30     # any one dataset, as declared (shape x itemsize)
+    # Sizes count each value at what a reader makes of it (READ_ITEMSIZE), not as stored: a file
+    # of uint8 read as float32, or int8 read as int64, would otherwise be 4-8x its declared size.
+    max_dataset_bytes: int = 1 << 30     # any one dataset, as read (shape x read item size)
     max_total_bytes: int = 2 << 30       # every dataset together
+    max_chunks: int = 1 << 20            # chunks of one dataset: each is a lookup and a read under the GIL
     string_datasets: tuple[str, ...] = ()  # paths that may hold (variable-length) strings
 
 
@@ -132,9 +138,9 @@ def _check_dataset(ds: h5py.Dataset, path: str, where: str, limits: H5Limits) ->
     if path.lstrip("/") in limits.string_datasets and cls == h5py.h5t.STRING:
         itemsize = 8 if tid.is_variable_str() else tid.get_size()
     elif cls in (h5py.h5t.INTEGER, h5py.h5t.FLOAT):
-        itemsize = tid.get_size()
-        if itemsize > 8:
-            raise UntrustedFileError(f"{where}: dataset {path} has a {itemsize}-byte number type; at most 8 bytes")
+        if tid.get_size() > 8:
+            raise UntrustedFileError(f"{where}: dataset {path} has a {tid.get_size()}-byte number type; at most 8 bytes")
+        itemsize = READ_ITEMSIZE[cls](tid.get_size())
     else:
         raise UntrustedFileError(f"{where}: dataset {path} has HDF5 type class {cls} ({ds.dtype.kind!r}); only plain "
                                  f"integer or float scalars are allowed")
@@ -146,8 +152,15 @@ def _check_dataset(ds: h5py.Dataset, path: str, where: str, limits: H5Limits) ->
         n *= int(d)
     nbytes = n * itemsize
     if nbytes > limits.max_dataset_bytes:
-        raise UntrustedFileError(f"{where}: dataset {path} of shape {tuple(shape)} declares {nbytes} bytes; "
+        raise UntrustedFileError(f"{where}: dataset {path} of shape {tuple(shape)} declares {nbytes} bytes (as read); "
                                  f"at most {limits.max_dataset_bytes} allowed")
+    if dcpl.get_layout() == h5py.h5d.CHUNKED and n:
+        chunks = 1
+        for d, c in zip(shape, dcpl.get_chunk()):
+            chunks *= -(-int(d) // max(1, int(c)))
+        if chunks > limits.max_chunks:
+            raise UntrustedFileError(f"{where}: dataset {path} of shape {tuple(shape)} is stored in {chunks} chunks; "
+                                     f"at most {limits.max_chunks} allowed")
     return nbytes
 
 
@@ -238,6 +251,24 @@ class _TooMany(Exception):
     pass
 
 
+MAX_DEPTH_METADATA = 16          # provenance and fingerprints: a run's trace nests its plan's one level down
+
+
+def check_depth(obj: object, where: str, max_depth: int) -> None:
+    """ValidationError when lists and maps nest deeper than max_depth (obj itself at depth 1).
+    Iterative: the object was already bounded in entries, the walk costs no stack."""
+    stack = [(obj, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            x = x.values()
+        elif not isinstance(x, list):
+            continue
+        if d > max_depth:
+            raise ValidationError(f"{where}: nested more than {max_depth} deep")
+        stack.extend((y, d + 1) for y in x if isinstance(y, (dict, list)))
+
+
 def unpack_limited(data: bytes, where: str) -> object:
     """msgpack.unpackb with limits on every container and on the sum of their entries. A byte of
     body can otherwise become ~72 bytes of Python objects (empty arrays, small ints)."""
@@ -258,15 +289,17 @@ def unpack_limited(data: bytes, where: str) -> object:
 
     limit = min(len(data), MAX_CONTAINER_ITEMS)
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=len(data),
-                               max_str_len=len(data), max_array_len=limit, max_map_len=limit,
-                               max_ext_len=0, list_hook=on_list, object_hook=on_map, use_list=True)
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=len(data),
+                              max_str_len=len(data), max_array_len=limit, max_map_len=limit,
+                              max_ext_len=0, list_hook=on_list, object_hook=on_map, use_list=True)
     except _TooMany:
         raise ValidationError(f"{where}: more than {MAX_TOTAL_ITEMS} array/map entries in one body") from None
     except RecursionError:
         raise ValidationError(f"{where}: nested too deeply") from None
     except Exception as e:  # msgpack raises several unrelated types for bad input
         raise ValidationError(f"{where}: not valid msgpack: {type(e).__name__}: {_brief(e)}") from None
+    check_depth(obj, where, MAX_DEPTH_MSGPACK)
+    return obj
 
 
 MAX_JSON_BYTES = 4 << 20         # one JSON text read from a file (an attribute of a plan or trace)

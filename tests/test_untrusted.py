@@ -192,15 +192,21 @@ def test_raw_trace_round_trips():
         Trace.from_wire(w)
 
 
-def test_a_wire_hdf5_body_may_expand_only_so_far(catalog):
-    # Within the 1 GiB file limit, but 100 MB declared by a ~10 KB body: reading it would hold
-    # the GIL (h5py) and the event loop with it.
-    from mimesys.api.bodies import plan_field
+def test_hdf5_in_a_request_is_refused_before_libhdf5_reads_it(catalog, monkeypatch):
+    # 100 MB declared by a ~10 KB body: no HDF5 body is parsed at all (415), so its size never matters.
+    from mimesys.api import bodies
+    from mimesys.errors import UnsupportedMediaType
     data = _plan_file(catalog, lambda f: f.create_dataset("compositions", shape=(40_000, len(catalog), 36),
                                                           dtype="<f4", chunks=(1000, len(catalog), 1)))
     assert len(data) < 50_000
-    with pytest.raises(PlanError, match="declares"):
-        plan_field({"plan": data})
+    monkeypatch.setattr(h5py, "File", None)          # reaching libhdf5 would fail differently
+    with pytest.raises(UnsupportedMediaType, match="HDF5 file bytes"):
+        bodies.plan_field({"plan": data})
+    with pytest.raises(UnsupportedMediaType, match="HDF5 file bytes"):
+        bodies.trace_field({"trace": data})
+    with pytest.raises(UnsupportedMediaType, match="request body is an HDF5 file"):
+        bodies.body_map(data, allowed=("plan",), required=("plan",), max_bytes=1 << 20)
+    monkeypatch.undo()
     assert Plan.from_bytes(cpu_plan(catalog, [[0.5, 0.5]] * 3).to_bytes()).T == 3
 
 
@@ -240,12 +246,54 @@ def test_json_attributes_are_bounded_before_they_are_decoded(tmp_path, catalog, 
         Trace.read(trace.getvalue(), where="trace.h5")
 
 
-def test_a_deeply_nested_plan_attribute_is_a_400_not_a_500(tmp_path, catalog):
+def test_a_deeply_nested_plan_attribute_is_a_clear_error_not_a_traceback(tmp_path, catalog):
+    # The plan file a `replay` reads (HDF5 no longer reaches the API: 415 there).
     data = _plan_with_attr(catalog, "provenance", "[" * 50_000 + "]" * 50_000)
+    with pytest.raises(PlanError, match="attribute provenance: JSON nested more than 32 deep"):
+        Plan.from_bytes(data, where="plan")
+    deep = {"provenance": {}}
+    node = deep["provenance"]
+    for _ in range(40):
+        node["x"] = {}
+        node = node["x"]
 
     async def main():
         async with agent(tmp_path) as c:
-            async with c.post("/v1/runs", data=wire.pack({"plan": data})) as r:
+            plan = cpu_plan(catalog, [[0.5, 0.5]])
+            # 40 deep: within msgpack's own stack, over the body's 32
+            async with c.post("/v1/runs", data=msgpack.packb({"plan": {**plan.to_wire(), **deep}})) as r:
                 assert r.status == 400, await r.text()
-                assert "attribute provenance: JSON nested more than 32 deep" in (await body(r))["error"]
+                assert "request body: nested more than 32 deep" in (await body(r))["error"]
+            # 20 deep in the plan's provenance: the run's trace would nest it a level further
+            shallow = {"provenance": {}}
+            node = shallow["provenance"]
+            for _ in range(20):
+                node["x"] = {}
+                node = node["x"]
+            async with c.post("/v1/runs", data=msgpack.packb({"plan": {**plan.to_wire(), **shallow}})) as r:
+                assert r.status == 400, await r.text()
+                assert "plan.provenance: nested more than 16 deep" in (await body(r))["error"]
     run(main())
+
+
+def test_a_file_is_sized_as_read_not_as_stored(catalog):
+    """uint8 on disk becomes float32 (or int64) in memory: a file declaring 0.3 GiB of bytes is
+    2.4 GiB read, past the plan limit, and refused before a value is read."""
+    M = len(catalog)
+    T = (300 << 20) // (M * 64)
+    data = _plan_file(catalog, lambda f: f.create_dataset("compositions", shape=(T, M, 64), dtype="u1",
+                                                          chunks=(1024, M, 64)))
+    assert len(data) < 100_000
+    with pytest.raises(PlanError, match=r"declares \d+ bytes \(as read\); at most 1073741824"):
+        Plan.from_bytes(data, where="plan")
+
+
+def test_a_chunk_bomb_is_refused_before_it_is_read(catalog):
+    """Small enough as data (86 MB), but stored in one-value chunks: 21.6 M chunk lookups in one
+    read that holds the GIL."""
+    M = len(catalog)
+    data = _plan_file(catalog, lambda f: f.create_dataset("compositions", shape=(600_000, M, 2), dtype="<f4",
+                                                          chunks=(1, 1, 1)))
+    assert len(data) < 100_000
+    with pytest.raises(PlanError, match=r"stored in \d+ chunks; at most 1048576"):
+        Plan.from_bytes(data, where="plan")
