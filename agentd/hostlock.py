@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from mimesys.errors import HostBusy, ValidationError
+from mimesys.terminal import printable
 
 DEFAULT_LOCK = Path("/run/mimesys/run.lock")
 
@@ -31,6 +32,10 @@ def _open_lock(path: Path) -> int:
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise ValidationError(f"run lock {path} is a symbolic link; refusing to follow it") from None
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise ValidationError(f"run lock {path}: cannot open it ({os.strerror(e.errno)}); on a packaged host "
+                                  f"it is root's file of group mimesys (systemd-tmpfiles --create makes it): "
+                                  f"run as root or a member of group mimesys") from None
         raise
     try:
         st = os.fstat(fd)
@@ -65,7 +70,8 @@ def host_run_lock(path: Path = DEFAULT_LOCK, *, owner: str = ""):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            # Written by whoever holds it (any member of the lock's group): shown, never trusted.
+            holder = printable(os.pread(fd, 200, 0).decode(errors="replace").strip()) or "another process"
             raise HostBusy(f"this host is already executing a mimesys run ({holder}; lock {path}); "
                            f"one run at a time per host keeps measurements honest") from None
         os.ftruncate(fd, 0)

@@ -54,8 +54,10 @@ group
 where offline replays of members of that group keep their files).
 .TP
 .I /run/mimesys
-The host's run lock (one plan at a time per host), group
-.BR mimesys .
+The host's run lock (one plan at a time per host): root's directory, and a lock file
+group
+.B mimesys
+may open but not replace.
 .SH SEE ALSO
 .BR mimesys (1),
 .BR systemctl (1),

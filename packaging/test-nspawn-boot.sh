@@ -155,6 +155,10 @@ for k in CapEff CapPrm CapBnd CapAmb; do
     v="$(c awk -v k="$k:" '$1 == k {print $2}' /proc/$PID/status)"
     [ "$v" = "$want" ] && ok "$k $v = CAP_PERFMON only" || bad "$k $v, want $want (CAP_PERFMON only); $caps"
 done
+# The run lock: root's file of group mimesys in root's directory (no member can replace it).
+perm="$(c stat -c '%U:%G %a' /run/mimesys /run/mimesys/run.lock | tr '\n' ' ')"
+[ "$perm" = "root:root 755 root:mimesys 660 " ] && ok "run lock: /run/mimesys root:root 755, run.lock root:mimesys 660" \
+    || bad "run lock ownership/modes '$perm', want 'root:root 755 root:mimesys 660'"
 nnp="$(c awk '/^NoNewPrivs:/ {print $2}' /proc/$PID/status)"; sec="$(c awk '/^Seccomp:/ {print $2}' /proc/$PID/status)"
 [ "$nnp" = 1 ] && [ "$sec" = 2 ] && ok "NoNewPrivs 1, Seccomp 2 (filter on)" || bad "NoNewPrivs '$nnp', Seccomp '$sec' (want 1 and 2)"
 

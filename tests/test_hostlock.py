@@ -39,3 +39,19 @@ def test_second_holder_is_refused_and_a_killed_holder_releases(tmp_path):
 
 def test_conflict_maps_to_http_409():
     assert Conflict.http_status == 409
+
+
+def test_the_holder_text_is_shown_escaped(tmp_path):
+    """The lock's group may write its holder text: it reaches messages (and terminals) escaped."""
+    import fcntl
+    lock = tmp_path / "run.lock"
+    lock.write_bytes(b"pid 1 \x1b]0;owned\x07\x1b[2J")
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(Conflict) as e:
+            with host_run_lock(lock):
+                pass
+        assert "\x1b" not in str(e.value) and "\\x1b]0;owned\\x07" in str(e.value)
+    finally:
+        os.close(fd)

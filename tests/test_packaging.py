@@ -289,14 +289,15 @@ def test_demo_summary_reads_the_evaluation_csv(tmp_path, capsys):
 
 @pytest.mark.skipif(not shutil.which("systemd-tmpfiles"), reason="systemd-tmpfiles not installed (make setup installs systemd)")
 def test_tmpfiles_gives_group_mimesys_the_lock_and_the_replay_area(tmp_path):
-    """systemd-tmpfiles applies the package's file under a throwaway root: the lock 0660 and the
-    replay area 3770 (setgid, sticky), both group mimesys (the group must exist: root's group stands in if not)."""
+    """systemd-tmpfiles applies the package's file under a throwaway root: root's /run/mimesys
+    0755 (no member of the group can replace the lock in it), the lock root's 0660 of group
+    mimesys, the replay area 3770 (setgid, sticky) (the group must exist: root's stands in if not)."""
     import grp
     text = (DEBIAN / "mimesys-agent.tmpfiles").read_text()
     try:
         grp.getgrnam("mimesys")
     except KeyError:
-        text = text.replace("mimesys mimesys", "root root")
+        text = text.replace("mimesys mimesys", "root root").replace("root mimesys", "root root")
     conf = tmp_path / "mimesys-agent.conf"
     conf.write_text(text)
     root = tmp_path / "root"
@@ -306,7 +307,8 @@ def test_tmpfiles_gives_group_mimesys_the_lock_and_the_replay_area(tmp_path):
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert oct((root / "run/mimesys/run.lock").stat().st_mode & 0o7777) == "0o660"
-    assert oct((root / "run/mimesys").stat().st_mode & 0o7777) == "0o2775"
+    assert oct((root / "run/mimesys").stat().st_mode & 0o7777) == "0o755"
+    assert (root / "run/mimesys").stat().st_uid == 0 and (root / "run/mimesys/run.lock").stat().st_uid == 0
     assert oct((root / "var/lib/mimesys/replay").stat().st_mode & 0o7777) == "0o3770"
 
 
