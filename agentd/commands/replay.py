@@ -28,11 +28,11 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 
 import click
-import numpy as np
 
 from mimesys.cliopts import json_option, progress_option, stderr_fd
 from mimesys.terminal import printable
@@ -134,28 +134,26 @@ def replay(config_path, backend, plan_path, command, output, no_record, csv_path
     cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, scratch_dir=scratch))
     try:
         result = asyncio.run(_replay(cfg, plan, command, repetitions, seed, progress, textfile_dir, spawn=spawn,
-                                     prepare=prepare))
+                                     prepare=prepare, output=output))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    trace = result["trace"]
     say(f"workload: {result['windows']} windows executed (plan of {result['plan_windows']}, "
         f"{result['repetitions']} complete repetition(s)), "
         f"state {result['state']}" + (f": {printable(result['error'])}" if result["error"] else "")
-        + (" [SIMULATED host]" if trace is not None and trace.simulated else ""))
-    written = written_csv = None
-    if output is not None and trace is not None and trace.T:
-        trace.write(output)
-        say(f"trace: {output}")
-        written = output
+        + (" [SIMULATED host]" if result["simulated"] else ""))
+    written, written_csv = result["trace_path"], None
+    if written is not None:
+        say(f"trace: {written}")
         if csv_path:
-            trace.write_csv(csv_path)
+            from mimesys.trace import Trace
+            Trace.read(written).write_csv(csv_path)
             say(f"csv: {csv_path}")
             written_csv = csv_path
     _report_command(command, result, say)
     status = replay_status(result, bool(command))
     if as_json:
         click.echo(json.dumps(replay_summary(plan_path, command, result, status, trace=written, csv=written_csv,
-                                             simulated=bool(trace.simulated) if trace is not None else None),
+                                             simulated=result["simulated"] if result["windows"] else None),
                               default=str))
     raise SystemExit(status)
 
@@ -228,14 +226,18 @@ def replay_status(result: dict, wrapped: bool) -> int:
 
 
 async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progress: bool,
-                  textfile_dir: Path | None = None, *, spawn=None, prepare=None) -> dict:
+                  textfile_dir: Path | None = None, *, spawn=None, prepare=None, output: Path | None = None) -> dict:
+    """Run the plan here; each window goes to `output` as it is measured (agentd/trace_append.py:
+    a replay beside a command that runs for days holds no window in memory), nothing kept
+    without one."""
     from tqdm import tqdm
 
     from mimesys import __version__
     from mimesys.backend import RunOptions
     from mimesys.errors import MimesysError, ValidationError
-    from mimesys.trace import Trace, wall_clock_of_monotonic
+    from mimesys.trace import wall_clock_of_monotonic
     from ..backend_registry import create_backend
+    from ..trace_append import TraceAppender
 
     be = create_backend(cfg)
     if prepare is not None:
@@ -252,7 +254,9 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
         except BaseException:
             await be.close()
             raise
-    rows, starts = [], []
+    writer: TraceAppender | None = None
+    windows_done = 0
+    info, schema = be.info(), be.metric_schema()
     proc = None
     cmd_started = cmd_wall = None
     state, error, reps_done = "done", None, 0
@@ -262,13 +266,24 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
         loop.add_signal_handler(sig, stop.set)
 
     async def workload(bar):
-        nonlocal proc, cmd_started, reps_done
+        nonlocal proc, cmd_started, reps_done, writer, windows_done
         total = None if command else repetitions
         while total is None or reps_done < total:
             async with contextlib.aclosing(be.execute(plan, RunOptions(repetitions=1, seed=seed))) as windows:
                 async for w in windows:
-                    rows.append(np.asarray(w.values, np.float32))
-                    starts.append(int(w.start_ns))
+                    if output is not None:
+                        if writer is None:     # made at the first window: a replay that ran nothing writes nothing
+                            writer = TraceAppender(
+                                output, schema, window_s=float(plan.window_s), host_fingerprint=info.fingerprint,
+                                simulated=bool(info.simulated),
+                                provenance={"kind": "replay", "backend": info.name, "agent_version": __version__,
+                                            "plan_windows": plan.T, "command": command or None,
+                                            "plan_provenance": plan.provenance, "catalog_hash": plan.catalog_hash,
+                                            "seed": seed if seed is not None else plan.seed,
+                                            "window_start_clock": "CLOCK_MONOTONIC",
+                                            "started_unix_s": wall_clock_of_monotonic(int(w.start_ns))})
+                        writer.append(int(w.start_ns), w.values)
+                    windows_done += 1
                     bar.update(1)
                     if textfile is not None:
                         textfile.window(w)
@@ -318,21 +333,14 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        info, schema = be.info(), be.metric_schema()
         await be.close()
-    trace = None
-    if rows:
-        trace = Trace(values=np.stack(rows), metrics=schema, window_s=float(plan.window_s),
-                      window_start_ns=np.asarray(starts, np.int64), host_fingerprint=info.fingerprint,
-                      simulated=bool(info.simulated),
-                      provenance={"kind": "replay", "backend": info.name, "agent_version": __version__,
-                                  "plan_windows": plan.T, "repetitions": reps_done,
-                                  "command": command or None, "plan_provenance": plan.provenance,
-                                  "catalog_hash": plan.catalog_hash,
-                                  "seed": seed if seed is not None else plan.seed,
-                                  "window_start_clock": "CLOCK_MONOTONIC",
-                                  "started_unix_s": wall_clock_of_monotonic(starts[0])})
+        if writer is not None:
+            if sys.exc_info()[0] is None:
+                writer.finish(repetitions=reps_done, state=state)
+            else:               # what was flushed stays readable, marked incomplete
+                writer.abandon()
     if textfile is not None:
         textfile.finish(state, proc.returncode if proc is not None else None)
-    return {"trace": trace, "windows": len(rows), "plan_windows": plan.T, "repetitions": reps_done, "state": state, "error": error,
+    return {"trace_path": output if writer is not None else None, "simulated": bool(info.simulated),
+            "windows": windows_done, "plan_windows": plan.T, "repetitions": reps_done, "state": state, "error": error,
             "exit_status": proc.returncode if proc is not None else None, "wall_s": cmd_wall or 0.0}
