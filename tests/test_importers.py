@@ -319,3 +319,12 @@ def test_wall_clock_start_where_the_source_stamps_unix_time():
     assert ali.started_unix_s is None and "not a date" in ali.provenance["window_start_clock"]
     if tacc is not None:
         assert tacc.started_unix_s == pytest.approx(tacc.window_start_ns[0] / 1e9)
+
+
+@needs_traces
+def test_tacc_stats_records_times_cores_is_bounded_before_the_table_is_made(monkeypatch):
+    import controller.importers.tacc_stats as tacc
+    from controller.importers.base import TraceImportError
+    monkeypatch.setattr(tacc, "MAX_IMPORT_CELLS", 100)
+    with pytest.raises(TraceImportError, match=r"intervals × \d+ metrics = \d+ values, more than 100"):
+        get("tacc_stats").load(NUM_VMS, window_s=1.0)

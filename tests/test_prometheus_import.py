@@ -166,3 +166,31 @@ def test_fetch_joins_pages_and_refuses_oversized_or_malformed_answers(monkeypatc
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_fetch_is_bounded_by_what_it_keeps_over_every_page_and_by_series_times_grid(monkeypatch):
+    """A server that answers page after page of many series is refused as the samples pile up,
+    and an answer of many series over a long grid before a grid-long column is made for each."""
+    import urllib.parse
+
+    import controller.importers.prometheus as prom
+    from controller.importers.base import TraceImportError
+
+    def body(path):
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+        a, b, step = float(q["start"][0]), float(q["end"][0]), float(q["step"][0])
+        ts = np.arange(a, b + step / 2, step)
+        return json.dumps(answer([("node_cpu_seconds_total", {"cpu": str(c), "mode": "user"}, [(t, t) for t in ts])
+                                  for c in range(50)])).encode()
+    srv, url = _serve(body)
+    try:
+        monkeypatch.setattr(prom, "MAX_FETCH_SAMPLES", 2000)
+        with pytest.raises(TraceImportError, match=r"more than 2000 samples by \[1040.0, 1049.0\] \(50 series so far\)"):
+            prom.fetch(url, 1000.0, 1100.0, 1.0, page_points=10)
+        monkeypatch.setattr(prom, "MAX_FETCH_SAMPLES", 1 << 25)
+        monkeypatch.setattr(prom, "MAX_IMPORT_CELLS", 1000)
+        with pytest.raises(TraceImportError, match=r"50 series × 100 sample intervals = 5000 values, more than 1000"):
+            prom.fetch(url, 1000.0, 1100.0, 1.0, page_points=10)
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -48,7 +48,7 @@ import numpy as np
 from mimesys.metrics import MetricSpec
 
 from . import register
-from .base import (EXCLUDED_DISK, EXCLUDED_NET, MAX_IMPORT_WINDOWS, CpuCoverage, ImportReport, IntervalData,
+from .base import (EXCLUDED_DISK, EXCLUDED_NET, MAX_IMPORT_CELLS, MAX_IMPORT_WINDOWS, CpuCoverage, ImportReport, IntervalData,
                    TraceImportError, build_trace, unit_for)
 
 _BUSY_MODES = {"user", "nice", "system", "irq", "softirq"}
@@ -154,6 +154,11 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
     if len(grid) < 2:
         raise TraceImportError(path, "fewer than two sample times; rates need two")
     n = len(grid) - 1
+    # Every series becomes a grid-long column (rates, per-CPU sums): bounded before any is made.
+    if len(series) * n > MAX_IMPORT_CELLS:
+        raise TraceImportError(path, f"{len(series)} series × {n} sample intervals = {len(series) * n} values, "
+                                     f"more than {MAX_IMPORT_CELLS}",
+                               expected="fewer series (--machine) or a coarser --step / a shorter range")
 
     def rate(samples, counter=True) -> np.ndarray:
         """Per grid interval [n]: counter increase / dt between this series' samples (or the gauge
@@ -289,6 +294,7 @@ SERIES = ("node_cpu_seconds_total", *_DISK, "node_disk_io_time_seconds_total", *
 MAX_POINTS = 11_000   # Prometheus refuses a range query with more points per series
 MIN_STEP_S = 0.001    # Prometheus' own resolution; a smaller step never advances a Unix time
 MAX_PAGE_BYTES = 256 << 20   # one query_range answer: 10 000 points x ~100 series is ~40 MB
+MAX_FETCH_SAMPLES = 1 << 25  # samples kept over every page of one import (~0.5 GiB as (t, v) pairs)
 
 
 def pages(start: float, end: float, step: float, page_points: int = 10_000) -> list[tuple[float, float]]:
@@ -324,6 +330,7 @@ def fetch(url: str, start: float, end: float, step: float, *, machine: str | Non
     except ValueError as e:
         raise TraceImportError(url, str(e)) from None
     merged: dict[tuple, dict] = {}
+    kept = 0
     for a, b in page_ranges:
         q = urllib.parse.urlencode({"query": query, "start": repr(a), "end": repr(b), "step": repr(step)})
         try:
@@ -359,6 +366,13 @@ def fetch(url: str, start: float, end: float, step: float, *, machine: str | Non
                                        expected='{"metric": {"label": "value"}, "values": [[ts, "v"], ...]}')
             key = tuple(sorted(s["metric"].items()))
             merged.setdefault(key, {"metric": s["metric"], "parts": []})["parts"].append(s["values"])
+            kept += len(s["values"])
+        # Every page is kept until the last one is in (a series spans them): bounded as it grows,
+        # not after a server has answered page after page of series.
+        if kept > MAX_FETCH_SAMPLES:
+            raise TraceImportError(base, f"more than {MAX_FETCH_SAMPLES} samples by [{a}, {b}] "
+                                         f"({len(merged)} series so far)",
+                                   expected="fewer series (--machine) or a coarser --step / a shorter range")
     if not merged:
         raise TraceImportError(base, f"no node_exporter series between {start} and {end}"
                                      + (f" for instance {machine!r}" if machine else ""),

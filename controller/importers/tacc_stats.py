@@ -74,7 +74,8 @@ from mimesys.trace import Trace
 from . import register
 from .base import EXCLUDED_DISK as _EXCLUDED_DISK
 from .base import EXCLUDED_NET as _EXCLUDED_NET
-from .base import CpuCoverage, ImportReport, IntervalData, TraceImportError, build_trace, read_maybe_gzip, unit_for
+from .base import (MAX_IMPORT_CELLS, CpuCoverage, ImportReport, IntervalData, TraceImportError, build_trace,
+                   read_maybe_gzip, unit_for)
 
 SOURCE = "tacc_stats"
 CACHE_LINE_B = 64
@@ -465,6 +466,11 @@ def interval_data(f: TaccStatsFile, report: ImportReport) -> IntervalData:
     der = _Deriver(f, report)
     names = der.names()
     col = {n: j for j, n in enumerate(names)}
+    # records × (cores + devices): both the file's to choose, bounded before the table is made
+    if (len(f.records) - 1) * len(names) > MAX_IMPORT_CELLS:
+        raise TraceImportError(f.path, f"{len(f.records) - 1} intervals × {len(names)} metrics = "
+                                       f"{(len(f.records) - 1) * len(names)} values, more than {MAX_IMPORT_CELLS}",
+                               expected="a shorter file (split it by time)")
     vals = np.full((len(f.records) - 1, len(names)), np.nan)
     for i, (prev, cur) in enumerate(zip(f.records, f.records[1:])):
         for name, v in der.interval(prev, cur).items():
