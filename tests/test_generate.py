@@ -19,7 +19,7 @@ from mimesys.plan import Plan
 from mimesys.trace import Trace
 from controller.export import export_onnx
 from controller.model.checkpoint import load_policy
-from controller.model.schedule import DDIMSchedule
+from controller.model.noise_schedule import DDIMSchedule
 from test_model_toydata import TOY_METRICS, train_toy_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def test_numpy_sampler_matches_pytorch_and_the_fused_graph(exported):
 
 
 def test_numpy_schedule_equals_the_training_side_schedule():
-    from controller.model.schedule import cosine_alpha_bar
+    from controller.model.noise_schedule import cosine_alpha_bar
     ab = cosine_alpha_bar(1000)
     for steps in (1, 4, 10, 25, 1000):
         ts, a_t, a_p = ddim_schedule(ab, steps)

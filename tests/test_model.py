@@ -11,7 +11,7 @@ from controller.model.config import ModelConfig
 from controller.model.data import load_training_data
 from controller.model.layout import ActionScale, MetricLayout, Normalizer
 from controller.model.policy import Context, DiffusionPolicy, ModelSpec, project_to_valid
-from controller.model.schedule import DDIMSchedule, cosine_alpha_bar, ddim_step
+from controller.model.noise_schedule import DDIMSchedule, cosine_alpha_bar, ddim_step
 from test_model_toydata import write_toy_dataset
 
 

@@ -9,7 +9,7 @@ Diffusion Models with Reinforcement Learning" (DDPO).
 
 Modules: config (defaults + presets), reward, advantages (per-window running statistics),
 ppo (clipped surrogate + KL), policy (the model room's DiffusionPolicy under the η > 0
-sampler; its DDIM log-prob step lives in controller/model/schedule.py), targets (traces,
+sampler; its DDIM log-prob step lives in controller/model/noise_schedule.py), targets (traces,
 segments), rollout (sequential segments, batched across agents), executors (fleet or
 simulated host), loop (resumable SAMPLING/TRAINING epochs), checkpoint, curves (reward-curve
 PNG), session (files in, aligned model file out), heldout (before/after DTW).

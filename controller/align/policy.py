@@ -2,7 +2,7 @@
 
 The model room's DiffusionPolicy (controller/model/policy.py) already samples with a
 recorded denoising path and per-step log-probabilities, and re-evaluates one step
-(`step_log_prob`, with the DDIM-with-log-prob step of controller/model/schedule.py,
+(`step_log_prob`, with the DDIM-with-log-prob step of controller/model/noise_schedule.py,
 adapted from kvablack/ddpo-pytorch). `AlignPolicy` fixes the sampler settings alignment
 uses (η > 0, steps, guidance) and returns typed batches the loop can index and stack.
 

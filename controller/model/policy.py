@@ -25,7 +25,7 @@ from mimesys.metrics import MetricSpec
 from .config import ModelConfig
 from .layout import ActionScale, MetricLayout, Normalizer
 from .networks import ContextEncoder, Denoiser
-from .schedule import DDIMSchedule, DDIMStep, cosine_alpha_bar, ddim_step
+from .noise_schedule import DDIMSchedule, DDIMStep, cosine_alpha_bar, ddim_step
 
 
 @dataclass

@@ -8,7 +8,7 @@ o_t, the previous target window o_{t−1} and the composition it generated for w
 t − 1 (idle before the first), then projected onto the valid set (entries clipped to
 [0, 1], each thread's column scaled to sum ≤ 1).
 
-The DDIM update is the one in controller/model/schedule.py (Song et al. 2021 eq. 12,
+The DDIM update is the one in controller/model/noise_schedule.py (Song et al. 2021 eq. 12,
 predicted x0 clipped to the valid latent box), computed from the ᾱ table in the
 manifest; classifier-free guidance runs the conditional and the null context as one
 batch of 2 per step. At the export's default settings the fused sampler graph does the
@@ -52,7 +52,7 @@ MANIFEST_VERSION = 1
 
 def ddim_schedule(alpha_bar: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(timesteps [S] descending, ᾱ_t [S], ᾱ_prev [S]) with "leading+1" spacing, as
-    controller/model/schedule.DDIMSchedule.make (a test checks they agree)."""
+    controller/model/noise_schedule.DDIMSchedule.make (a test checks they agree)."""
     T = len(alpha_bar)
     if not 1 <= steps <= T:
         raise ValidationError(f"sampling steps must be in 1..{T}, got {steps}")
