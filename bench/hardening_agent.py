@@ -41,7 +41,8 @@ class Agent:
 
 
 @contextlib.contextmanager
-def real_agent(work: Path, *, speedup: float = 1.0, cpus: int = 2, extra_toml: str = ""):
+def real_agent(work: Path, *, speedup: float = 1.0, cpus: int = 2, extra_toml: str = "", root: Path = ROOT):
+    """`root`: the checkout whose agent runs (another revision's, for a before/after table)."""
     work.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     tok = work / "token"
@@ -52,11 +53,11 @@ def real_agent(work: Path, *, speedup: float = 1.0, cpus: int = 2, extra_toml: s
                    f'model_dir = "{work}/model"\nrun_lock = "{work}/run.lock"\n'
                    f'[api]\nbind = "127.0.0.1"\nport = 0\ntoken_file = "{tok}"\n{extra_toml}')
     # this checkout first, then whatever the caller runs with (Debian's test stage: the vendored wheels)
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": path, "MIMESYS_SIM_SPEEDUP": str(speedup), "MIMESYS_SIM_CPUS": str(cpus)}
     log = (work / "agent.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "agentd.cli", "serve", "--config", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env)
+                            stdout=subprocess.PIPE, stderr=log, text=True, cwd=root, env=env)
     try:
         url = None
         deadline = time.monotonic() + 60
