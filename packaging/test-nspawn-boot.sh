@@ -313,6 +313,11 @@ say "$exposure"
 say "upgrade to $UPV: apt install /var/tmp/upgrade.deb"
 hist() { c sh -c 'cd /var/lib/mimesys/runs && find . -type f -exec sha256sum {} + | sort'; }
 h0="$(hist)"
+# The mimesys user owns /var/lib/mimesys: a symlink it plants there (model -> /usr/lib/mimesys,
+# where root's runner lives) must not get root's directory chowned to it by the upgrade's postinst.
+c setpriv --reuid=mimesys --regid=mimesys --clear-groups \
+    sh -c 'mv /var/lib/mimesys/model /var/lib/mimesys/model.orig && ln -s /usr/lib/mimesys /var/lib/mimesys/model' \
+    && planted=1 || { planted=0; bad "could not plant /var/lib/mimesys/model -> /usr/lib/mimesys as mimesys"; }
 if c sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -q /var/tmp/upgrade.deb" > "$CACHE/last-run.upgrade.log" 2>&1; then
     v="$(c dpkg-query -W -f '${Version}' mimesys-agent)"
     [ "$v" = "$UPV" ] && ok "upgraded: dpkg says $v" || bad "after upgrade dpkg says '$v', want $UPV"
@@ -321,8 +326,14 @@ if c sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -q /var/tmp/upgrad
     h1="$(hist)"
     [ -n "$h0" ] && [ "$h0" = "$h1" ] && ok "run history unchanged across the upgrade ($(echo "$h1" | wc -l) files, same sha256)" \
         || bad "run history changed across the upgrade: before [$h0] after [$h1]"
+    if [ "$planted" = 1 ]; then
+        own="$(c stat -c '%U:%G %a' /usr/lib/mimesys)"
+        [ "${own%% *}" = "root:root" ] && ok "the symlink mimesys planted (model -> /usr/lib/mimesys) moved no ownership: /usr/lib/mimesys $own" \
+            || bad "the upgrade followed the planted symlink: /usr/lib/mimesys is now $own"
+    fi
 else tail -20 "$CACHE/last-run.upgrade.log"; bad "upgrade failed (log $CACHE/last-run.upgrade.log)"; fi
 
+[ "$planted" = 1 ] && c sh -c 'rm /var/lib/mimesys/model && mv /var/lib/mimesys/model.orig /var/lib/mimesys/model'
 say "apt purge mimesys-agent"
 if c sh -c 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -q mimesys-agent' > "$CACHE/last-run.purge.log" 2>&1; then
     for p in /var/lib/mimesys /etc/mimesys /usr/lib/mimesys /lib/systemd/system/mimesys-agent.service; do
