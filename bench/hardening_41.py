@@ -320,12 +320,93 @@ def run_as(root: Path, work: Path) -> dict:
     return row
 
 
+def small_findings(root: Path, work: Path) -> list[dict]:
+    """Findings 7-10, each in the way its review described it."""
+    w = work / "small"
+    w.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    rows = []
+
+    # 7: a dataset handed to the controller keeps a dataset's data in an external file (a secret of
+    # the operator's): is the secret file read (its atime moves) before anything refuses it?
+    secret = w / "secret.txt"
+    secret.write_bytes(b"SECRET" * 100)
+    os.utime(secret, (0, secret.stat().st_mtime))             # relatime updates an atime older than a day
+    ds = w / "dataset.h5"
+    with h5py.File(ds, "w") as f:
+        for i, name in enumerate(("obs", "prev_obs", "action", "prev_action", "obs_spread")):   # one external
+            kw = {"external": [(str(secret), 0, 600)]} if i == 0 else {"data": np.zeros((10, 60), "u1")}
+            f.create_dataset(name, shape=(10, 60), dtype="u1", **kw)
+        f.attrs["format"] = "mimesys.dataset"
+        f.attrs["schema_version"] = 1
+    r = _cli(root, ["controller.cli", "dataset", "info", str(ds)])
+    rows.append({"probe": "7_dataset_external_storage", **r, "secret_file_read": secret.stat().st_atime > 1})
+
+    # 8: a fleet file names a token_file outside its directory and an agent URL: is the secret sent?
+    got: list[str] = []
+
+    class Capture(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            got.append(self.headers.get("Authorization", ""))
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    key = w / "keys" / "operator-secret"
+    key.parent.mkdir()
+    key.write_text("operator-private-token\n")
+    key.chmod(0o600)
+    (w / "fleet").mkdir()
+    fleet = w / "fleet" / "fleet.toml"
+    fleet.write_text(f'[[agent]]\nname = "a"\nurl = "http://127.0.0.1:{srv.server_address[1]}"\n'
+                     f'token_file = "{key}"\n')
+    r = _cli(root, ["controller.cli", "fleet", "probe", "--fleet", str(fleet)])
+    srv.shutdown()
+    rows.append({"probe": "8_fleet_token_file_outside", **r,
+                 "secret_sent": any("operator-private-token" in h for h in got)})
+
+    # 9: the run lock's directory as the package's tmpfiles.d makes it
+    tmpfiles = root / "packaging" / "debian" / "mimesys-agent.tmpfiles"
+    text = tmpfiles.read_text()
+    try:
+        import grp
+        grp.getgrnam("mimesys")
+    except KeyError:
+        text = text.replace("mimesys mimesys", "root root").replace("root mimesys", "root root")
+    conf = w / "mimesys-agent.conf"
+    conf.write_text(text)
+    troot = w / "troot"
+    (troot / "var/lib/mimesys").mkdir(parents=True)
+    (troot / "run").mkdir()
+    subprocess.run(["systemd-tmpfiles", "--create", f"--root={troot}", str(conf)], capture_output=True, timeout=60)
+    st = (troot / "run/mimesys").stat()
+    rows.append({"probe": "9_run_lock_directory", "mode": oct(st.st_mode & 0o7777), "owner_uid": st.st_uid,
+                 "group_may_replace_the_lock": bool(st.st_mode & 0o020) or st.st_uid != 0})
+
+    # 10: a plan whose provenance carries a terminal escape (retitle the window, clear the screen)
+    names, chash = _catalog(root)
+    plan = w / "esc.h5"
+    plan.write_bytes(_plan_file(names, chash, lambda f: f.create_dataset(
+        "compositions", data=np.zeros((2, len(names), 1), np.float32)),
+        attrs={"provenance": json.dumps({"generator": "x\x1b]0;pwned\x07\x1b[2J"})}))
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "plan", "show", str(plan)], cwd=root, env=env,
+                         capture_output=True, timeout=120)
+    rows.append({"probe": "10_terminal_escape_in_a_plan", "rc": out.returncode,
+                 "raw_escape_printed": b"\x1b" in out.stdout + out.stderr})
+    for r in rows:
+        print(json.dumps(r), file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkout", type=Path, default=ROOT)
     ap.add_argument("--journal-gib", type=float, default=8.0)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--probes", default="bombs,journal,imports,runas",
+    ap.add_argument("--probes", default="bombs,journal,imports,runas,small",
                     help="which probes, comma-separated (each takes minutes on a vulnerable checkout)")
     args = ap.parse_args()
     root = args.checkout.resolve()
@@ -338,7 +419,8 @@ def main() -> None:
                   "body_bombs": body_bombs(root, work) if "bombs" in want else None,
                   "planted_journal": planted_journal(root, work, args.journal_gib) if "journal" in want else None,
                   "imports": import_bombs(root, work) if "imports" in want else None,
-                  "run_as": run_as(root, work) if "runas" in want else None}
+                  "run_as": run_as(root, work) if "runas" in want else None,
+                  "findings_7_to_10": small_findings(root, work) if "small" in want else None}
     line = json.dumps(result)
     print(line)
     if args.out:
