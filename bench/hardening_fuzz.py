@@ -1,8 +1,10 @@
 """Structure-aware fuzz of plan and trace bodies against a real agent process on 127.0.0.1
-(issue 16). Hypothesis builds HDF5 files feature by feature (dtypes, external storage, soft,
+(issues 16, 41). Hypothesis builds HDF5 files feature by feature (dtypes, external storage, soft,
 external and duplicate hard links, virtual datasets, chunking with unwritten chunks, filters,
-declared sizes, attributes) and raw-array wire bodies, and sends them to POST /v1/runs and
-POST /v1/generate. Measured: every status code (a 5xx is a failure), whether any answer
+declared sizes, attributes: since issue 41 every one must get 415, HDF5 never crosses the API),
+raw-array plans and traces field by field (the wire format), and valid bodies with bytes
+flipped, inserted, cut or repeated, and sends them to POST /v1/runs and POST /v1/generate,
+in rounds until --minutes have passed. Measured: every status code (a 5xx is a failure), whether any answer
 echoes a byte of a "secret" file that external storage points at, the agent's RSS, and
 /healthz latency probed every 50 ms throughout from a process of its own, beside a bare control
 server (a stall both show is the host's), and the agent's own event-loop lag.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import tempfile
 import threading
@@ -58,14 +61,66 @@ def raw_plan(draw):
                 "catalog_names": CATALOG.names, "catalog_hash": CATALOG.hash, "window_s": 0.05, "seed": 0}
     dim = st.integers(0, 3) | st.integers(0, 10**6).filter(lambda x: x != SECRET_VALUE)
     shape = [draw(dim) for _ in range(draw(st.integers(0, 4)))]
-    n = int(np.prod(shape)) if shape else 0
-    nbytes = draw(st.sampled_from([n * 4, max(0, n * 4 - 4), n * 4 + 4, 0, 7]))
+    n = math.prod(shape) if shape else 0            # exact: np.prod wraps past 2^63
+    nbytes = min(1 << 20, draw(st.sampled_from([n * 4, max(0, n * 4 - 4), n * 4 + 4, 0, 7])))
     return {"compositions": {"shape": shape, "dtype": draw(st.sampled_from(["<f4", "<f8", "|O", 5])),
-                             "bytes": b"\0" * min(nbytes, 1 << 20)},
+                             "bytes": b"\0" * nbytes},
             "catalog_names": draw(st.sampled_from([CATALOG.names, ["x"], "names", []])),
             "catalog_hash": draw(st.sampled_from([CATALOG.hash, 1, ""])),
             "window_s": draw(st.sampled_from([1.0, float("nan"), "1", True, 1e30])),
             "seed": draw(st.sampled_from([0, -5, 2**64 - 1, 1.5]))}
+
+
+@st.composite
+def raw_trace(draw):
+    """Trace.to_wire maps, valid or broken field by field (the only trace format the API takes)."""
+    T, N = draw(st.integers(0, 6)), draw(st.integers(0, 4))
+    dim = st.integers(0, 3) | st.integers(0, 10**7)
+    shape = draw(st.sampled_from([[T, N], [T], [draw(dim), draw(dim)], []]))
+    n = math.prod(shape) if shape else 0
+    nbytes = min(1 << 20, draw(st.sampled_from([n * 4, max(0, n * 4 - 4), n * 4 + 4, 0])))
+    name = st.sampled_from(["cpu.util", "disk.read_Bps", "x" * 300, "", "cpu.util.core0"])
+    metrics = draw(st.sampled_from([[{"name": draw(name), "unit": "fraction"} for _ in range(N)], "m", [1], [{}]]))
+    nest: object = {}
+    for _ in range(draw(st.integers(0, 40))):
+        nest = {"x": nest}
+    return {"values": {"shape": shape, "dtype": draw(st.sampled_from(["<f4", "<f8", 3])),
+                       "bytes": b"\0" * nbytes},
+            "metrics": metrics, "window_s": draw(st.sampled_from([1.0, 0.0, -1.0, float("inf"), "1", None])),
+            "provenance": draw(st.sampled_from([{}, nest, [1], "p"]))}
+
+
+def _valid_body(path: str) -> bytes:
+    if path == "/v1/runs":
+        a = np.full((2, M, 1), 0.0, np.float32)
+        a[:, 0, 0] = 0.1
+        obj = {"plan": {"compositions": {"shape": [2, M, 1], "dtype": "<f4", "bytes": a.tobytes()},
+                        "catalog_names": CATALOG.names, "catalog_hash": CATALOG.hash, "window_s": 0.05, "seed": 1},
+               "options": {"record": False}}
+    else:
+        obj = {"trace": {"values": {"shape": [3, 1], "dtype": "<f4", "bytes": b"\0" * 12},
+                         "metrics": [{"name": "cpu.util", "unit": "fraction"}], "window_s": 1.0}, "seed": 1}
+    return msgpack.packb({"v": 1, **obj}, use_bin_type=True)
+
+
+@st.composite
+def mutated_body(draw):
+    """A valid body with bytes flipped, inserted, cut or repeated: msgpack framing, lengths and
+    type tags the typed strategies never write."""
+    path = draw(st.sampled_from(["/v1/runs", "/v1/generate"]))
+    b = bytearray(_valid_body(path))
+    for _ in range(draw(st.integers(1, 8))):
+        i = draw(st.integers(0, max(0, len(b) - 1)))
+        op = draw(st.integers(0, 3))
+        if op == 0 and b:
+            b[i] = draw(st.integers(0, 255))
+        elif op == 1:
+            b[i:i] = bytes(draw(st.lists(st.integers(0, 255), min_size=1, max_size=9)))
+        elif op == 2:
+            del b[i:i + draw(st.integers(1, 16))]
+        else:
+            b[i:i] = b[i:i + draw(st.integers(1, 64))] * draw(st.integers(1, 50))
+    return path, bytes(b)
 
 
 class RssProbe(threading.Thread):
@@ -138,7 +193,9 @@ def replay_files(plans: list[tuple[Path, "H5Case"]], work: Path) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--examples", type=int, default=300, help="per body kind (plan HDF5, trace HDF5, raw plan)")
+    ap.add_argument("--examples", type=int, default=300,
+                    help="per body kind and round (plan HDF5, trace HDF5, raw plan, raw trace, mutated bytes)")
+    ap.add_argument("--minutes", type=float, default=0.0, help="repeat rounds until this much time has passed")
     ap.add_argument("--replay-examples", type=int, default=None,
                     help="plan files given to `replay` too (the first N the agent was sent; default: all)")
     ap.add_argument("--out", type=Path, default=Path("bench/results/hardening/fuzz.jsonl"))
@@ -204,8 +261,31 @@ def main(argv=None) -> None:
             def fuzz_plan_raw(obj):
                 send("/v1/runs", {"plan": obj}, "plan_raw")
 
-            for fn in (fuzz_plan_h5, fuzz_trace_h5, fuzz_plan_raw):
-                fn()
+            @common
+            @given(raw_trace())
+            def fuzz_trace_raw(obj):
+                send("/v1/generate", {"trace": obj}, "trace_raw")
+
+            @common
+            @given(mutated_body())
+            def fuzz_mutated(case):
+                path, body = case
+                label = "mutated_" + path.rsplit("/", 1)[1]
+                status, answer = post(agent, path, body)
+                statuses[f"{label}:{status}"] += 1
+                if status >= 500 and not (status == 501 and b"no generation model installed" in answer):
+                    failures.append(f"{label} {status}: {answer[:300]!r}")
+                if status == 201:
+                    delete(agent, msgpack.unpackb(answer)["run_id"])
+
+            # Rounds of every kind until the time budget is spent (each round draws new examples).
+            rounds = 0
+            while True:
+                for fn in (fuzz_plan_h5, fuzz_trace_h5, fuzz_plan_raw, fuzz_trace_raw, fuzz_mutated):
+                    fn()
+                rounds += 1
+                if time.monotonic() - t0 >= args.minutes * 60:
+                    break
             elapsed = time.monotonic() - t0
             probe.stop.set()
             probe.join(5)
@@ -217,7 +297,8 @@ def main(argv=None) -> None:
         # After the agent's figures are taken: replay's processes would otherwise load the same CPUs.
         replay = replay_files(plans, tmp / "replay")
     load = open("/proc/loadavg").read().split()[:3]
-    result = {"bench": "hardening_fuzz", "examples_per_kind": args.examples, "requests": sum(statuses.values()),
+    result = {"bench": "hardening_fuzz", "examples_per_kind": args.examples, "rounds": rounds,
+              "requests": sum(statuses.values()),
               "seconds": round(elapsed, 1), "backend": "sim (simulated host; a real agent process on 127.0.0.1)",
               "status_counts": dict(sorted(statuses.items())),
               "5xx": len(failures), "5xx_note": "501 'no generation model installed' (the documented answer to a "
