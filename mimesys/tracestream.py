@@ -43,6 +43,20 @@ def chunk_windows(n_metrics: int) -> int:
     return max(1, CHUNK_BYTES // (max(1, n_metrics) * 4 + 8))
 
 
+def _messages(header: dict, values, starts) -> Iterator[bytes]:
+    """header, windows chunks, end; `values` [T, N] and `starts` [T] (or None) are arrays or the
+    file's datasets, sliced a chunk at a time."""
+    T, N = values.shape
+    yield wire.pack({"type": "header", "windows": int(T), **header, "has_window_start_ns": starts is not None})
+    step = chunk_windows(N)
+    for i in range(0, T, step):
+        msg = {"type": "windows", "first": i, "values": array_to_wire(np.asarray(values[i:i + step], np.float32), "<f4")}
+        if starts is not None:
+            msg["window_start_ns"] = array_to_wire(np.asarray(starts[i:i + step], np.int64), "<i8")
+        yield wire.pack(msg)
+    yield wire.pack({"type": "end", "windows": int(T)})
+
+
 def iter_messages(path: Path, where: str) -> Iterator[bytes]:
     """The packed messages of the trace file at `path` (the agent's own), read a chunk at a time."""
     with open_h5(path, where, OWN_FILE_LIMITS, kind="mimesys trace") as f:
@@ -51,40 +65,20 @@ def iter_messages(path: Path, where: str) -> Iterator[bytes]:
         values = f.get("values")
         if values is None or values.ndim != 2:
             raise TraceError(f"{where}: no [T, N] /values dataset")
-        starts = f.get("window_start_ns")
-        T, N = values.shape
         a = f.attrs
-        yield wire.pack({"type": "header", "windows": int(T), "metrics": get_json(a, "metrics", [], where=where),
-                         "window_s": float(a.get("window_s", 1.0)),
-                         "host_fingerprint": get_json(a, "host_fingerprint", {}, where=where) or {},
-                         "provenance": get_json(a, "provenance", {}, where=where) or {},
-                         "simulated": bool(a.get("simulated", False)),
-                         "has_window_start_ns": starts is not None})
-        step = chunk_windows(N)
-        for i in range(0, T, step):
-            msg = {"type": "windows", "first": i,
-                   "values": array_to_wire(np.asarray(values[i:i + step], np.float32), "<f4")}
-            if starts is not None:
-                msg["window_start_ns"] = array_to_wire(np.asarray(starts[i:i + step], np.int64), "<i8")
-            yield wire.pack(msg)
-        yield wire.pack({"type": "end", "windows": int(T)})
+        header = {"metrics": get_json(a, "metrics", [], where=where), "window_s": float(a.get("window_s", 1.0)),
+                  "host_fingerprint": get_json(a, "host_fingerprint", {}, where=where) or {},
+                  "provenance": get_json(a, "provenance", {}, where=where) or {},
+                  "simulated": bool(a.get("simulated", False))}
+        yield from _messages(header, values, f.get("window_start_ns"))
 
 
 def trace_messages(trace: Trace) -> Iterator[bytes]:
     """The same messages for a trace in memory (tests, in-process replays)."""
-    T, N = trace.values.shape
-    head = trace.to_wire()
-    del head["values"]
-    head.pop("window_start_ns", None)
-    yield wire.pack({"type": "header", "windows": int(T), **head,
-                     "has_window_start_ns": trace.window_start_ns is not None})
-    step = chunk_windows(N)
-    for i in range(0, T, step):
-        msg = {"type": "windows", "first": i, "values": array_to_wire(trace.values[i:i + step], "<f4")}
-        if trace.window_start_ns is not None:
-            msg["window_start_ns"] = array_to_wire(trace.window_start_ns[i:i + step], "<i8")
-        yield wire.pack(msg)
-    yield wire.pack({"type": "end", "windows": int(T)})
+    header = {"metrics": [m.to_dict() for m in trace.metrics], "window_s": float(trace.window_s),
+              "host_fingerprint": trace.host_fingerprint, "provenance": trace.provenance,
+              "simulated": bool(trace.simulated)}
+    yield from _messages(header, trace.values, trace.window_start_ns)
 
 
 class TraceStreamReader:
