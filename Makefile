@@ -20,6 +20,8 @@ DEB_DEPS := debhelper dh-python pybuild-plugin-pyproject python3-all python3-set
 TORCH_CPU ?= torch==2.13.0+cpu
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 DEMO_ARGS ?=
+# The benches `make bench` runs: those that need no input and finish in minutes (bench/README.md lists all).
+BENCHES ?= schedule_compile generate import_scale sim_state_effect
 
 .PHONY: setup build test demo bench deb deb-check deb-install-test deb-python-test man constraints clean
 
@@ -54,7 +56,7 @@ demo: setup
 	$(BIN)/mimesys demo $(DEMO_ARGS)
 
 bench: setup
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in $(BENCHES); do echo "== bench/$$b.py" >&2; $(BIN)/python bench/$$b.py || exit 1; done
 
 # The agent's Debian package: debian-build/mimesys-agent_<version>_<arch>.deb
 # (packaging/README.md says how it is built and why it vendors two wheels).

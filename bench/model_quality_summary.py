@@ -5,7 +5,9 @@ model beat the same model without a_{t−1}, and the paired comparison over ever
 training seed): how often state-aware is lower, the median relative difference, and the
 Wilcoxon signed-rank p-value (scipy). All figures are SIMULATED, as the runs are.
 
-    .venv/bin/python bench/model_quality_summary.py bench/results/model/quality_*.json
+    .venv/bin/python bench/model_quality_summary.py bench/results/model/quality_runs.jsonl
+
+Each argument is one run's output (its last JSON line counts) or, ending in .jsonl, one run per line.
 """
 
 from __future__ import annotations
@@ -28,10 +30,14 @@ def main(paths: list[str]) -> None:
         if not lines:
             print(f"{p}: no JSON line (run still going or failed)", file=sys.stderr)
             continue
-        d = json.loads(lines[-1])
-        key = (d.get("hold_max", 1), d["observed"], d["trained_on_observed"], d["train_steps"], d["targets"],
-               d["generation_seeds"])
-        groups[key].append(d)
+        for d in ([json.loads(ln) for ln in lines] if p.endswith(".jsonl") else [json.loads(lines[-1])]):
+            if not {"observed", "trained_on_observed", "train_steps", "targets", "generation_seeds"} <= d.keys():
+                # runs from before the bench reported these (the first lines of quality_runs.jsonl)
+                print(f"{p}: {d.get('run', 'a run')} predates the summary's fields: skipped", file=sys.stderr)
+                continue
+            key = (d.get("hold_max", 1), d["observed"], d["trained_on_observed"], d["train_steps"], d["targets"],
+                   d["generation_seeds"])
+            groups[key].append(d)
     out = []
     for key, runs in sorted(groups.items()):
         runs.sort(key=lambda d: d["train_seed"])
