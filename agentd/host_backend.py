@@ -38,7 +38,7 @@ import numpy as np
 from mimesys.backend import Backend, BackendInfo, ExecutedWindow, MonitorSample, RunOptions
 from mimesys.calibration import capacity_peaks, read as read_calibration
 from mimesys.catalog import Catalog, load_catalog
-from mimesys.errors import RunnerError, ValidationError
+from mimesys.errors import PlanError, RunnerError, ValidationError
 from mimesys.metrics import MetricSpec
 from mimesys.plan import Plan
 
@@ -148,6 +148,11 @@ class HostBackend(Backend):
 
     def check_plan(self, plan: Plan) -> None:
         paces_for(plan, self.catalog, self.pace_rates())
+        held = plan.held_max_B
+        if self.memory_budget_bytes and held > self.memory_budget_bytes:
+            t = int(np.argmax(plan.mem_held_B))
+            raise PlanError(f"plan holds {held / 2**20:.0f} MiB of memory in window {t}, over this agent's memory "
+                            f"budget of {self.memory_budget_bytes >> 20} MiB (agent.memory_budget_mib)")
 
     def _calibration(self) -> dict:
         """state_dir/calibration.json as written by `mimesys-agent calibrate`; {} when absent."""

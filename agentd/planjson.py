@@ -9,13 +9,16 @@ composition for a number of windows (rt-app users write per-thread phases the sa
                     {"windows": 5,  "run": {}},
                     {"windows": 5,  "run": {"mem_stream_triad_256M": 0.3, "cpu_fp_poly": 0.2}}]},
         {"phases": [{"windows": 20, "run": {"disk_seq_write_fdatasync": 0.25}}]}
-      ]
+      ],
+      "memory_held": [{"windows": 10, "MiB": 0}, {"windows": 10, "MiB": 512}]
     }
 
 `run` maps stressor names (the catalog's) to the share of each window that stressor runs on
 the thread; what is not listed is idle. A phase may add `"core_busy": 0.6`: the busy fraction
 of the thread's core the runner holds in those windows by sizing its compute
 (Plan.core_busy_target). Every thread covers the same number of windows.
+`memory_held` (optional) lists, in the same phases of windows, the memory the plan holds
+resident beside its stressors' buffers (Plan.mem_held_B), in MiB; it covers every window too.
 Optional: `catalog_hash` (checked against the catalog), `provenance`, `host_fingerprint`.
 Conversion is exact both ways up to float32: to_json(from_json(x)) keeps the numbers.
 """
@@ -59,6 +62,8 @@ def to_json(plan: Plan, catalog: Catalog | None = None) -> dict:
         threads.append({"phases": phases})
     doc = {"format": FORMAT, "version": VERSION, "window_s": float(plan.window_s), "seed": int(plan.seed),
            "catalog_hash": plan.catalog_hash, "threads": threads}
+    if plan.mem_held_B is not None:
+        doc["memory_held"] = _held_phases(plan.mem_held_B)
     if plan.provenance:
         doc["provenance"] = plan.provenance
     if plan.host_fingerprint:
@@ -66,11 +71,46 @@ def to_json(plan: Plan, catalog: Catalog | None = None) -> dict:
     return doc
 
 
+def _held_phases(held: np.ndarray) -> list[dict]:
+    phases: list[dict] = []
+    for b in np.asarray(held, np.float64):
+        mib = float(b) / 2**20
+        if phases and phases[-1]["MiB"] == mib:
+            phases[-1]["windows"] += 1
+        else:
+            phases.append({"windows": 1, "MiB": mib})
+    return phases
+
+
+def _held_from(phases, T: int, where: str) -> np.ndarray:
+    w = f"{where}: memory_held"
+    if not isinstance(phases, list):
+        raise PlanError(f"{w}: expected a list of {{\"windows\": N, \"MiB\": size}}")
+    out, t = np.zeros(T, np.float64), 0
+    for p, ph in enumerate(phases):
+        wp = f"{w}[{p}]"
+        if not isinstance(ph, dict) or set(ph) - {"windows", "MiB"}:
+            raise PlanError(f"{wp}: expected {{\"windows\": N, \"MiB\": size}}")
+        n, mib = ph.get("windows", 1), ph.get("MiB", 0)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise PlanError(f"{wp}.windows: expected a positive integer, got {n!r}")
+        if isinstance(mib, bool) or not isinstance(mib, (int, float)) or not math.isfinite(mib) or mib < 0:
+            raise PlanError(f"{wp}.MiB: expected a size in MiB >= 0, got {mib!r}")
+        if t + n > T:
+            raise PlanError(f"{w}: covers more than the threads' {T} windows")
+        out[t:t + n] = float(mib) * 2**20
+        t += n
+    if t != T:
+        raise PlanError(f"{w}: covers {t} windows, the threads {T}")
+    return out
+
+
 def from_json(doc, catalog: Catalog, where: str = "plan JSON") -> Plan:
     """Parse and check a person-written plan; errors name the thread, phase and key."""
     if not isinstance(doc, dict):
         raise PlanError(f"{where}: expected a JSON object")
-    known = {"format", "version", "window_s", "seed", "catalog_hash", "threads", "provenance", "host_fingerprint"}
+    known = {"format", "version", "window_s", "seed", "catalog_hash", "threads", "provenance", "host_fingerprint",
+             "memory_held"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise PlanError(f"{where}: unknown key(s) {unknown}; valid: {', '.join(sorted(known))}")
@@ -152,13 +192,14 @@ def from_json(doc, catalog: Catalog, where: str = "plan JSON") -> Plan:
         raise PlanError(f"{where}: provenance and host_fingerprint must be objects")
     plan = Plan.from_catalog(a, catalog, window_s=float(window_s), seed=int(seed),
                              provenance={"by": "plan from-json", **prov}, host_fingerprint=fp,
-                             core_busy_target=busy if np.isfinite(busy).any() else None)
+                             core_busy_target=busy if np.isfinite(busy).any() else None,
+                             mem_held_B=_held_from(doc["memory_held"], T, where) if "memory_held" in doc else None)
     return plan.validate(catalog)
 
 
 def dumps(doc: dict) -> str:
     """Indented JSON with one phase per line (what a person edits)."""
-    head = {k: v for k, v in doc.items() if k != "threads"}
+    head = {k: v for k, v in doc.items() if k not in ("threads", "memory_held")}
     lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v, sort_keys=True)}," for k, v in head.items()]
     lines.append(' "threads": [')
     for k, th in enumerate(doc["threads"]):
@@ -166,5 +207,8 @@ def dumps(doc: dict) -> str:
         for p, ph in enumerate(th["phases"]):
             lines.append("    " + json.dumps(ph) + ("," if p < len(th["phases"]) - 1 else ""))
         lines.append("  ]}" + ("," if k < len(doc["threads"]) - 1 else ""))
+    if "memory_held" in doc:
+        lines += [" ],", ' "memory_held": ['] + [f"  {json.dumps(ph)}," for ph in doc["memory_held"]]
+        lines[-1] = lines[-1].rstrip(",")
     lines += [" ]", "}"]
     return "\n".join(lines) + "\n"

@@ -109,6 +109,7 @@ class WindowDone:
     thread_cpu_ns: np.ndarray    # int64 [K] CPU time each worker thread (and its kernels' helper
                                  # threads on its CPU) used in the window
     index: int
+    held_B: int = 0          # memory the runner held resident in the window (Plan.mem_held_B)
 
 
 @dataclass(frozen=True)
@@ -183,11 +184,11 @@ class RunnerHandle:
             _, k, t_start, t_end, cpu = map(int, parts[1:6])
             cur["tstart"][k], cur["tend"][k], cur["tcpu"][k] = t_start, t_end, cpu
         elif tag == "done" and cur is not None:
-            i, rep, win, planned, end = map(int, parts[1:6])
+            i, rep, win, planned, end, held = map(int, parts[1:7])
             if rep >= 0 or self.config.report_warmup:
                 self._queue.put_nowait(WindowDone(
                     rep, win, int(cur["tstart"].min()), end, cur["ran"], cur["ops"], cur["bytes"],
-                    cur["planned"], planned, cur["tstart"], cur["tend"], cur["tcpu"], i))
+                    cur["planned"], planned, cur["tstart"], cur["tend"], cur["tcpu"], i, held))
             cur = None
         elif tag == "ready":
             self.t0_ns = int(parts[1])

@@ -35,11 +35,16 @@ each window and thread is drawn here from the seed; the runner keeps it for the 
 repetition 0 and draws every later repetition's order from (seed, executed window, thread),
 so repetitions differ in order but not in durations.
 
-Binary format, little-endian, version 3 (stressors/runner.c reads it)::
+Memory held: a plan's `mem_held_B` (bytes per window) is stored per window; the runner reserves
+the largest at setup (so the agent's memory budget refuses it before the run starts) and holds
+each window's share from that window's start, growing by touching pages and shrinking by giving
+them back (runner.c, "Memory held"). The warm-up holds what plan window 0 holds.
 
-    header, 56 bytes
-      char[8] magic     "MIMSCHD3"
-      u32     version   3
+Binary format, little-endian, version 4 (stressors/runner.c reads it)::
+
+    header, 64 bytes
+      char[8] magic     "MIMSCHD4"
+      u32     version   4
       u32     M         stressors (the catalog, in plan order)
       u32     K         threads
       u32     T         plan windows
@@ -50,6 +55,7 @@ Binary format, little-endian, version 3 (stressors/runner.c reads it)::
       u32     S         stored windows = warmup_windows + T (the runner executes
                         E = warmup_windows + repetitions * T)
       u32     reserved  0
+      u64     held_max  the most memory any stored window holds (bytes)
     stressor table, M entries
       u16 len + UTF-8   name       e.g. "mem_stream_triad_256M"
       u16 len + UTF-8   kernel     e.g. "stream_triad"
@@ -60,6 +66,7 @@ Binary format, little-endian, version 3 (stressors/runner.c reads it)::
                                    rate the agent resolved from the host's calibration)
     stored windows, S entries
       i32 repetition (-1 = warm-up, 0 = plan window)   i32 window index (warm-up: 0..w-1)
+      u64 memory held in the window (bytes, ≤ held_max)
       K times: u16 nseg, u16 ntail, u32 hold (core busy fraction to hold, parts per
                million; 0xFFFFFFFF = none), then nseg × (u16 stressor index, u64 duration_ns)
                in run order, the last ntail of them the compute tail the hold sizes (a
@@ -77,10 +84,10 @@ from mimesys.catalog import Catalog, load_catalog
 from mimesys.errors import PlanError
 from mimesys.plan import Plan
 
-MAGIC = b"MIMSCHD3"
-VERSION = 3
+MAGIC = b"MIMSCHD4"
+VERSION = 4
 HOLD_NONE = 0xFFFFFFFF
-_HEADER = struct.Struct("<8sIIIIIIQQII")
+_HEADER = struct.Struct("<8sIIIIIIQQIIQ")
 _SEG = np.dtype([("stressor", "<u2"), ("dur", "<u8")])
 _SCHEDULER_KERNELS = {"cpu_contend", "futex_pingpong"}   # compute that brings threads of its own
 
@@ -168,8 +175,10 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
     window_ns = int(round(float(plan.window_s) * 1e9))
     stored = [(-1, w) for w in range(warmup_windows)] + [(0, t) for t in range(T)]
     composition_of = [0] * warmup_windows + list(range(T))
+    held = held_bytes(plan)
 
-    out = [_HEADER.pack(MAGIC, VERSION, M, K, T, repetitions, warmup_windows, window_ns, seed, len(stored), 0)]
+    out = [_HEADER.pack(MAGIC, VERSION, M, K, T, repetitions, warmup_windows, window_ns, seed, len(stored), 0,
+                        int(held.max()))]
     for s in catalog.stressors:
         params = {**s.params, "pace_Bps": paces[s.name]} if s.name in paces else s.params
         out += [_str(s.name), _str(s.kernel), _str(_params_text(params))]
@@ -186,7 +195,7 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
         for j, order in enumerate(orders):
             e = b0 + j
             rep, win = stored[e]
-            out.append(struct.pack("<ii", rep, win))
+            out.append(struct.pack("<iiQ", rep, win, int(held[composition_of[e]])))
             d = durations[composition_of[e]]  # [M, K]
             hold, spare = holds[composition_of[e]], reserve[composition_of[e]]
             for k in range(K):
@@ -202,6 +211,14 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
                 segs["dur"] = d[idx, k]        # the reserve's 0 ns: d is 0 where the plan runs nothing
                 out.append(struct.pack("<HHI", len(idx), ntail, int(hold[k])) + segs.tobytes())
     return CompiledSchedule(b"".join(out), M, K, T, repetitions, warmup_windows, window_ns, seed)
+
+
+def held_bytes(plan: Plan) -> np.ndarray:
+    """uint64 [T]: the memory each plan window holds, whole pages' worth rounding left to the
+    runner (0 where the plan holds none)."""
+    if plan.mem_held_B is None:
+        return np.zeros(plan.T, np.uint64)
+    return np.floor(np.asarray(plan.mem_held_B, np.float64)).astype(np.uint64)
 
 
 def hold_ppm(plan: Plan, durations: np.ndarray, compute: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +273,7 @@ class DecodedWindow:
     segments: tuple[tuple[tuple[int, int], ...], ...]  # per thread: ((stressor, duration_ns), ...)
     tails: tuple[int, ...] = ()                        # per thread: the compute tail's segment count
     holds: tuple[int | None, ...] = ()                 # per thread: core busy held, ppm (None: no hold)
+    held_B: int = 0                                    # memory held in the window
 
 
 def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
@@ -263,9 +281,9 @@ def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
     stored windows (the runner repeats the plan windows; see the module's docstring)."""
     if len(data) < _HEADER.size or data[:8] != MAGIC:
         raise PlanError("not a mimesys compiled schedule (bad magic)")
-    (_, version, M, K, T, reps, warmup, window_ns, seed, S, _) = _HEADER.unpack_from(data)
+    (_, version, M, K, T, reps, warmup, window_ns, seed, S, _, held_max) = _HEADER.unpack_from(data)
     header = dict(version=version, M=M, K=K, T=T, repetitions=reps, warmup_windows=warmup,
-                  window_ns=window_ns, seed=seed, S=S, E=warmup + reps * T)
+                  window_ns=window_ns, seed=seed, S=S, E=warmup + reps * T, held_max=held_max)
     pos = _HEADER.size
     names = []
 
@@ -282,8 +300,8 @@ def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
         rd_str()
     windows = []
     for _ in range(S):
-        rep, win = struct.unpack_from("<ii", data, pos)
-        pos += 8
+        rep, win, held_B = struct.unpack_from("<iiQ", data, pos)
+        pos += 16
         threads, tails, holds = [], [], []
         for _ in range(K):
             (n, ntail, hold) = struct.unpack_from("<HHI", data, pos)
@@ -293,7 +311,7 @@ def decode_schedule(data: bytes) -> tuple[dict, list[str], list[DecodedWindow]]:
             threads.append(tuple((int(s), int(d)) for s, d in zip(segs["stressor"], segs["dur"])))
             tails.append(int(ntail))
             holds.append(None if hold == HOLD_NONE else int(hold))
-        windows.append(DecodedWindow(rep, win, tuple(threads), tuple(tails), tuple(holds)))
+        windows.append(DecodedWindow(rep, win, tuple(threads), tuple(tails), tuple(holds), int(held_B)))
     if pos != len(data):
         raise PlanError(f"compiled schedule has {len(data) - pos} trailing bytes")
     return header, names, windows

@@ -117,13 +117,14 @@ def own_floor(targets: dict, reruns: dict, band: int) -> dict:
     idle_windows_added}} — the last the noise floor of the added-activity count: the host's own
     background (page-cache misses, journal commits) shows in windows where the target was idle."""
     from controller.evaluate.driver import EvalOptions, scored_metrics
-    from controller.evaluate.own_scale import idle_window_additions, own_scale_scores, resource_mean
+    from controller.evaluate.own_scale import idle_window_additions, memory_range_score, own_scale_scores, resource_mean
     out = {}
     for name, tr in targets.items():
         cpu, res = resource_mean(own_scale_scores(tr, reruns[name], scored_metrics(tr, EvalOptions(outdir=Path("."))),
                                                   band=band))
         added = {r: e["added_windows"] for r, e in idle_window_additions(tr, reruns[name]).items()}
-        out[name] = {"per_core_cpu": cpu, "resource_mean": res, "idle_windows_added": added}
+        out[name] = {"per_core_cpu": cpu, "resource_mean": res, "idle_windows_added": added,
+                     "memory": memory_range_score(tr, reruns[name], band=band)}
     return out
 
 
@@ -157,9 +158,14 @@ def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
             own = run.get("own_scale")
             if not own:
                 continue
-            m = per.setdefault(run["method"], {"cpu": {}, "res": {}, "added": {}, "max_share": {}})
+            m = per.setdefault(run["method"], {"cpu": {}, "res": {}, "added": {}, "max_share": {}, "mem": {},
+                                               "mem_added": 0, "mem_added_by_plan": 0})
             m["cpu"].setdefault(run["trace"], []).append(own["per_core_cpu"])
             m["res"].setdefault(run["trace"], []).append(own["resource_mean"])
+            if own.get("memory"):
+                m["mem"].setdefault(run["trace"], []).append(own["memory"]["dtw"])
+                m["mem_added"] += own["memory"]["added_windows"]
+                m["mem_added_by_plan"] += own["memory"].get("added_by_plan") or 0
             for r, e in (run.get("idle_windows_added") or {}).items():
                 m["added"][r] = m["added"].get(r, 0) + e["added_windows"]
                 m["max_share"][r] = max(m["max_share"].get(r, 0.0), e["max_added_share"])
@@ -168,12 +174,18 @@ def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
     for method, m in per.items():
         cpu = {t: mean(v) for t, v in m["cpu"].items()}
         res = {t: mean(v) for t, v in m["res"].items()}
+        mem = {t: mean(v) for t, v in m["mem"].items()}
         out[method] = {"per_core_cpu": mean(list(cpu.values())), "resource_mean": mean(list(res.values())),
-                       "by_mix": {t: {"per_core_cpu": cpu[t], "resource_mean": res[t]} for t in cpu},
-                       "idle_windows_added": m["added"], "max_added_share": m["max_share"]}
+                       "memory": mean(list(mem.values())) if mem else None,
+                       "by_mix": {t: {"per_core_cpu": cpu[t], "resource_mean": res[t], "memory": mem.get(t)}
+                                  for t in cpu},
+                       "idle_windows_added": m["added"], "max_added_share": m["max_share"],
+                       "memory_windows_added": m["mem_added"], "memory_windows_added_by_plan": m["mem_added_by_plan"]}
+    floor_mem = [f["memory"]["dtw"] for f in floor.values() if f.get("memory")]
     return {"methods": out,
             "floor": {"per_core_cpu": mean([f["per_core_cpu"] for f in floor.values()]),
                       "resource_mean": mean([f["resource_mean"] for f in floor.values()]),
+                      "memory": mean(floor_mem) if floor_mem else None,
                       "idle_windows_added": {r: sum(f.get("idle_windows_added", {}).get(r, 0) for f in floor.values())
                                              for r in sorted({r for f in floor.values()
                                                               for r in f.get("idle_windows_added", {})})},
@@ -402,12 +414,12 @@ def main() -> None:
                     help="Record, profile, collect and fit, then stop: the replays can run later (the host quiet again).")
     args = ap.parse_args()
 
-    from mixes import HELD_OUT, MIXES, missing_tools
+    from mixes import HELD_OUT, MEMORY, MIXES, missing_tools
     mixes = [m for m in args.mixes.split(",") if m] or list(MIXES)
-    unknown = sorted(set(mixes) - set(MIXES) - set(HELD_OUT))
+    unknown = sorted(set(mixes) - set(MIXES) - set(HELD_OUT) - set(MEMORY))
     if unknown:
-        raise SystemExit(f"--mixes: unknown {', '.join(unknown)}; known: {', '.join([*MIXES, *HELD_OUT])}")
-    held_out = bool(set(mixes) & set(HELD_OUT))
+        raise SystemExit(f"--mixes: unknown {', '.join(unknown)}; known: {', '.join([*MIXES, *HELD_OUT, *MEMORY])}")
+    held_out = bool(set(mixes) & (set(HELD_OUT) | set(MEMORY)))
     if missing_tools(held_out):
         sh(["apt-get", "install", "-y", "-qq", *missing_tools(held_out)])
     out = args.out
@@ -543,6 +555,12 @@ def main() -> None:
             own_m = summary["own_scale"]["methods"].get(method, {})
             print(f"{method}: per-core CPU {own_m.get('per_core_cpu')} vs the target, {spread['per_core_cpu']} between "
                   f"its replays; resource mean {own_m.get('resource_mean')} vs {spread['resource_mean']}", file=sys.stderr)
+        for method, own_m in summary["own_scale"]["methods"].items():
+            if own_m.get("memory") is not None:
+                print(f"{method}: used memory on the target's range {own_m['memory']:.4f} (floor "
+                      f"{summary['own_scale']['floor']['memory']}), windows of memory added "
+                      f"{own_m['memory_windows_added']} (by the plan {own_m['memory_windows_added_by_plan']})",
+                      file=sys.stderr)
         diff = summary["own_scale"]["inverse_minus_single"]
         if diff:
             print(f"per-core CPU, inverse − single: {diff['mean']:+.5f} (standard error over mixes "

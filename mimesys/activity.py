@@ -262,10 +262,12 @@ def guard_plan(plan, trace, *, first=None):
 
 class GuardedPlanner:
     """Any planner behind the rule: its plans never run a stressor that drives a resource in a
-    window where the target left that resource idle. Everything else is the planner's own."""
+    window where the target left that resource idle. Everything else is the planner's own.
+    `finish(plan, trace, first=)`, when given, completes every guarded plan the same way
+    (the registry's: the memory its target held, planners/memory.py)."""
 
-    def __init__(self, inner, first=None):
-        self.inner, self.first = inner, first
+    def __init__(self, inner, first=None, finish=None):
+        self.inner, self.first, self.finish = inner, first, finish
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -273,4 +275,4 @@ class GuardedPlanner:
     def generate(self, trace, *, seed: int = 0, progress=None):
         kw = {"progress": progress} if progress is not None else {}
         plan, _ = guard_plan(self.inner.generate(trace, seed=seed, **kw), trace, first=self.first)
-        return plan
+        return plan if self.finish is None else self.finish(plan, trace, first=self.first)

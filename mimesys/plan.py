@@ -3,10 +3,14 @@
 a[t, m, k] is the fraction of window t that stressor m runs on thread k; each thread's
 column sums to at most 1 and the remainder is idle. Optionally, core_busy_target[t, k] is the
 busy fraction the plan aims thread k's core at in window t (NaN: none); the runner holds it
-by sizing the thread's compute (agentd/schedule.py, "The hold"). On disk (HDF5):
+by sizing the thread's compute (agentd/schedule.py, "The hold"). Optionally, mem_held_B[t] is
+the memory the plan holds resident in window t, beside what its stressors' buffers take (the
+runner keeps that footprint from the window's start: a neighbour feels memory held first, as
+page cache evicted and reclaim). On disk (HDF5):
 
     /compositions       float32 [T, M, K]
     /core_busy_target   float32 [T, K], optional
+    /mem_held_B         float64 [T], optional
     attrs: format="mimesys.plan", schema_version, window_s, catalog_hash,
            catalog_names (JSON list), seed, provenance (JSON), host_fingerprint (JSON)
 """
@@ -32,6 +36,8 @@ SUM_TOLERANCE = 1e-5
 MAX_WINDOWS = 7 * 24 * 3600  # a week of 1 s windows: bounds what a request may ask the agent to hold
 # What a plan file from outside may declare: /compositions (and /core_busy_target), at most 1 GiB.
 PLAN_LIMITS = H5Limits(max_dataset_bytes=1 << 30, max_total_bytes=1 << 30)
+# Memory a plan may name for one window at all (16 TiB); the agent also checks its own budget.
+MAX_HELD_B = float(1 << 44)
 
 
 @dataclass
@@ -44,6 +50,7 @@ class Plan:
     provenance: dict = field(default_factory=dict)
     host_fingerprint: dict = field(default_factory=dict)
     core_busy_target: np.ndarray | None = None  # float32 [T, K], NaN = no target
+    mem_held_B: np.ndarray | None = None        # float64 [T], bytes held resident in each window
 
     @property
     def T(self) -> int:
@@ -65,14 +72,15 @@ class Plan:
         """Make the compositions read-only, so a validation result can be kept: RunManager
         validates once (off the event loop) and the backend and compiler ask again for free."""
         self.compositions.flags.writeable = False
-        if self.core_busy_target is not None:
-            self.core_busy_target.flags.writeable = False
+        for extra in (self.core_busy_target, self.mem_held_B):
+            if extra is not None:
+                extra.flags.writeable = False
         return self
 
     def validate(self, catalog: Catalog | None = None, *, max_threads: int | None = None) -> "Plan":
         """Raise PlanError naming the first offending window/thread/stressor."""
         a = self.compositions
-        key = (id(a), id(self.core_busy_target), catalog.hash if catalog is not None else None,
+        key = (id(a), id(self.core_busy_target), id(self.mem_held_B), catalog.hash if catalog is not None else None,
                tuple(self.catalog_names), self.catalog_hash, float(self.window_s))
         if isinstance(a, np.ndarray) and not a.flags.writeable and self.__dict__.get("_validated") == key:
             if max_threads is not None and a.shape[2] > max_threads:   # cheap: not cached
@@ -138,11 +146,24 @@ class Plan:
             if bad.any():
                 t, k = map(int, np.argwhere(bad)[0])
                 raise PlanError("core busy target outside [0, 1] (NaN: none)", window=t, thread=k)
+        h = self.mem_held_B
+        if h is not None:
+            if not isinstance(h, np.ndarray) or h.dtype != np.float64 or h.shape != (T,):
+                raise PlanError(f"mem_held_B must be float64 [T] = [{T}], got "
+                                f"{getattr(h, 'dtype', type(h).__name__)} {getattr(h, 'shape', None)}")
+            bad = ~np.isfinite(h) | (h < 0) | (h > MAX_HELD_B)
+            if bad.any():
+                raise PlanError(f"memory held outside [0, {MAX_HELD_B:.0f}] bytes", window=int(np.argmax(bad)))
         return self
+
+    @property
+    def held_max_B(self) -> float:
+        """The most memory any window holds (0 without mem_held_B)."""
+        return float(self.mem_held_B.max()) if self.mem_held_B is not None and self.mem_held_B.size else 0.0
 
     # -- the wire: raw arrays, nothing to interpret ----------------------------
     WIRE_FIELDS = ("compositions", "catalog_names", "catalog_hash", "window_s", "seed", "provenance",
-                   "host_fingerprint", "core_busy_target")
+                   "host_fingerprint", "core_busy_target", "mem_held_B")
 
     def to_wire(self) -> dict:
         out = {"compositions": array_to_wire(self.compositions, "<f4"), "catalog_names": list(self.catalog_names),
@@ -150,6 +171,8 @@ class Plan:
                "provenance": self.provenance, "host_fingerprint": self.host_fingerprint}
         if self.core_busy_target is not None:
             out["core_busy_target"] = array_to_wire(self.core_busy_target, "<f4")
+        if self.mem_held_B is not None:
+            out["mem_held_B"] = array_to_wire(self.mem_held_B, "<f8")
         return out
 
     @classmethod
@@ -184,6 +207,13 @@ class Plan:
                                        axis_limits={0: MAX_WINDOWS} | ({1: max_threads} if max_threads else {}))
             except ValidationError as e:
                 raise PlanError(str(e)) from None
+        held = None
+        if obj.get("mem_held_B") is not None:
+            try:
+                held = array_from_wire(obj["mem_held_B"], f"{where}.mem_held_B", ndim=1, dtype="<f8",
+                                       max_elements=max_elements, axis_limits={0: MAX_WINDOWS})
+            except ValidationError as e:
+                raise PlanError(str(e)) from None
         names, chash = obj["catalog_names"], obj["catalog_hash"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise PlanError(f"{where}.catalog_names: expected a list of names")
@@ -203,7 +233,7 @@ class Plan:
         except ValidationError as e:
             raise PlanError(str(e)) from None
         return cls(a, names, chash, window_s=float(window_s), seed=seed, provenance=prov, host_fingerprint=fp,
-                   core_busy_target=busy)
+                   core_busy_target=busy, mem_held_B=held)
 
     # -- HDF5 -----------------------------------------------------------------
     def write(self, path: Path | str) -> None:
@@ -229,6 +259,9 @@ class Plan:
         set_json(f.attrs, "host_fingerprint", self.host_fingerprint)
         if self.core_busy_target is not None:
             f.create_dataset("core_busy_target", data=np.asarray(self.core_busy_target, np.float32),
+                             compression="gzip", compression_opts=4, shuffle=True)
+        if self.mem_held_B is not None:
+            f.create_dataset("mem_held_B", data=np.asarray(self.mem_held_B, np.float64),
                              compression="gzip", compression_opts=4, shuffle=True)
 
     @classmethod
@@ -286,6 +319,13 @@ class Plan:
                 raise PlanError(f"{where}: /core_busy_target must be [T, K] = [{ds.shape[0]}, {ds.shape[2]}], got "
                                 f"{getattr(bds, 'shape', 'a group')}")
             busy = np.asarray(read_array(bds, where), dtype=np.float32)
+        held = None
+        if "mem_held_B" in f:
+            hds = f["mem_held_B"]
+            if not isinstance(hds, h5py.Dataset) or hds.shape != (ds.shape[0],):
+                raise PlanError(f"{where}: /mem_held_B must be [T] = [{ds.shape[0]}], got "
+                                f"{getattr(hds, 'shape', 'a group')}")
+            held = np.asarray(read_array(hds, where), dtype=np.float64)
         if not 0 <= seed < 1 << 64:   # as on the wire (from_wire); the schedule stores it as a u64
             raise PlanError(f"{where}: attribute seed must be an integer in [0, 2^64)")
         return cls(
@@ -297,6 +337,7 @@ class Plan:
             provenance=provenance or {},
             host_fingerprint=fingerprint or {},
             core_busy_target=busy,
+            mem_held_B=held,
         )
 
 

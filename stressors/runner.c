@@ -34,9 +34,10 @@
  *   seg I THREAD STRESSOR PLANNED_NS RAN_NS OPS BYTES      after the window, per segment (PLANNED_NS:
  *                                              as compiled, or a held compute tail as sized)
  *   thread I THREAD START_NS END_NS CPU_NS     actual wake-up, last work, thread CPU time
- *   done I REP WIN PLANNED_NS END_NS           closes window I's records (END_NS: last work
+ *   done I REP WIN PLANNED_NS END_NS HELD_B    closes window I's records (END_NS: last work
  *                                              done; the last window's record waits for its
- *                                              planned end, so it always spans W)
+ *                                              planned end, so it always spans W; HELD_B: the
+ *                                              memory held in it, "Memory held" below)
  *   exit done|stopped|error DETAIL...
  *   error MESSAGE                              setup failed / refused (also on stderr)
  * REP is -1 for warm-up windows. Exit status: 0 done, 4 stopped by a signal,
@@ -60,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -68,8 +70,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC "MIMSCHD3"
-#define SCHEDULE_VERSION 3
+#define MAGIC "MIMSCHD4"
+#define SCHEDULE_VERSION 4
 #define HOLD_NONE 0xFFFFFFFFu       /* a thread-window with no core busy fraction to hold */
 #define RING 64                     /* windows a worker may run ahead of the printer */
 #define STEP_TARGET_NS 50000ull     /* aim for 50 us of work between clock reads */
@@ -86,6 +88,8 @@ struct win_result { uint64_t start, end, cpu; int nseg; struct seg_result *segs;
 struct schedule {
     uint32_t M, K, T, reps, warmup, S, E;
     uint64_t window_ns, seed;
+    uint64_t held_max;               /* the most memory any window holds (bytes) */
+    uint64_t *held;                  /* [S] memory to hold in each stored window (bytes) */
     struct stressor *stressors;      /* [M] */
     int32_t *rep, *win;              /* [S] as stored: -1 / 0 and the plan window */
     uint32_t *seg_off;               /* [S*K] index into segs */
@@ -262,6 +266,7 @@ static void load_schedule(const char *path) {
     s->window_ns = rd64(&r, "window_ns"); s->seed = rd64(&r, "seed");
     s->S = rd32(&r, "stored windows");
     rd32(&r, "reserved");
+    s->held_max = rd64(&r, "memory held at most");
     if (!s->M || !s->K || !s->T || !s->reps || s->K > 4096 || s->M > 4096)
         die(EXIT_USAGE, "%s: bad sizes M=%u K=%u T=%u repetitions=%u", path, s->M, s->K, s->T, s->reps);
     if ((uint64_t)s->warmup + s->T != s->S)
@@ -286,6 +291,7 @@ static void load_schedule(const char *path) {
         if (param_u64(st, "pace_Bps", 0, &st->pace_Bps, err)) die(EXIT_USAGE, "%s: %s", path, err);
     }
     s->rep = xcalloc(s->S, sizeof *s->rep, "the windows");
+    s->held = xcalloc(s->S, sizeof *s->held, "the windows");
     s->win = xcalloc(s->S, sizeof *s->win, "the windows");
     s->seg_off = xcalloc((size_t)s->S * s->K, sizeof *s->seg_off, "the thread-windows");
     s->seg_n = xcalloc((size_t)s->S * s->K, sizeof *s->seg_n, "the thread-windows");
@@ -301,6 +307,10 @@ static void load_schedule(const char *path) {
         if (s->rep[i] != want_rep || s->win[i] != want_win)
             die(EXIT_USAGE, "%s: stored window %u is (repetition %d, window %d), expected (%d, %d)", path, i,
                 s->rep[i], s->win[i], want_rep, want_win);
+        s->held[i] = rd64(&r, "memory held");
+        if (s->held[i] > s->held_max)
+            die(EXIT_USAGE, "%s: stored window %u holds %llu bytes of memory, over the header's most, %llu", path, i,
+                (unsigned long long)s->held[i], (unsigned long long)s->held_max);
         for (uint32_t k = 0; k < s->K; k++) {
             uint16_t ns = rd16(&r, "segment count");
             uint16_t nt = rd16(&r, "tail count");
@@ -756,6 +766,58 @@ static uint64_t proc_kb(const char *path, const char *key) {
     return v;
 }
 
+/* Memory held (agentd/schedule.py): one private anonymous mapping of the schedule's largest
+ * footprint, reserved before t0 so that --memory-budget refuses it at setup, not mid-run. At
+ * each window's start the main thread grows the held part by writing a byte into each new page
+ * (the kernel backs a page on its first write) or shrinks it with MADV_DONTNEED (the pages go
+ * back to the host at once). Held pages are not touched again: a resident page stays resident
+ * unless the host swaps, as an application's idle heap would. Growth stops short of leaving the
+ * host less than --memory-margin available; the `done` record says what was held. */
+static struct { uint8_t *base; size_t cap, cur, page; uint64_t margin; int noted; } g_held;
+
+static size_t round_page(uint64_t bytes, size_t page) { return (size_t)(bytes / page * page); }
+
+static void held_reserve(uint64_t most, uint64_t margin, uint64_t memory_budget) {
+    g_held.page = (size_t)sysconf(_SC_PAGESIZE);
+    g_held.margin = margin;
+    g_held.cap = round_page(most, g_held.page);
+    if (!g_held.cap) return;
+    void *p = mmap(NULL, g_held.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        if (memory_budget && errno == ENOMEM)
+            die(EXIT_REFUSED, "cannot reserve %llu MiB of memory to hold: over --memory-budget %llu MiB",
+                (unsigned long long)(g_held.cap >> 20), (unsigned long long)(memory_budget >> 20));
+        die(EXIT_REFUSED, "cannot reserve %llu MiB of memory to hold: %s", (unsigned long long)(g_held.cap >> 20),
+            strerror(errno));
+    }
+    g_held.base = p;
+}
+
+/* Hold `want` bytes (rounded down to pages) from now on; returns the bytes held. */
+static uint64_t held_set(uint64_t want) {
+    size_t target = round_page(want, g_held.page);
+    if (target > g_held.cap) target = g_held.cap;
+    if (target > g_held.cur) {
+        uint64_t avail = proc_kb("/proc/meminfo", "MemAvailable");
+        uint64_t room = avail > g_held.margin ? avail - g_held.margin : 0;
+        if (avail && target - g_held.cur > room) {
+            size_t cut = g_held.cur + round_page(room, g_held.page);
+            if (!g_held.noted) {
+                out("note memory-held held %llu MiB of %llu MiB planned: the host keeps its %llu MiB margin\n",
+                    (unsigned long long)(cut >> 20), (unsigned long long)(target >> 20),
+                    (unsigned long long)(g_held.margin >> 20));
+                g_held.noted = 1;
+            }
+            target = cut;
+        }
+        for (size_t off = g_held.cur; off < target; off += g_held.page) g_held.base[off] = 1;
+    } else if (target < g_held.cur) {
+        madvise(g_held.base + target, g_held.cur - target, MADV_DONTNEED);
+    }
+    g_held.cur = target;
+    return target;
+}
+
 int main(int argc, char **argv) {
     /* die with the parent: SIGTERM takes the normal stop path (threads end, files go) */
     pid_t parent = getppid();
@@ -842,6 +904,8 @@ int main(int argc, char **argv) {
         struct rlimit rl = {base + memory_budget, base + memory_budget};
         if (setrlimit(RLIMIT_DATA, &rl)) die(EXIT_REFUSED, "cannot set the memory budget: %s", strerror(errno));
     }
+
+    held_reserve(s->held_max, memory_margin, memory_budget);
 
     /* which stressors does the schedule use at all? only those are set up */
     uint8_t *used = xcalloc(s->M, 1, "the stressors used");
@@ -978,6 +1042,7 @@ int main(int argc, char **argv) {
             out("start %u %d %d %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
                 (unsigned long long)now_ns());
             if (fflush(stdout)) { code = EXIT_FAILED; why = "error"; snprintf(detail, sizeof detail, "stdout closed"); request_stop(); break; }
+            uint64_t held = held_set(s->held[stored_of(s, i)]);
             pthread_mutex_lock(&g.mu);
             for (;;) {
                 uint32_t k = 0;
@@ -1002,8 +1067,8 @@ int main(int argc, char **argv) {
                     (unsigned long long)res->end, (unsigned long long)res->cpu);
                 if (res->end > end) end = res->end;
             }
-            out("done %u %d %d %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
-                (unsigned long long)end);
+            out("done %u %d %d %llu %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
+                (unsigned long long)end, (unsigned long long)held);
             pthread_mutex_lock(&g.mu);
             g.printed = i + 1;
             for (uint32_t k = 0; k < s->K; k++) pthread_cond_broadcast(&g.w[k].gcv);

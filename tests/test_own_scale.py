@@ -90,3 +90,32 @@ def test_added_windows_are_attributed_to_the_plan_only_where_it_drove_the_resour
     add = attribute_to_plan(idle_window_additions(target, replay), Plan(a, names, "sha256:x"))
     assert add["disk.read"]["windows"] == [3, 9]
     assert add["disk.read"]["added_windows"] == 2 and add["disk.read"]["by_plan"] == 1
+
+
+def _used(values_mib) -> Trace:
+    v = (np.asarray(values_mib, np.float32) * 2**20)[:, None]
+    return Trace(v, [MetricSpec("mem.used_B", "B")])
+
+
+def test_used_memory_is_scored_on_the_target_s_range_whatever_each_host_idles_at():
+    from controller.evaluate.own_scale import memory_range_score
+    target = _used([1000] * 5 + [1600] * 10 + [1000] * 5)           # rose 600 MiB over its least
+    shifted = _used([1400] * 5 + [2000] * 10 + [1400] * 5)          # the same on a host idling 400 higher
+    assert memory_range_score(target, shifted)["dtw"] == pytest.approx(0.0, abs=1e-9)
+    half = memory_range_score(target, _used([1000] * 5 + [1300] * 10 + [1000] * 5))
+    assert 0.3 < half["dtw"] < 0.45 and half["range_B"] == pytest.approx(600 * 2**20)
+    added = memory_range_score(target, _used([1000] * 5 + [1600] * 10 + [1300] * 5))
+    assert added["added_windows"] == 4            # the last five windows, less the ±1 window of slack
+    assert memory_range_score(target, _trace({"cpu.util.core0": np.zeros(20)})) is None
+
+
+def test_memory_a_plan_holds_where_its_target_held_none_is_counted():
+    from controller.evaluate.own_scale import memory_added_by_plan
+    from mimesys.plan import Plan
+    target = _used([1000] * 5 + [1600] * 5)
+    plan = Plan(np.zeros((10, 1, 1), np.float32), ["x"], "h",
+                mem_held_B=np.array([0, 0, 0, 50, 0, 600, 600, 600, 600, 600], np.float64) * 2**20,
+                provenance={"memory_held": {"idle_B": 1000 * 2**20, "noise_B": 32 * 2**20}})
+    assert memory_added_by_plan(target, plan) == 1
+    plan.provenance = {}
+    assert memory_added_by_plan(target, plan) is None

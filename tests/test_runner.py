@@ -252,13 +252,13 @@ def test_refuses_when_the_disk_lacks_room(catalog, tmp_path):
 
 def test_bad_schedule_bytes_are_rejected_by_the_runner():
     runner = runner_or_skip()
-    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD3" + b"\x03\x00\x00\x00" + b"\x00" * 10,
+    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD4" + b"\x04\x00\x00\x00" + b"\x00" * 10,
                        capture_output=True)
     assert p.returncode == 2
     assert b"truncated schedule" in p.stdout
-    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD2" + b"\x02\x00\x00\x00" + b"\x00" * 60,
+    p = subprocess.run([str(runner), "--schedule", "-"], input=b"MIMSCHD3" + b"\x03\x00\x00\x00" + b"\x00" * 60,
                        capture_output=True)
-    assert p.returncode == 2 and b"bad magic" in p.stdout          # a version-2 schedule is not read as 3
+    assert p.returncode == 2 and b"bad magic" in p.stdout          # a version-3 schedule is not read as 4
 
 
 def test_a_hold_or_tail_out_of_range_is_refused(catalog):
@@ -282,12 +282,12 @@ def test_a_hold_or_tail_out_of_range_is_refused(catalog):
 
 def _thread_window_at(data: bytes, n_stressors: int) -> int:
     """Offset of window 0's first thread record in a compiled schedule (header, stressor table,
-    repetition and window index before it)."""
+    repetition, window index and memory held before it)."""
     import struct
-    pos = 56
+    pos = 64
     for _ in range(3 * n_stressors):                  # the stressor table: name, kernel, params
         pos += 2 + struct.unpack_from("<H", data, pos)[0]
-    return pos + 8
+    return pos + 16
 
 
 def test_segment_durations_that_wrap_past_2_64_are_refused(catalog):

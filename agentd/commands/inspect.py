@@ -162,7 +162,9 @@ def plan_show(path, as_json):
     doc = {"path": str(path), "windows": p.T, "threads": p.K, "window_s": p.window_s, "seed": p.seed,
            "catalog_hash": p.catalog_hash, "busy_share_per_thread": [float(x) for x in a.sum(axis=1).mean(axis=0)],
            "stressors": {p.catalog_names[m]: [float(x) for x in a[:, m, :].mean(axis=0)] for m in used},
-           "provenance": p.provenance, "host": _host_line(p.host_fingerprint)}
+           "provenance": p.provenance, "host": _host_line(p.host_fingerprint),
+           "memory_held_B": None if p.mem_held_B is None else {
+               "mean": float(p.mem_held_B.mean()), "max": p.held_max_B, "windows": int((p.mem_held_B > 0).sum())}}
     if as_json:
         click.echo(json.dumps(doc, indent=1, default=str))
         return
@@ -176,6 +178,10 @@ def plan_show(path, as_json):
     for name, shares in doc["stressors"].items():
         click.echo(f"  {printable(name):28s} " + " ".join(f"{s:6.3f}" for s in shares))
     click.echo(f"  {'(busy)':28s} " + " ".join(f"{s:6.3f}" for s in doc["busy_share_per_thread"]))
+    held = doc["memory_held_B"]
+    if held:
+        click.echo(f"memory held: {held['windows']} of {p.T} windows, mean {held['mean'] / 2**20:.0f} MiB, "
+                   f"most {held['max'] / 2**20:.0f} MiB")
 
 
 def _by_line(prov: dict) -> str:

@@ -57,6 +57,12 @@ def summarize(result, catalog, window_ns: int, plan=None) -> dict:
         cpu = np.array([s.resource_class == "cpu" for s in catalog.stressors])
         delta = (planned - compiled) / 1e9
         hold = {"compute_resized_s": float(delta[cpu].sum()), "other_shortened_s": float(-delta[~cpu].sum())}
+    memory = None
+    if plan is not None and plan.mem_held_B is not None and wins:
+        want = np.array([plan.mem_held_B[w.window] for w in wins], np.float64)
+        got = np.array([w.held_B for w in wins], np.float64)
+        memory = {"planned_mean_B": float(want.mean()), "held_mean_B": float(got.mean()),
+                  "held_max_B": float(got.max()), "windows_short": int((got < want - (1 << 20)).sum())}
     return {
         "windows": len(wins),
         "exit": result.exit.status if result.exit else None,
@@ -72,6 +78,7 @@ def summarize(result, catalog, window_ns: int, plan=None) -> dict:
         },
         "notes": dict(result.notes),
         "hold": hold,
+        "memory_held": memory,
     }
 
 
@@ -171,6 +178,10 @@ def run_plan(plan_path, config_path, scratch_dir, scratch_budget_mib, cpus, seed
     if plan.core_busy_target is not None and h is not None:
         say(f"hold (the plan names each core's busy fraction): compute tails {h['compute_resized_s']:+.3f} s "
             f"against the compiled plan, other stressors shortened {h['other_shortened_s']:.3f} s so the tails fit")
+    mem = summary["memory_held"]
+    if mem is not None:
+        say(f"memory held: mean {mem['held_mean_B'] / 2**20:.0f} MiB (planned {mem['planned_mean_B'] / 2**20:.0f}), "
+            f"most {mem['held_max_B'] / 2**20:.0f} MiB, {mem['windows_short']} window(s) short of the plan")
     say(f"runner: {summary['exit']} {summary['exit_detail']}".rstrip())
     if report_path:
         from mimesys.fsutil import atomic_write_text

@@ -35,6 +35,18 @@ checked against while they were built.
 - sync_cache: an rsync daemon receiving a tree over loopback again and again, then a rate-
   limited rsync of one large file next to checksumming the tree (rsync -c, no transfer),
   then a memcached server under a load generator (memcslap).
+
+Memory (run only when named): applications whose resident memory rises and falls by hundreds
+of MiB, for the memory-held measurements (issue 42).
+
+- kv_grow: a key-value server filled with 2 KiB values to ~600 MiB, emptied (FLUSHALL) and
+  read from, then filled with 4 KiB values and emptied again and again.
+- sort_xz: coreutils sort with a large in-memory buffer over a 200 MiB text file, then gzip
+  (little memory), then xz at its highest preset (a 64 MiB dictionary and its match finder).
+- pg_sort: PostgreSQL with a large work_mem: select-only pgbench, then in-memory sorts of
+  millions of rows, then hash aggregates, each query on a connection of its own.
+- sqlite_index: the sqlite3 shell with a 600 MiB page cache building a table of random rows
+  and an index over it, then idle, then scanning and grouping it.
 """
 
 from __future__ import annotations
@@ -64,7 +76,8 @@ def free_port() -> int:
 
 
 NEEDS_HELD_OUT = {"pg_ctl": "postgresql", "git": "git", "xz": "xz-utils", "runuser": "util-linux",
-                  "sysbench": "sysbench", "rsync": "rsync", "memcached": "memcached", "memcslap": "libmemcached-tools"}
+                  "sysbench": "sysbench", "rsync": "rsync", "memcached": "memcached", "memcslap": "libmemcached-tools",
+                  "sqlite3": "sqlite3"}
 
 
 def missing_tools(held_out: bool = False) -> list[str]:
@@ -241,8 +254,9 @@ def web_compile(run: MixRun, seconds: float) -> None:
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)), Path("/usr/bin"))
 
 
-def pg_oltp(run: MixRun, seconds: float) -> None:
-    """PostgreSQL (as the postgres user, its own data directory, 127.0.0.1 only) under pgbench."""
+def start_postgres(run: MixRun, *settings: str) -> tuple[subprocess.Popen, list[str]]:
+    """PostgreSQL as the postgres user, its own data directory, 127.0.0.1 only; (server, the
+    connection options). settings: extra "name=value" server settings."""
     run.dir.chmod(0o711)                  # the server runs as postgres: it must reach its data directory
     data = run.dir / "pg"
     data.mkdir()
@@ -251,18 +265,26 @@ def pg_oltp(run: MixRun, seconds: float) -> None:
     subprocess.run([*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres", "--no-sync"],
                    capture_output=True, check=True)
     port = free_port()
+    extra = [arg for kv in settings for arg in ("-c", kv)]
     server = subprocess.Popen([*as_pg, str(PG_BIN / "postgres"), "-D", str(data), "-p", str(port), "-k", str(data),
                                "-c", "listen_addresses=127.0.0.1", "-c", "shared_buffers=64MB",
-                               "-c", "max_wal_size=256MB"],
+                               "-c", "max_wal_size=256MB", *extra],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     run.procs = [server]
     conn = ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
+    deadline = time.monotonic() + 30
+    while subprocess.run([str(PG_BIN / "pg_isready"), *conn], capture_output=True).returncode != 0:
+        if time.monotonic() > deadline or server.poll() is not None:
+            run.kill([server])
+            raise RuntimeError("postgres did not answer within 30 s")
+        time.sleep(0.2)
+    return server, conn
+
+
+def pg_oltp(run: MixRun, seconds: float) -> None:
+    """PostgreSQL (as the postgres user, its own data directory, 127.0.0.1 only) under pgbench."""
+    server, conn = start_postgres(run)
     try:
-        deadline = time.monotonic() + 30
-        while subprocess.run([str(PG_BIN / "pg_isready"), *conn], capture_output=True).returncode != 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError("postgres did not answer within 30 s")
-            time.sleep(0.2)
         subprocess.run([str(PG_BIN / "pgbench"), *conn, "-i", "-q", "-s", "8", "postgres"], capture_output=True,
                        check=True)         # the tables, before the clock starts
         p = seconds / 3
@@ -353,15 +375,71 @@ def sync_cache(run: MixRun, seconds: float) -> None:
         run.kill([daemon, *([mc] if mc else [])])
 
 
+def kv_grow(run: MixRun, seconds: float) -> None:
+    """redis-server's memory follows its keyspace: 300,000 keys of 2 KiB (~600 MiB), then none."""
+    run.start_redis()
+    cli = f"redis-cli -p {run.port}"
+    p = seconds / 3
+    run.phase(p, [run.bench("-t", "set", "-c", "4", "-d", "2048", "-r", "300000")])
+    run.phase(p, [f"{cli} FLUSHALL >/dev/null; exec " + " ".join(run.bench("-t", "get", "-c", "2", "-d", "64"))])
+    run.phase(p, [f"while :; do redis-benchmark -p {run.port} -q -t set -n 80000 -r 80000 -d 4096 -c 4 >/dev/null; "
+                  f"{cli} FLUSHALL >/dev/null; sleep 2; done"])
+
+
+def sort_xz(run: MixRun, seconds: float) -> None:
+    """sort's in-memory buffer, then gzip's few MiB, then xz -9's dictionary and match finder."""
+    lines = run.dir / "lines.txt"
+    subprocess.run(f"base64 -w 100 /dev/urandom | head -c 200M > {lines}", shell=True, check=True)
+    data = run.data_file(96)
+    p = seconds / 3
+    run.phase(p, [f"while :; do sort -S 600M --parallel=1 -T {run.dir} {lines} > /dev/null; sleep 1; done"])
+    run.phase(p, [f"while :; do gzip -1 -c {data} > /dev/null; done"])
+    run.phase(p, [f"while :; do xz -9 -T1 -c {data} > /dev/null; done"])
+
+
+def pg_sort(run: MixRun, seconds: float) -> None:
+    """PostgreSQL sorting and hashing in memory (work_mem 700 MB): a backend per query."""
+    server, conn = start_postgres(run, "work_mem=700MB", "hash_mem_multiplier=1")
+    psql = f"{PG_BIN / 'psql'} {' '.join(conn)} -q -X postgres"
+    try:
+        subprocess.run([str(PG_BIN / "pgbench"), *conn, "-i", "-q", "-s", "4", "postgres"], capture_output=True,
+                       check=True)
+        p = seconds / 3
+        sort = ("select count(*) from (select md5(g::text) h from generate_series(1, 2000000) g order by h) s")
+        group = ("select count(*) from (select md5((g % 1500000)::text) k, count(*) from "
+                 "generate_series(1, 3000000) g group by 1) s")
+        run.phase(p, [[str(PG_BIN / "pgbench"), *conn, "-S", "-c", "2", "-j", "1", "-T", str(int(p) + 5), "postgres"]])
+        run.phase(p, [f"while :; do {psql} -c \"{sort}\" >/dev/null; sleep 1; done"])
+        run.phase(p, [f"while :; do {psql} -c \"{group}\" >/dev/null; sleep 1; done"])
+    finally:
+        run.kill([server])
+
+
+def sqlite_index(run: MixRun, seconds: float) -> None:
+    """The sqlite3 shell with a 600 MiB page cache: build, then (a new process) query."""
+    db = run.dir / "rows.db"
+    cache = "PRAGMA cache_size=-600000; PRAGMA temp_store=MEMORY; PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+    build = (f"{cache} DROP TABLE IF EXISTS r; CREATE TABLE r(k INTEGER, v TEXT); "
+             "INSERT INTO r SELECT abs(random()) % 1000000, hex(randomblob(48)) FROM generate_series(1, 2500000); "
+             "CREATE INDEX r_v ON r(v);")
+    query = f"{cache} SELECT k % 1000, count(*), max(v) FROM r GROUP BY 1 ORDER BY 3 LIMIT 5; SELECT count(*) FROM r WHERE v > 'A';"
+    p = seconds / 3
+    run.phase(p, [f"while :; do sqlite3 {db} \"{build}\" >/dev/null; done"])
+    run.phase(p, ["sleep 3600"])
+    run.phase(p, [f"while :; do sqlite3 {db} \"{query}\" >/dev/null; sleep 1; done"])
+
+
 MIXES = {"kv_compress": kv_compress, "db_bulk": db_bulk, "burst_serve": burst_serve, "net_stream": net_stream,
          "web_compile": web_compile}
 # Kinds the fidelity bench does not run unless asked (--mixes): applications the planners were
 # never checked against while they were built, to see whether a plan generalizes.
 HELD_OUT = {"pg_oltp": pg_oltp, "files_git": files_git, "sysbench_files": sysbench_files, "sync_cache": sync_cache}
+# Memory held: run only when named, for the memory-held measurements.
+MEMORY = {"kv_grow": kv_grow, "sort_xz": sort_xz, "pg_sort": pg_sort, "sqlite_index": sqlite_index}
 
 
 def run_mix(name: str, seconds: float, workdir: Path = Path("/var/tmp")) -> None:
-    mixes = {**MIXES, **HELD_OUT}
+    mixes = {**MIXES, **HELD_OUT, **MEMORY}
     if name not in mixes:
         raise SystemExit(f"unknown mix {name!r}; known: {', '.join(mixes)}")
     run = MixRun(workdir)
@@ -379,9 +457,10 @@ def main() -> None:
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list or not args.name:
-        print("\n".join([*MIXES, *(f"{name} (held out)" for name in HELD_OUT)]))
+        print("\n".join([*MIXES, *(f"{name} (held out)" for name in HELD_OUT),
+                         *(f"{name} (memory)" for name in MEMORY)]))
         return
-    missing = missing_tools(held_out=args.name in HELD_OUT)
+    missing = missing_tools(held_out=args.name in HELD_OUT or args.name in MEMORY)
     if missing:
         raise SystemExit(f"missing Debian packages for the mixes: {' '.join(missing)} (apt-get install them)")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -36,7 +36,8 @@ from mimesys.trace import Trace
 from ..importers.base import ImportReport
 from ..mapping import HostProfile, MappingOptions, map_trace
 from .activity import added_activity
-from .own_scale import attribute_to_plan, idle_window_additions, own_scale, own_scale_scores, resource_mean
+from .own_scale import (attribute_to_plan, idle_window_additions, memory_added_by_plan, memory_range_score,
+                        own_scale, own_scale_scores, resource_mean)
 from .dtw import DEFAULT_BAND, compare
 from .report import EvaluationResults, burst_table, load_level, overlay_png
 
@@ -158,6 +159,9 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
                 entry["own_scale"] = {"mean": _finite(float(np.mean(fin)) if fin else math.nan),
                                       "per_core_cpu": _finite(cpu), "resource_mean": _finite(res),
                                       "per_metric": {k: _finite(v) for k, v in own.items()}}
+                memory = memory_range_score(target, ex, band=options.band)
+                if memory is not None:
+                    entry["own_scale"]["memory"] = {**memory, "added_by_plan": memory_added_by_plan(target, plan)}
                 entry["idle_windows_added"] = attribute_to_plan(idle_window_additions(target, ex), plan)
             except (MimesysError, OSError, ValueError) as e:
                 entry["error"] = f"{type(e).__name__}: {e}"

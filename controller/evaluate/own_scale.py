@@ -15,6 +15,12 @@ Two figures beside the device-scaled DTW (dtw.py), both on the *target's own* sc
 
 Summary figures: `resource_mean` = mean over per-core CPU, disk read/write bytes and loopback
 bytes (each a metric family the issue that introduced this scored: CPU, disk, loopback).
+
+Memory held (`memory_range_score`) is scored apart, on the target's *range*: each trace's used
+memory over its own least (a host's idle level of used memory drifts between two runs by more
+than many applications hold), DTW normalized by how far the target's rose above its least.
+`memory_added_by_plan` counts the windows where the plan held memory (Plan.mem_held_B) while
+its target held none above the idle level the planner saw.
 """
 
 from __future__ import annotations
@@ -64,6 +70,47 @@ def resource_mean(scores: dict[str, float]) -> tuple[float, float]:
     cpu = float(np.mean(cores)) if cores else math.nan
     parts = ([cpu] if cores else []) + [scores[k] for k in RESOURCE_METRICS if math.isfinite(scores.get(k, math.nan))]
     return cpu, float(np.mean(parts)) if parts else math.nan
+
+
+MEMORY_METRIC = "mem.used_B"
+MEMORY_NOISE_B = 32.0 * 2**20   # mimesys/planners/memory.py NOISE_FLOOR_B: the host's own drift
+
+
+def _over_least(x: np.ndarray) -> np.ndarray:
+    finite = x[np.isfinite(x)]
+    return x - (float(np.percentile(finite, 2)) if finite.size else 0.0)
+
+
+def memory_range_score(target, executed, *, band: int | None = DEFAULT_BAND) -> dict | None:
+    """{"dtw", "range_B", "added_windows"} for used memory, or None where either trace lacks it.
+    added_windows: the target within the noise of its least (±1 window) and the replay above
+    its own least by more than max(noise, 5 % of the target's range)."""
+    if MEMORY_METRIC not in target.names or MEMORY_METRIC not in executed.names:
+        return None
+    a = _over_least(target.column(MEMORY_METRIC).astype(np.float64))
+    b = _over_least(executed.column(MEMORY_METRIC).astype(np.float64))
+    if not np.isfinite(a).any() or not np.isfinite(b).any():
+        return None
+    finite = a[np.isfinite(a)]
+    span = max(float(np.percentile(finite, 98)), MEMORY_NOISE_B)
+    dtw = normalized_dtw(a, b, unit="", peak=span, band=band).distance
+    T = min(len(a), len(b))
+    quiet = np.array([np.all(~np.isfinite(a[max(0, t - 1):t + 2]) | (a[max(0, t - 1):t + 2] <= MEMORY_NOISE_B))
+                      for t in range(T)])
+    added = quiet & np.isfinite(b[:T]) & (b[:T] > max(MEMORY_NOISE_B, ADDED_SHARE * span))
+    return {"dtw": float(dtw), "range_B": span, "added_windows": int(added.sum())}
+
+
+def memory_added_by_plan(target, plan) -> int | None:
+    """Windows where `plan` holds memory and its target held none above the idle level the
+    planner used (the plan's provenance, planners/memory.py); None where either says nothing."""
+    info = (plan.provenance or {}).get("memory_held")
+    if plan.mem_held_B is None or not info or MEMORY_METRIC not in target.names:
+        return None
+    used = target.column(MEMORY_METRIC).astype(np.float64)
+    T = min(len(used), plan.T)
+    quiet = ~(used[:T] - float(info["idle_B"]) > float(info["noise_B"]))
+    return int((quiet & (np.asarray(plan.mem_held_B)[:T] > 0)).sum())
 
 
 def idle_window_additions(target, executed, *, slack: int = 1) -> dict[str, dict]:

@@ -35,6 +35,7 @@ def predicted_trace(fm, plan, *, first_order_only: bool = False, provenance: dic
     the previous composition); the ensemble's mean spread goes to the provenance."""
     check_plan(fm, plan)
     pred, std = fm.predict_plan(plan.compositions, first_order_only=first_order_only)
+    pred = fm.first.with_held(pred, plan.mem_held_B)
     metrics = [MetricSpec(n, u, source="forward-model") for n, u in zip(fm.metric_names, fm.first.units)]
     prov = {"predicted": True, "first_order_only": bool(first_order_only),
             "mean_std_scaled": {n: float(s) for n, s in zip(fm.metric_names, (std / fm.scales).mean(axis=0))}}

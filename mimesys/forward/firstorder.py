@@ -180,6 +180,16 @@ class FirstOrder:
         """Index of the memory-held gauge (mem.used_B), if the model has it."""
         return self.metric_names.index("mem.used_B") if "mem.used_B" in self.metric_names else None
 
+    def with_held(self, x: np.ndarray, held_B: np.ndarray | None) -> np.ndarray:
+        """Predictions x [T, N] of a plan's windows with the memory it holds in each (Plan.mem_held_B)
+        added to used memory: the runner's held pages are anonymous memory, used one for one."""
+        n = self.memory_metric()
+        if held_B is None or n is None:
+            return x
+        x = np.array(x, np.float64)
+        x[:, n] += np.asarray(held_B, np.float64)[:len(x)]   # not capped at the profile's most: it held none
+        return x
+
     def unobserved(self) -> np.ndarray:
         """[M] bool: stressors whose resource no metric of this model observes (the memory
         hierarchy on a host without a PMU): their contention cannot be checked against a target."""

@@ -176,10 +176,12 @@ def load_planner(spec: str | Path, **options):
 
 def guarded(gen):
     """Every planner keeps the no-invented-activity rule (mimesys/activity.py), with the host's
-    idle profile when it has a forward model."""
+    idle profile when it has a forward model, and every plan holds the memory its target held
+    (memory.py)."""
     from ..activity import GuardedPlanner
+    from .memory import plan_memory
     fm = getattr(gen, "model", None) or getattr(gen, "forward", None)
-    return GuardedPlanner(gen, getattr(fm, "first", None))
+    return GuardedPlanner(gen, getattr(fm, "first", None), finish=plan_memory)
 
 
 # -- the agent's planners (NumPy and ONNX Runtime) ---------------------------------------

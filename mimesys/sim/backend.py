@@ -103,18 +103,19 @@ class SimBackend(Backend):
         rng = np.random.default_rng([self.config.seed, int(run_seed) & 0xFFFFFFFF, self._runs])
         self._runs += 1
         comps = np.asarray(plan.compositions, dtype=np.float64)
+        held = np.zeros(plan.T) if plan.mem_held_B is None else np.asarray(plan.mem_held_B, np.float64)
         window_s = float(plan.window_s)
         pace_ns = int(window_s / self.config.speedup * 1e9) if self.config.speedup > 0 else 0
         state = idle_decay(self._state, 1.0)
         self._running = True
         try:
             for _ in range(options.warmup_windows):
-                _, state = self.model.step(comps[0], state, rng, window_s)
+                _, state = self.model.step(comps[0], state, rng, window_s, held[0])
             deadline = time.monotonic_ns()
             for rep in range(options.repetitions):
                 for t in range(plan.T):
                     start_ns = time.monotonic_ns()
-                    values, state = self.model.step(comps[t], state, rng, window_s)
+                    values, state = self.model.step(comps[t], state, rng, window_s, held[t])
                     self._state = state
                     if pace_ns:
                         deadline += pace_ns

@@ -153,8 +153,9 @@ class SimModel:
 
     # ------------------------------------------------------------------------------------
     def step(self, a: np.ndarray, state: SimState, rng: np.random.Generator,
-             window_s: float = 1.0) -> tuple[np.ndarray, SimState]:
-        """One window. a: float [M, K] fractions (K <= n_cpus; threads map to cores 0..K-1).
+             window_s: float = 1.0, held_B: float = 0.0) -> tuple[np.ndarray, SimState]:
+        """One window. a: float [M, K] fractions (K <= n_cpus; threads map to cores 0..K-1);
+        held_B: the memory the plan holds resident in it (Plan.mem_held_B).
 
         Returns (values float32 [N] in schema() order, the state for the next window)."""
         p, c = self.params, self.coef
@@ -226,7 +227,8 @@ class SimModel:
         cores = np.clip(cores, 0.0, 1.0)
 
         # Memory footprint and page cache.
-        used = p.base_used_B + (c["resident_B"] * threads_on).sum() + (c["shared_resident_B"] * active).sum()
+        used = p.base_used_B + (c["resident_B"] * threads_on).sum() + (c["shared_resident_B"] * active).sum() \
+            + float(held_B)
         extra_cache = max(state.extra_cache_B * 0.9, float((c["page_cache_B"] * active).sum()))
         extra_cache += pending
 

@@ -1,0 +1,82 @@
+"""Memory held: the resident footprint a plan keeps in each window, planned from its target.
+
+A colocated service feels the memory an application holds before anything else (page cache
+evicted, reclaim, pressure stalls), so a plan carries it beside its compositions
+(`Plan.mem_held_B`, held by the runner: runner.c, "Memory held"). Every planner's plan gets it
+the same way, behind the registry's guard (registry.guarded): it is a level to follow, not a
+composition to search for.
+
+    excess_t = target's mem.used_B in window t − the host's idle level
+    held_t   = excess_t − the plan's stressor buffers   where excess_t is above the idle noise
+               0                                        elsewhere (no memory the target did not hold)
+
+capped at the memory an agent of the plan's host gives its runner by default (half of its
+installed memory, agentd/runner.default_memory_budget) less those buffers. The idle level and
+its noise are the forward model's (its solo profile measured them on this host); a planner
+without one takes the target's own least used memory as its idle level (the windows where the
+application held least), and says so in the plan's provenance. An imported trace from a
+bigger host has had its used memory scaled by installed memory (controller/mapping.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+METRIC = "mem.used_B"
+# Below this a window's used memory counts as the host's idle level whatever the profile says:
+# the host's own background (page tables, slab, the agent) moves by tens of MiB.
+NOISE_FLOOR_B = 32.0 * 2**20
+
+
+def stressor_footprint(plan, first) -> float:
+    """Bytes the plan's stressors hold for the whole run (buffers allocated at setup)."""
+    if first is None or first.footprint is None or list(first.catalog_names) != list(plan.catalog_names):
+        return 0.0
+    used = (np.asarray(plan.compositions) > 0).any(axis=(0, 2))
+    return float(np.asarray(first.footprint, np.float64)[used].sum())
+
+
+def idle_level(values: np.ndarray, first) -> tuple[float, float, str]:
+    """(idle used memory, its noise, where it came from) for a target's used memory `values`."""
+    if first is not None and METRIC in first.metric_names:
+        n = first.metric_names.index(METRIC)
+        noise = float(first.noise[n]) if first.noise is not None and np.isfinite(first.noise[n]) else 0.0
+        return float(first.idle[n]), max(noise, NOISE_FLOOR_B), "the forward model's idle profile"
+    finite = values[np.isfinite(values)]
+    return float(np.percentile(finite, 2)) if finite.size else 0.0, NOISE_FLOOR_B, "the target's least"
+
+
+def budget_of(fingerprint: dict) -> float:
+    """What an agent on a host with this fingerprint lets its runner hold by default (half its
+    memory); inf where the fingerprint does not say."""
+    total = (fingerprint.get("memory") or {}).get("total_B") if isinstance(fingerprint, dict) else None
+    return float(total) / 2 if isinstance(total, (int, float)) and total > 0 else float("inf")
+
+
+def held_for(values: np.ndarray, idle: float, noise: float, footprint: float, budget: float) -> np.ndarray:
+    """float64 [T] bytes to hold for a target's used memory `values` [T] (NaN: not measured)."""
+    excess = np.nan_to_num(np.asarray(values, np.float64) - idle, nan=0.0)
+    held = np.where(excess > noise, excess - footprint, 0.0)
+    return np.clip(held, 0.0, max(0.0, budget - footprint))
+
+
+def plan_memory(plan, trace, *, first=None):
+    """`plan` with mem_held_B set from `trace`'s used memory (unchanged when the trace has none)."""
+    if METRIC not in trace.names:
+        return plan
+    T = min(plan.T, trace.T)
+    values = np.full(plan.T, np.nan)
+    values[:T] = trace.column(METRIC).astype(np.float64)[:T]
+    if not np.isfinite(values).any():
+        return plan
+    idle, noise, source = idle_level(values, first)
+    footprint = stressor_footprint(plan, first)
+    budget = budget_of(plan.host_fingerprint)
+    held = held_for(values, idle, noise, footprint, budget)
+    prov = {**plan.provenance, "memory_held": {
+        "idle_B": idle, "noise_B": noise, "idle_from": source, "stressor_buffers_B": footprint,
+        "budget_B": None if not np.isfinite(budget) else budget, "windows_held": int((held > 0).sum()),
+        "max_B": float(held.max())}}
+    return replace(plan, mem_held_B=held, provenance=prov)
