@@ -437,6 +437,8 @@ def main() -> None:
     try:
         if agent is not None:
             sh([*AGENT, "calibrate", "--config", agent.config_file])
+            # kept beside the results: bench/colocation_real.py replays these plans with it
+            (out / "calibration.json").write_bytes((agent.tmp / "state" / "calibration.json").read_bytes())
         tdir = out / "targets"
         tdir.mkdir(exist_ok=True)
         for mix in mixes:

@@ -144,12 +144,16 @@ def test_every_guarded_planner_holds_what_its_target_held_over_idle(catalog):
                             catalog_names=list(catalog.names), response=np.zeros((len(catalog), 1)))
     gen = guarded(_Idle(catalog))
     gen.first = first
-    target = [idle + 5 * MiB, idle + 400 * MiB, idle + 800 * MiB, idle - 20 * MiB, idle + 100 * MiB]
+    target = [idle + 5 * MiB, idle + 400 * MiB, idle + 800 * MiB, idle, idle + 100 * MiB]
     plan = gen.generate(_trace(target))
     held = plan.mem_held_B / MiB
-    # 5 MiB over idle is the host's noise (floor 32 MiB): nothing held there, nor under idle
+    # 5 MiB over idle is the host's noise (floor 32 MiB): nothing held there
     assert np.allclose(held, [0, 400, 800, 0, 100], atol=0.01), held
     assert plan.provenance["memory_held"]["idle_from"] == "the forward model's idle profile"
+    # a host idling 300 MiB lower than when it was profiled: the target's least is its idle level
+    lower = [x - 300 * MiB for x in target[:3]] + [idle - 300 * MiB] * 20
+    held = gen.generate(_trace(lower)).mem_held_B / MiB
+    assert np.allclose(held[:3], [0, 400, 800], atol=0.5) and not held[3:].any(), held
     # the plan's stressor buffers count against what it holds
     first.footprint = np.where(np.arange(len(catalog)) == 0, 64 * MiB, 0.0)
     inner = _Idle(catalog)

@@ -12,9 +12,9 @@ composition to search for.
 
 capped at the memory an agent of the plan's host gives its runner by default (half of its
 installed memory, agentd/runner.default_memory_budget) less those buffers. The idle level and
-its noise are the forward model's (its solo profile measured them on this host); a planner
-without one takes the target's own least used memory as its idle level (the windows where the
-application held least), and says so in the plan's provenance. An imported trace from a
+its noise are the forward model's (its solo profile measured them on this host), or the
+target's own least used memory where that is lower (the host idles lower than when it was
+profiled) or there is no forward model; the plan's provenance says which. An imported trace from a
 bigger host has had its used memory scaled by installed memory (controller/mapping.py).
 """
 
@@ -39,13 +39,18 @@ def stressor_footprint(plan, first) -> float:
 
 
 def idle_level(values: np.ndarray, first) -> tuple[float, float, str]:
-    """(idle used memory, its noise, where it came from) for a target's used memory `values`."""
+    """(idle used memory, its noise, where it came from) for a target's used memory `values`.
+    A target that used less than the profile's idle level shows the host idling lower than when
+    it was profiled (other software came and went): its least is the idle level then."""
+    finite = values[np.isfinite(values)]
+    least = float(np.percentile(finite, 2)) if finite.size else 0.0
     if first is not None and METRIC in first.metric_names:
         n = first.metric_names.index(METRIC)
         noise = float(first.noise[n]) if first.noise is not None and np.isfinite(first.noise[n]) else 0.0
+        if least < float(first.idle[n]):
+            return least, max(noise, NOISE_FLOOR_B), "the target's least (under the forward model's idle level)"
         return float(first.idle[n]), max(noise, NOISE_FLOOR_B), "the forward model's idle profile"
-    finite = values[np.isfinite(values)]
-    return float(np.percentile(finite, 2)) if finite.size else 0.0, NOISE_FLOOR_B, "the target's least"
+    return least, NOISE_FLOOR_B, "the target's least"
 
 
 def budget_of(fingerprint: dict) -> float:
