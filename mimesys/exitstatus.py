@@ -2,8 +2,8 @@
 exit statuses, and the click group that applies it, so a script can tell "bad arguments" from
 "some runs failed" from "the benchmark I wrapped crashed" without parsing text.
 
-The table is the single source: the man pages and the README are generated from / checked
-against TABLE, and tests/test_exit_status.py covers every row.
+The table is the single source: the man pages are generated from it (docs/guide.md, "Scripting",
+explains it for people), and tests/test_exit_status.py covers every row.
 """
 
 from __future__ import annotations

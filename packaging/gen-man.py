@@ -62,7 +62,7 @@ may open but not replace.
 .BR mimesys (1),
 .BR systemctl (1),
 .IR /usr/share/doc/mimesys-agent/ ,
-and the project's README.md.
+and the project's README.md and docs/guide.md.
 """
 
 CONTROLLER_DESCRIPTION = r"""
@@ -83,7 +83,7 @@ every command takes
 CONTROLLER_TAIL = r"""
 .SH SEE ALSO
 .BR mimesys\-agent (1),
-and the project's README.md.
+and the project's README.md and docs/guide.md.
 """
 
 
