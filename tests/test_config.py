@@ -1,5 +1,6 @@
 """The agent's configuration: typed, validated at load, errors that name file and key."""
 
+import json
 import os
 import subprocess
 import sys
@@ -126,3 +127,30 @@ def test_check_config_prints_resolved_config_or_the_error(tmp_path):
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode != 0
     assert "api.port: expected an integer" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_check_config_probe_finds_the_runner_of_the_host_backend(tmp_path):
+    """--probe builds the backend as `serve` would and, for the host backend, finds mimesys-runner
+    (which the backend looks up only when a run starts): the demo's preflight reads this verdict."""
+    tok = write(tmp_path / "token", "0123456789abcdef0123\n")
+    tok.chmod(0o600)
+    cfg = write(tmp_path / "agent.toml", f'[agent]\nbackend = "host"\nstate_dir = "{tmp_path}"\n'
+                                         f'[api]\ntoken_file = "{tok}"\n')
+    fake = write(tmp_path / "mimesys-runner", "#!/bin/sh\n")
+
+    def probe(runner: Path, backend: str = "host") -> dict:
+        env = {k: v for k, v in os.environ.items() if k != "MIMESYS_CONFIG"}
+        out = subprocess.run([sys.executable, "-m", "agentd.cli", "check-config", "--config", str(cfg), "--probe",
+                              "--backend", backend, "--json"], capture_output=True, text=True, timeout=60,
+                             env={**env, "MIMESYS_RUNNER": str(runner)})
+        return json.loads(out.stdout)
+
+    fake.chmod(0o755)
+    doc = probe(fake)
+    assert doc["ok"] is True and doc["probed"] is True and doc["runner"] == str(fake)
+    fake.chmod(0o644)
+    doc = probe(fake)
+    assert doc["ok"] is False and doc["runner"] is None
+    assert any(p.startswith("mimesys-runner:") and "not an executable file" in p for p in doc["problems"])
+    doc = probe(fake, backend="sim")           # the simulated host runs no runner
+    assert doc["ok"] is True and doc["runner"] is None

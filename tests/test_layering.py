@@ -18,11 +18,7 @@ from importscan import absolute_imports
 ROOT = Path(__file__).resolve().parent.parent
 
 # (importing file, daemon module) -> why the controller may reach into the daemon there.
-EXCEPTIONS = {
-    ("controller/commands/demo.py", "agentd.runner"):
-        "the demo runs both sides on this host (it starts `mimesys-agent serve`); its preflight asks "
-        "the agent's own runner lookup (find_runner) whether mimesys-runner is built, before anything runs",
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _imports(package: str):

@@ -1,9 +1,13 @@
 """`mimesys demo`: the whole mimesys path on this host, in one command, from a clone.
 
 It orchestrates the other commands (as subprocesses, so each shows its own progress and a
-failure is that command's own message) and re-implements none of them:
+failure is that command's own message) and re-implements none of them. The path is STEPS, a
+list of small steps, each a name, what it does, and a function that runs it and says what it
+produced:
 
-  1. preflight     every part the path needs exists (commands, runner binary, the trace)
+  1. preflight     every part the path needs exists (commands, runner binary, the trace); the
+                   agent's side is asked through its own CLI (`mimesys-agent check-config
+                   --probe`), as the controller never imports the daemon
   2. agent         `mimesys-agent serve` on 127.0.0.1 with the real host backend, a fresh
                    token and a temporary state directory
   3. calibrate     `mimesys-agent calibrate` into the agent's state: each stressor's solo rates
@@ -16,7 +20,8 @@ failure is that command's own message) and re-implements none of them:
                    traces planned by the inverse planner, beside the measured samples
   8. train         `mimesys train` (a small model, CPU) on the measured and taught samples
   9. export        `mimesys export -o --forward`: the model, steered and finished by the forward model
- 10. import        `mimesys import` of a real trace from ../shared/traces onto this host
+ 10. import        `mimesys import` of a real trace (--trace; by default one from --traces-dir,
+                   $MIMESYS_SHARED_TRACES or ../shared/traces beside the checkout) onto this host
  11. record        a real local application (gzip, sqlite, sort) run while
                    `mimesys-agent record` samples the host
  12. evaluate      `mimesys evaluate`: generate plans for both traces with every planner the
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import importlib
 import json
 import os
@@ -50,6 +56,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,13 +65,15 @@ import click
 from mimesys.cliopts import json_option, output_option, stderr_fd
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "stats-num_vms_1_7.txt"
+# The tests read the same directory through the same variable (tests/conftest.py).
+TRACES_DIR_ENV = "MIMESYS_SHARED_TRACES"
+DEFAULT_TRACES_DIR = REPO.parent / "shared" / "traces"
+DEFAULT_TRACE_NAME = "stats-num_vms_1_7.txt"
 DEFAULT_TRACE_FORMAT = "tacc_stats"
 
-# What the demo runs, by what a person would call it -> the module that implements it.
+# The controller's and the core's parts the demo runs, by what a person would call them -> the
+# module that implements them (loaded here: they are this process's own packages).
 REQUIRED_PARTS = {
-    "agent": "agentd.commands.serve:serve",
-    "record": "agentd.commands.record:record",
     "collect": "controller.commands.collect:collect",
     "dataset": "controller.commands.dataset:dataset",
     "train": "controller.commands.train:train",
@@ -78,6 +87,9 @@ REQUIRED_PARTS = {
     "steer": "mimesys.planners.steer:ForwardSteer",
     "planners": "mimesys.planners.registry:specs_for",
 }
+# The agent's commands the demo keeps running beside its own (the others it runs once, and a
+# failure there is their own message); asked through the agent's CLI, never imported here.
+AGENT_COMMANDS = ("serve", "record")
 AGENT_CLI = "agentd.cli"
 CONTROLLER_CLI = "controller.cli"
 
@@ -97,6 +109,20 @@ def missing_parts(parts: dict[str, str] = REQUIRED_PARTS) -> list[str]:
             missing.append(f"{name} ({target}): {e}")
         except AttributeError:
             missing.append(f"{name} ({target}): module has no {attr!r}")
+    return missing
+
+
+def missing_agent_commands(commands: Sequence[str] = AGENT_COMMANDS) -> list[str]:
+    """Every agent command that does not load, as 'mimesys-agent NAME: why' (`--help` of each,
+    run side by side: it loads the command's module and nothing else)."""
+    procs = {c: subprocess.Popen([sys.executable, "-m", AGENT_CLI, c, "--help"], cwd=REPO, text=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for c in commands}
+    missing = []
+    for command, proc in procs.items():
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            why = (err.strip().splitlines() or [f"exited with status {proc.returncode}"])[-1]
+            missing.append(f"mimesys-agent {command}: {why}")
     return missing
 
 
@@ -129,6 +155,39 @@ class DemoSettings:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class DemoPaths:
+    """Where the steps write, all under --out (the JSON summary lists those that exist)."""
+
+    campaign: Path
+    dataset: Path
+    taught: Path
+    model: Path
+    onnx: Path
+    forward: Path
+    imported_trace: Path
+    import_report: Path
+    recorded_trace: Path
+    app_log: Path
+    evaluation: Path
+    results_json: Path
+    results_csv: Path
+    agent_log: Path
+
+    @classmethod
+    def under(cls, out: Path) -> "DemoPaths":
+        traces, evaluation = out / "traces", out / "evaluation"
+        return cls(campaign=out / "campaign", dataset=out / "dataset.h5", taught=out / "dataset-taught.h5",
+                   model=out / "model", onnx=out / "model-onnx", forward=out / "forward",
+                   imported_trace=traces / "imported.h5", import_report=traces / "import-report.json",
+                   recorded_trace=traces / "app-recorded.h5", app_log=traces / "app.log", evaluation=evaluation,
+                   results_json=evaluation / "results.json", results_csv=evaluation / "results.csv",
+                   agent_log=out / "agent" / "agent.log")
+
+    def existing(self) -> dict[str, str]:
+        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self) if getattr(self, f.name).exists()}
+
+
 @dataclass
 class StepRecord:
     number: int
@@ -142,12 +201,21 @@ class StepRecord:
 class Demo:
     out: Path
     settings: DemoSettings
+    trace_file: Path = DEFAULT_TRACES_DIR / DEFAULT_TRACE_NAME
+    trace_format: str = DEFAULT_TRACE_FORMAT
     steps: list[StepRecord] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
-    total_steps: int = 12
     resume: bool = False
     json_stdout: bool = False     # --json: stdout is the summary's; the steps' commands write to stderr
     prepared: bool = False        # --out is this demo's (a failed preflight leaves an older demo's there)
+    agent: LocalAgent = field(init=False)
+
+    def __post_init__(self):
+        self.agent = LocalAgent(self.out / "agent")
+
+    @property
+    def paths(self) -> DemoPaths:
+        return DemoPaths.under(self.out)
 
     @property
     def child_stdout(self):
@@ -155,11 +223,11 @@ class Demo:
         return stderr_fd() if self.json_stdout else None
 
     @contextlib.contextmanager
-    def step(self, name: str, what: str):
+    def step(self, name: str, what: str, total: int):
         rec = StepRecord(len(self.steps) + 1, name)
         self.steps.append(rec)
         elapsed = time.monotonic() - self.started
-        click.secho(f"\n[{rec.number}/{self.total_steps}] {name}: {what}   (t+{elapsed:.0f}s)", bold=True)
+        click.secho(f"\n[{rec.number}/{total}] {name}: {what}   (t+{elapsed:.0f}s)", bold=True)
         t0 = time.monotonic()
         try:
             yield rec
@@ -214,7 +282,12 @@ class LocalAgent:
     def config_file(self) -> Path:
         return self.tmp / "agent.toml"
 
-    def start(self, timeout_s: float = 60.0) -> None:
+    @property
+    def fleet_file(self) -> Path:
+        return self.tmp / "fleet.toml"
+
+    def write_config(self) -> None:
+        """The throwaway agent's token, configuration and directories, in a new temporary directory."""
         self.tmp = Path(tempfile.mkdtemp(prefix="mimesys-demo-agent-"))
         self.port = free_port()
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -234,6 +307,24 @@ class LocalAgent:
             f'token_file = "{self.token_file}"\n')
         for d in ("state", "scratch", "model"):
             (self.tmp / d).mkdir()
+
+    def probe(self) -> tuple[list[str], str | None]:
+        """Whether `serve` would start with this configuration and find mimesys-runner, asked of
+        the agent's own `check-config --probe`: (the problems it names, the runner it found)."""
+        if self.tmp is None:
+            self.write_config()
+        proc = subprocess.run([sys.executable, "-m", AGENT_CLI, "check-config", "--config", str(self.config_file),
+                               "--probe", "--json"], cwd=REPO, capture_output=True, text=True)
+        try:
+            verdict = json.loads(proc.stdout)
+        except ValueError:
+            why = (proc.stderr.strip().splitlines() or [""])[-1]
+            return [f"mimesys-agent check-config exited with status {proc.returncode}: {why}"], None
+        return list(verdict["problems"]), verdict.get("runner")
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        if self.tmp is None or not self.config_file.is_file():   # stop() removed an earlier one
+            self.write_config()
         self.out.mkdir(parents=True, exist_ok=True)
         self.log = open(self.out / "agent.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", AGENT_CLI, "serve", "--config", str(self.config_file),
@@ -260,9 +351,9 @@ class LocalAgent:
     def write_fleet(self) -> Path:
         """A fleet file naming this agent, beside its token in the agent's temporary directory (a
         fleet file's token_file must lie in the fleet file's own directory)."""
-        path = self.tmp / "fleet.toml"
-        path.write_text(f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "{self.NAME}"\n')
-        return path
+        self.fleet_file.write_text(
+            f'[[agent]]\nurl = "{self.url}"\ntoken_file = "{self.token_file}"\nname = "{self.NAME}"\n')
+        return self.fleet_file
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -319,14 +410,161 @@ def app_phase_seconds(total: int) -> int:
     return max(2, (total - 6 - 4) // 4)
 
 
+# -- the steps ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the path: its name, what it does (str.format'ed with the demo's settings `s`
+    and `trace_file`), and `run`, which does it and returns what it produced (shown after it)."""
+
+    name: str
+    what: str
+    run: Callable[[Demo], str]
+
+    def describe(self, d: Demo) -> str:
+        return self.what.format(s=d.settings, trace_file=d.trace_file)
+
+
+def preflight(d: Demo) -> str:
+    problems = missing_parts() + missing_agent_commands()
+    agent_problems, runner = d.agent.probe()
+    problems += [f"the agent (mimesys-agent check-config --probe): {p}" for p in agent_problems]
+    if not d.trace_file.is_file():
+        problems.append(f"trace to import: {d.trace_file} does not exist (pass --trace or --traces-dir)")
+    if problems:
+        raise DemoFailed("the demo cannot run; missing:\n  - " + "\n  - ".join(problems))
+    _prepare_out(d.out, d.resume)
+    d.prepared = True
+    return f"runner {runner}"
+
+
+def start_agent(d: Demo) -> str:
+    d.agent.start()
+    d.run(AGENT_CLI, ["info", "--config", d.agent.config_file], step="agent")
+    return f"{d.agent.url}, log {d.agent.out / 'agent.log'}"
+
+
+def calibrate(d: Demo) -> str:
+    # Without it the agent refuses the paced variants (their rate is a share of the base's
+    # calibrated rate) and the campaign could not profile them. One reach pair, not the
+    # default three: the demo shows the reach, an operator measures it (107 s instead of 189 s).
+    d.run(AGENT_CLI, ["calibrate", "--config", d.agent.config_file, "--reach-repeats", "1"], step="calibrate")
+    return f"{d.agent.tmp / 'state' / 'calibration.json'} (removed with the agent)"
+
+
+def collect(d: Demo) -> str:
+    campaign = d.paths.campaign
+    fleet = d.agent.write_fleet()
+    write_campaign_config(campaign, d.settings)
+    d.run(CONTROLLER_CLI, ["collect", campaign, "--rounds", d.settings.rounds, "--fleet", fleet], step="collect")
+    return f"coverage reports in {campaign / 'reports'}"
+
+
+def build_dataset(d: Demo) -> str:
+    d.run(CONTROLLER_CLI, ["dataset", "build", d.paths.campaign, "-o", d.paths.dataset], step="dataset")
+    return ""
+
+
+def fit_forward(d: Demo) -> str:
+    p = d.paths
+    d.run(CONTROLLER_CLI, ["forward", "fit", p.dataset, "-o", p.forward, "--overwrite"], step="forward")
+    d.run(CONTROLLER_CLI, ["forward", "score", p.forward, p.dataset], step="forward")
+    return f"{p.forward}"
+
+
+def teach(d: Demo) -> str:
+    p = d.paths
+    d.run(CONTROLLER_CLI, ["dataset", "teach", p.dataset, "--forward", p.forward,
+                           "--synthetic", d.settings.teach_synthetic, "-o", p.taught], step="teach")
+    return f"{p.taught}"
+
+
+def train(d: Demo) -> str:
+    s, p = d.settings, d.paths
+    d.run(CONTROLLER_CLI, ["train", p.taught, "-o", p.model, "--steps", s.train_steps,
+                           "--batch-size", s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks,
+                           "--device", "cpu", "--seed", s.seed, "--taught-share", s.taught_share, "--overwrite"],
+          step="train")
+    return f"{p.model}"
+
+
+def export(d: Demo) -> str:
+    p = d.paths
+    d.run(CONTROLLER_CLI, ["export", p.model, "-o", p.onnx, "--forward", p.forward, "--overwrite"], step="export")
+    return f"{p.onnx}"
+
+
+def import_trace(d: Demo) -> str:
+    p, windows = d.paths, d.settings.import_windows
+    d.run(CONTROLLER_CLI, ["import", d.trace_file, "--format", d.trace_format, "-o", p.imported_trace,
+                           "--fleet", d.agent.fleet_file, "--agent", d.agent.NAME,
+                           "--report-json", p.import_report], step="import")
+    _truncate_trace(p.imported_trace, windows)
+    return f"{p.imported_trace} (first {windows} windows kept)"
+
+
+def record(d: Demo) -> str:
+    p = d.paths
+    _record_app(d, p.recorded_trace, p.app_log)
+    return f"{p.recorded_trace}, app output {p.app_log}"
+
+
+def evaluate(d: Demo) -> str:
+    from mimesys.planners.registry import specs_for
+
+    p, agent = d.paths, d.agent
+    planners = specs_for({"model": p.onnx, "forward": p.forward, "dataset": p.dataset})   # every method these make
+    methods = [a for name, spec in planners.items() for a in ("--method", f"{name}={spec}")]
+    d.run(CONTROLLER_CLI, ["evaluate", "--fleet", agent.fleet_file, "--agent", agent.NAME,
+                           "--trace", p.imported_trace, "--trace", p.recorded_trace, *methods,
+                           "--seed", d.settings.seed, "-o", p.evaluation], step="evaluate")
+    return f"{p.evaluation}"
+
+
+def summary(d: Demo) -> str:
+    _print_results(d.paths.evaluation)
+    pngs = sorted(str(p.relative_to(d.out)) for p in d.out.rglob("*.png"))
+    click.echo(f"\nPNGs under {d.out}:\n  " + "\n  ".join(pngs) if pngs else "\n(no PNGs were written)")
+    return ""
+
+
+STEPS: tuple[Step, ...] = (
+    Step("preflight", "every part of the path is present", preflight),
+    Step("agent", "mimesys-agent serve on 127.0.0.1 (host backend, temporary token and state)", start_agent),
+    Step("calibrate", "each stressor alone and the host's own peaks, into the agent's state", calibrate),
+    Step("collect", "a short novelty-guided campaign on this host", collect),
+    Step("dataset", "training samples from the campaign", build_dataset),
+    Step("forward", "the forward model: first order from the campaign's solo profile, learned correction",
+         fit_forward),
+    Step("teach", "target-like traces planned by the inverse planner, as training samples", teach),
+    Step("train", "a small conditional diffusion model on CPU, measured and taught samples", train),
+    Step("export", "ONNX graphs + manifest for agent-side generation, steered by the forward model", export),
+    Step("import", "{trace_file.name} mapped onto this host", import_trace),
+    Step("record", "a real application (gzip, sqlite, sort) recorded for {s.app_seconds} s", record),
+    Step("evaluate", "generate with every method, replay on the agent, DTW", evaluate),
+    Step("summary", "DTW per metric (each on the target's own peak, in [0,1], lower is closer)", summary),
+)
+
+
+def run_steps(d: Demo, steps: Sequence[Step] = STEPS) -> None:
+    """Each step in order, timed and recorded in d.steps; the first failure stops the demo."""
+    for step in steps:
+        with d.step(step.name, step.describe(d), total=len(steps)) as rec:
+            rec.detail = step.run(d)
+
+
 # -- the command ----------------------------------------------------------------------------
 
 @click.command("demo")
 @output_option("out", "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-out"),
                show_default=True, help="Where everything is written.")
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_TRACE,
+@click.option("--traces-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_TRACES_DIR,
+              envvar=TRACES_DIR_ENV, show_envvar=True,
               # shown relative: the absolute path is the checkout's, and the man page must not depend on it
-              show_default="../shared/traces/stats-num_vms_1_7.txt beside the checkout",
+              show_default="../shared/traces beside the checkout",
+              help="Where the real foreign traces are (the default --trace is read from there).")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              show_default=f"{DEFAULT_TRACE_NAME} in --traces-dir",
               help="A real foreign trace to import onto this host.")
 @click.option("--trace-format", default=DEFAULT_TRACE_FORMAT, show_default=True, help="Its importer.")
 @click.option("--rounds", type=click.IntRange(0), default=DemoSettings.rounds, show_default=True,
@@ -345,29 +583,29 @@ def app_phase_seconds(total: int) -> int:
 @json_option(help="Print only one JSON object on stdout, at the end: the output directory, each step's status "
                   "and seconds, the paths written and the mean DTW per trace and method (also when a step "
                   "fails); the steps, the commands' output and the tables go to stderr.")
-def demo(out, trace_file, trace_format, rounds, round_size, repetitions, spread_threshold, train_steps, app_seconds,
-         import_windows, seed, resume, as_json):
+def demo(out, traces_dir, trace_file, trace_format, rounds, round_size, repetitions, spread_threshold, train_steps,
+         app_seconds, import_windows, seed, resume, as_json):
     """Run the whole path on this host: agent, campaign, training, export, a real trace
     imported and a real application recorded, both replayed, DTW against the baselines."""
     settings = DemoSettings(rounds=rounds, round_size=round_size, repetitions=repetitions,
                             spread_threshold=spread_threshold, train_steps=train_steps,
                             app_seconds=app_seconds, import_windows=import_windows, seed=seed)
     out = out.resolve()
-    d = Demo(out, settings, resume=resume, json_stdout=as_json)
-    agent = LocalAgent(out / "agent")
+    d = Demo(out, settings, trace_file=trace_file or traces_dir / DEFAULT_TRACE_NAME, trace_format=trace_format,
+             resume=resume, json_stdout=as_json)
     stdout = sys.stdout
     ok, error = False, None
     # --json: what a person reads goes to stderr, click.echo's included; stdout is the summary's
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
         click.secho(f"mimesys demo -> {out}", bold=True)
         try:
-            _run(d, agent, trace_file, trace_format)
+            run_steps(d)
             ok = True
         except BaseException as e:
             error = e.format_message() if isinstance(e, click.ClickException) else repr(e)
             raise
         finally:
-            agent.stop()
+            d.agent.stop()
             _print_steps(d)
             if as_json:
                 click.echo(json.dumps(demo_summary(d, ok=ok, error=error), default=str), file=stdout)
@@ -376,131 +614,27 @@ def demo(out, trace_file, trace_format, rounds, round_size, repetitions, spread_
 def demo_summary(d: Demo, *, ok: bool, error: str | None = None) -> dict:
     """The --json document: what the demo did and wrote, as far as it got (nothing of an older
     demo's output that a failed preflight left in place)."""
-    out = d.out
-    paths = {"campaign": out / "campaign", "dataset": out / "dataset.h5", "model": out / "model",
-             "onnx": out / "model-onnx", "forward": out / "forward", "imported_trace": out / "traces" / "imported.h5",
-             "import_report": out / "traces" / "import-report.json", "recorded_trace": out / "traces" / "app-recorded.h5",
-             "app_log": out / "traces" / "app.log", "evaluation": out / "evaluation",
-             "results_json": out / "evaluation" / "results.json", "results_csv": out / "evaluation" / "results.csv",
-             "agent_log": out / "agent" / "agent.log"}
+    p = d.paths
     failed = next((r for r in d.steps if r.status == "FAILED"), None)
-    results = out / "evaluation" / "results.csv"
     simulated = None
-    meta = out / "evaluation" / "results.json"
-    if d.prepared and meta.is_file():
+    if d.prepared and p.results_json.is_file():
         with contextlib.suppress(ValueError, OSError):
-            simulated = json.loads(meta.read_text()).get("meta", {}).get("simulated")
-    return {"ok": ok, "out": str(out), "seconds": round(time.monotonic() - d.started, 1),
+            simulated = json.loads(p.results_json.read_text()).get("meta", {}).get("simulated")
+    return {"ok": ok, "out": str(d.out), "seconds": round(time.monotonic() - d.started, 1),
             "failed_step": failed.name if failed else None,
             "error": error if error is not None or failed is None else failed.detail,
             "steps": [{"number": r.number, "name": r.name, "status": r.status, "seconds": round(r.seconds, 1),
                        "detail": r.detail} for r in d.steps],
-            "paths": {k: str(v) for k, v in paths.items() if d.prepared and v.exists()},
-            "pngs": sorted(str(p) for p in out.rglob("*.png")) if d.prepared and out.is_dir() else [],
+            "paths": p.existing() if d.prepared else {},
+            "pngs": sorted(str(x) for x in d.out.rglob("*.png")) if d.prepared and d.out.is_dir() else [],
             "simulated": simulated,
             "mean_dtw": {t: {m: _finite_or_none(_mean(per.values())) for m, per in methods.items()}
-                         for t, methods in _dtw_by_trace(results).items()} if d.prepared and results.is_file()
-            else None}
+                         for t, methods in _dtw_by_trace(p.results_csv).items()}
+            if d.prepared and p.results_csv.is_file() else None}
 
 
 def _finite_or_none(v: float):
     return v if v == v else None
-
-
-def _run(d: Demo, agent: LocalAgent, trace_file: Path, trace_format: str) -> None:
-    s, out = d.settings, d.out
-
-    with d.step("preflight", "every part of the path is present") as rec:
-        problems = missing_parts()
-        from mimesys.errors import RunnerError
-        from agentd.runner import find_runner
-        try:
-            rec.detail = f"runner {find_runner()}"
-        except RunnerError as e:
-            problems.append(f"mimesys-runner (stressors/, `make build`): {e}")
-        if not trace_file.is_file():
-            problems.append(f"trace to import: {trace_file} does not exist (pass --trace)")
-        if problems:
-            raise DemoFailed("the demo cannot run; missing:\n  - " + "\n  - ".join(problems))
-        _prepare_out(out, d.resume)
-        d.prepared = True
-
-    with d.step("agent", "mimesys-agent serve on 127.0.0.1 (host backend, temporary token and state)") as rec:
-        agent.start()
-        rec.detail = f"{agent.url}, log {agent.out / 'agent.log'}"
-        d.run(AGENT_CLI, ["info", "--config", agent.config_file], step="agent")
-
-    with d.step("calibrate", "each stressor alone and the host's own peaks, into the agent's state") as rec:
-        # Without it the agent refuses the paced variants (their rate is a share of the base's
-        # calibrated rate) and the campaign could not profile them. One reach pair, not the
-        # default three: the demo shows the reach, an operator measures it (107 s instead of 189 s).
-        d.run(AGENT_CLI, ["calibrate", "--config", agent.config_file, "--reach-repeats", "1"], step="calibrate")
-        rec.detail = f"{agent.tmp / 'state' / 'calibration.json'} (removed with the agent)"
-
-    campaign = out / "campaign"
-    with d.step("collect", "a short novelty-guided campaign on this host") as rec:
-        fleet = agent.write_fleet()
-        write_campaign_config(campaign, s)
-        d.run(CONTROLLER_CLI, ["collect", campaign, "--rounds", s.rounds, "--fleet", fleet], step="collect")
-        rec.detail = f"coverage reports in {campaign / 'reports'}"
-
-    dataset = out / "dataset.h5"
-    with d.step("dataset", "training samples from the campaign"):
-        d.run(CONTROLLER_CLI, ["dataset", "build", campaign, "-o", dataset], step="dataset")
-
-    forward = out / "forward"
-    with d.step("forward", "the forward model: first order from the campaign's solo profile, learned correction") as rec:
-        d.run(CONTROLLER_CLI, ["forward", "fit", dataset, "-o", forward, "--overwrite"], step="forward")
-        d.run(CONTROLLER_CLI, ["forward", "score", forward, dataset], step="forward")
-        rec.detail = f"{forward}"
-
-    taught = out / "dataset-taught.h5"
-    with d.step("teach", "target-like traces planned by the inverse planner, as training samples") as rec:
-        d.run(CONTROLLER_CLI, ["dataset", "teach", dataset, "--forward", forward, "--synthetic", s.teach_synthetic,
-                               "-o", taught], step="teach")
-        rec.detail = f"{taught}"
-
-    model = out / "model"
-    with d.step("train", "a small conditional diffusion model on CPU, measured and taught samples") as rec:
-        d.run(CONTROLLER_CLI, ["train", taught, "-o", model, "--steps", s.train_steps,
-                               "--batch-size", s.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks,
-                               "--device", "cpu", "--seed", s.seed, "--taught-share", s.taught_share, "--overwrite"],
-              step="train")
-        rec.detail = f"{model}"
-
-    onnx = out / "model-onnx"
-    with d.step("export", "ONNX graphs + manifest for agent-side generation, steered by the forward model") as rec:
-        d.run(CONTROLLER_CLI, ["export", model, "-o", onnx, "--forward", forward, "--overwrite"], step="export")
-        rec.detail = f"{onnx}"
-
-    traces = out / "traces"
-    imported = traces / "imported.h5"
-    with d.step("import", f"{trace_file.name} mapped onto this host") as rec:
-        d.run(CONTROLLER_CLI, ["import", trace_file, "--format", trace_format, "-o", imported,
-                               "--fleet", fleet, "--agent", agent.NAME,
-                               "--report-json", traces / "import-report.json"], step="import")
-        _truncate_trace(imported, s.import_windows)
-        rec.detail = f"{imported} (first {s.import_windows} windows kept)"
-
-    recorded = traces / "app-recorded.h5"
-    with d.step("record", f"a real application (gzip, sqlite, sort) recorded for {s.app_seconds} s") as rec:
-        _record_app(d, agent, recorded, traces / "app.log")
-        rec.detail = f"{recorded}, app output {traces / 'app.log'}"
-
-    evaluation = out / "evaluation"
-    with d.step("evaluate", "generate with every method, replay on the agent, DTW") as rec:
-        from mimesys.planners.registry import specs_for
-        planners = specs_for({"model": onnx, "forward": forward, "dataset": dataset})   # every method these make
-        methods = [a for name, spec in planners.items() for a in ("--method", f"{name}={spec}")]
-        d.run(CONTROLLER_CLI, ["evaluate", "--fleet", fleet, "--agent", agent.NAME,
-                               "--trace", imported, "--trace", recorded, *methods,
-                               "--seed", s.seed, "-o", evaluation], step="evaluate")
-        rec.detail = f"{evaluation}"
-
-    with d.step("summary", "DTW per metric (each on the target's own peak, in [0,1], lower is closer)"):
-        _print_results(evaluation)
-        pngs = sorted(str(p.relative_to(out)) for p in out.rglob("*.png"))
-        click.echo(f"\nPNGs under {out}:\n  " + "\n  ".join(pngs) if pngs else "\n(no PNGs were written)")
 
 
 MARKER = ".mimesys-demo"
@@ -550,9 +684,9 @@ def _truncate_trace(path: Path, windows: int) -> None:
     tr.write(path)
 
 
-def _record_app(d: Demo, agent: LocalAgent, trace_path: Path, app_log: Path) -> None:
+def _record_app(d: Demo, trace_path: Path, app_log: Path) -> None:
     """`mimesys-agent record` samples the host while the application runs next to it."""
-    s = d.settings
+    s, agent = d.settings, d.agent
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     record_cmd = [sys.executable, "-m", AGENT_CLI, "record", "--config", str(agent.config_file),
                   "--seconds", str(s.app_seconds), "-o", str(trace_path)]
