@@ -5,15 +5,18 @@
     agentd/      the daemon: imports the core, never the controller, never torch
     controller/  imports the core, never the daemon (EXCEPTIONS below say where and why)
 
-Each rule is checked twice: by reading every import statement (function-level ones too) and by
-importing every module in a fresh interpreter where the forbidden packages cannot load.
+Each rule is checked twice: by reading every import statement (function-level ones too, and
+imports by name: `importlib.import_module` / `__import__` of a literal, a registry's
+"package.module:attribute" string) and by importing every module in a fresh interpreter where
+the forbidden packages cannot load.
 """
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
 
-from importscan import absolute_imports
+from importscan import absolute_imports, dynamic_imports, names_imported_by_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,10 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
-def _imports(package: str):
-    """(file relative to ROOT, imported module) for every absolute import under `package`."""
-    for py, name in absolute_imports(ROOT / package):
-        yield str(py.relative_to(ROOT)), name
+def _imports(package: str, root: Path = ROOT):
+    """(file relative to root, imported module) for every absolute import under `package`, by
+    statement or by name."""
+    for py, name in itertools.chain(absolute_imports(root / package), dynamic_imports(root / package)):
+        yield str(py.relative_to(root)), name
 
 
 def _top(name: str) -> str:
@@ -68,8 +72,12 @@ def test_agentd_never_names_the_controller_or_torch():
     assert not found, found
 
 
+def _controller_daemon_imports(root: Path = ROOT) -> set[tuple[str, str]]:
+    return {(f, m) for f, m in _imports("controller", root) if _top(m) == "agentd"}
+
+
 def test_the_controller_imports_the_core_never_the_daemon():
-    found = {(f, m) for f, m in _imports("controller") if _top(m) == "agentd"}
+    found = _controller_daemon_imports()
     unexplained = sorted(p for p in found if p not in EXCEPTIONS)
     assert not unexplained, (f"the controller imports the daemon (move what is shared into mimesys/, "
                              f"or list it in EXCEPTIONS with the reason): {unexplained}")
@@ -88,3 +96,37 @@ print(sorted(m for m in sys.modules if m.split('.')[0] == 'agentd'))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_imports_by_name_are_read_too():
+    """What the import statements do not show: importlib and __import__ of a literal name (a part
+    known only at run time reads as *), relative names against a literal package, registry entries."""
+    source = """
+import builtins, importlib
+from importlib import import_module
+importlib.import_module("agentd.runs")
+importlib.import_module(f"agentd.samplers.{name}")
+import_module("agentd." + name)
+importlib.import_module("agentd.%s" % name)
+importlib.import_module("agentd.{}".format(name))
+importlib.import_module(".runs", package="agentd.api")
+__import__("agentd.config")
+builtins.__import__("agentd")
+PARTS = {"agent": "agentd.commands.serve:serve"}
+importlib.import_module(name)                     # not literal: nothing to read
+importlib.import_module(f"{package}.runs")        # nor is its package
+AGENT_CLI = "agentd.cli"                          # a `python -m` target, not an import
+COLOR = "tab:blue"
+"""
+    assert names_imported_by_name(source) == [
+        "agentd.runs", "agentd.samplers.*", "agentd.*", "agentd.*", "agentd.*", "agentd.api.runs", "agentd.config",
+        "agentd", "agentd.commands.serve"]
+
+
+def test_a_daemon_import_by_name_in_the_controller_is_caught(tmp_path):
+    """The controller rule fails on a module that imports the daemon through importlib (planted in
+    a throwaway tree, never in this one)."""
+    planted = tmp_path / "controller" / "commands" / "planted.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('import importlib\n\nRUNS = importlib.import_module("agentd.runs")\n')
+    assert _controller_daemon_imports(tmp_path) == {("controller/commands/planted.py", "agentd.runs")}
