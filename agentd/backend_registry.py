@@ -7,10 +7,9 @@ simulated host's code never loads on a production agent. A backend class is buil
 
 from __future__ import annotations
 
-import importlib
-
 from mimesys.backend import Backend
 from mimesys.errors import ConfigError
+from mimesys.lazyload import load_target
 
 BACKENDS: dict[str, str] = {
     "host": "agentd.host_backend:HostBackend",   # mimesys-runner + the host samplers (real)
@@ -21,9 +20,8 @@ BACKENDS: dict[str, str] = {
 def backend_class(name: str) -> type[Backend]:
     if name not in BACKENDS:
         raise ConfigError(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
-    module, attr = BACKENDS[name].split(":")
     try:
-        cls = getattr(importlib.import_module(module), attr)
+        cls = load_target(BACKENDS[name])
     except (ImportError, AttributeError) as e:
         raise ConfigError(f"backend {name!r} ({BACKENDS[name]}) is not available in this build: {e}") from None
     return cls

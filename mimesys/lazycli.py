@@ -4,11 +4,10 @@ not run needs (the controller's torch in particular)."""
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
 from .exitstatus import ScriptedGroup
+from .lazyload import load_target
 
 
 class LazyGroup(ScriptedGroup):
@@ -24,6 +23,5 @@ class LazyGroup(ScriptedGroup):
 
     def get_command(self, ctx, name):
         if name in self.lazy_commands:
-            module, attr = self.lazy_commands[name].split(":")
-            return getattr(importlib.import_module(module), attr)
+            return load_target(self.lazy_commands[name])
         return super().get_command(ctx, name)

@@ -21,15 +21,15 @@ An unknown sampler or option name fails at load time and lists the valid ones.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mimesys.errors import ConfigError
+from mimesys.lazyload import PackageModules
 
 REGISTRY: dict[str, type] = {}
-_loaded = False
+# __main__ is the measuring tool, not a sampler; registry (this module) registers nothing
+_MODULES = PackageModules(__package__, skip=lambda name: name.startswith("_"))
 
 
 def register(cls: type) -> type:
@@ -43,13 +43,7 @@ def register(cls: type) -> type:
 
 def samplers() -> dict[str, type]:
     """name -> Sampler class, in name order (the schema's sampler order)."""
-    global _loaded
-    if not _loaded:
-        from . import __path__ as pkg_path
-        for m in pkgutil.iter_modules(pkg_path):
-            if not m.name.startswith("_"):  # __main__ is the measuring tool, not a sampler
-                importlib.import_module(f"{__package__}.{m.name}")
-        _loaded = True
+    _MODULES.load()
     return dict(sorted(REGISTRY.items()))
 
 

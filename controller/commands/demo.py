@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
-import importlib
 import json
 import os
 import secrets
@@ -63,6 +62,7 @@ from pathlib import Path
 import click
 
 from mimesys.cliopts import json_option, output_option, stderr_fd
+from mimesys.lazyload import load_target
 
 REPO = Path(__file__).resolve().parents[2]
 # The tests read the same directory through the same variable (tests/conftest.py).
@@ -102,13 +102,12 @@ def missing_parts(parts: dict[str, str] = REQUIRED_PARTS) -> list[str]:
     """Every part that cannot be loaded, as 'name (module:attribute): why'."""
     missing = []
     for name, target in parts.items():
-        module, attr = target.split(":")
         try:
-            getattr(importlib.import_module(module), attr)
+            load_target(target)
         except ImportError as e:
             missing.append(f"{name} ({target}): {e}")
         except AttributeError:
-            missing.append(f"{name} ({target}): module has no {attr!r}")
+            missing.append(f"{name} ({target}): module has no {target.partition(':')[2]!r}")
     return missing
 
 

@@ -10,12 +10,11 @@ report of what was mapped and what was dropped. Malformed input raises
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
 from mimesys.errors import ConfigError
+from mimesys.lazyload import PackageModules
 
 
 @dataclass(frozen=True)
@@ -28,8 +27,7 @@ class ImporterEntry:
 
 REGISTRY: dict[str, ImporterEntry] = {}
 _ALIASES: dict[str, str] = {}
-_NOT_IMPORTERS = {"base"}
-_loaded = False
+_MODULES = PackageModules(__name__, skip=lambda name: name == "base")   # base: what the importers share
 
 
 def register(name: str, load: Callable, description: str, *, aliases: tuple[str, ...] = ()) -> None:
@@ -72,23 +70,14 @@ def _guard(load: Callable) -> Callable:
     return guarded
 
 
-def _load_all() -> None:
-    global _loaded
-    if not _loaded:
-        for m in pkgutil.iter_modules(__path__):
-            if m.name not in _NOT_IMPORTERS:
-                importlib.import_module(f"{__name__}.{m.name}")
-        _loaded = True
-
-
 def names() -> list[str]:
     """Format names, sorted; the CLI's --format choices."""
-    _load_all()
+    _MODULES.load()
     return sorted(REGISTRY)
 
 
 def get(name: str) -> ImporterEntry:
-    _load_all()
+    _MODULES.load()
     name = _ALIASES.get(name, name)
     if name not in REGISTRY:
         raise ConfigError(f"unknown trace format {name!r}; known: {', '.join(sorted(REGISTRY))}")
