@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,30 @@ def increases(v: np.ndarray) -> np.ndarray:
 def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None) -> tuple:
     """Import parsed query_range answer(s); `path` names the source in messages and the report."""
     report = ImportReport(source_format="prometheus", source_path=str(path))
+    series = _host_series(doc, path, machine)
+    grid = _sample_grid(series, path)
+    families = _read_families(series, grid, report)
+    cols = dict(families.single)
+    cols.update(_cpu_columns(families, report))
+    cols.update(_device_columns(families))
+    cols.update(_memory_columns(families.mem, report))
+    for kind in ("disk", "net"):
+        if families.excluded_devices[kind]:
+            report.drop(f"{kind} devices {' '.join(sorted(families.excluded_devices[kind]))}",
+                        "partition, loopback or virtual device (counted elsewhere)")
+    if not cols:
+        raise TraceImportError(path, "none of the series is a node_exporter metric this importer knows",
+                               expected="node_cpu_seconds_total, node_disk_*_total, node_network_*_total, node_memory_*_bytes, "
+                                        "node_pressure_*_seconds_total")
+    names = list(cols)
+    specs = [MetricSpec(k, unit_for(k), source="prometheus") for k in names]
+    data = IntervalData(grid, np.stack([cols[k] for k in names], axis=1), specs)
+    trace = build_trace(data, window_s, report, path, provenance={"series": len(series)})
+    return trace, report
+
+
+def _host_series(doc, path, machine: str | None) -> list[dict]:
+    """The answer's series of one host: `machine`'s instance, or the only one there is."""
     series = _series(doc, path)
     if not series:
         raise TraceImportError(path, "no series in the answer", expected="at least one result")
@@ -150,6 +175,11 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
     elif len(instances) > 1:
         raise TraceImportError(path, f"series from {len(instances)} instances ({', '.join(instances[:5])})",
                                expected="--machine INSTANCE to pick one host")
+    return series
+
+
+def _sample_grid(series: list[dict], path) -> np.ndarray:
+    """Every sample time of every series, sorted: the trace's n = len(grid) - 1 intervals."""
     grid = np.unique(np.concatenate([s["samples"][:, 0] for s in series]))
     if len(grid) < 2:
         raise TraceImportError(path, "fewer than two sample times; rates need two")
@@ -159,133 +189,156 @@ def load_answers(doc, path, *, window_s: float = 1.0, machine: str | None = None
         raise TraceImportError(path, f"{len(series)} series × {n} sample intervals = {len(series) * n} values, "
                                      f"more than {MAX_IMPORT_CELLS}",
                                expected="fewer series (--machine) or a coarser --step / a shorter range")
+    return grid
 
-    def rate(samples, counter=True) -> np.ndarray:
-        """Per grid interval [n]: counter increase / dt between this series' samples (or the gauge
-        value at the end of the interval), NaN where the series has no sample pair."""
-        out = np.full(n, np.nan)
-        t, v = samples[:, 0], samples[:, 1]
-        if len(t) < 2:
-            return out
-        dt = np.diff(t)
-        if (dt >= 0).all():
-            # Sorted samples (what Prometheus answers): pair a covers grid intervals
-            # [idx[a], idx[a + 1]), which tile the series' span: one vectorized pass.
-            idx = np.searchsorted(grid, t)
-            counts = np.diff(idx)
-            keep = counts > 0
-            if counter:
-                inc = increases(v)
-                val = inc[keep] / dt[keep]
-            else:
-                val = v[1:][keep]
-            out[idx[0]:idx[-1]] = np.repeat(val, counts[keep])
-            return out
-        for a in range(len(t) - 1):      # unsorted samples: pair by pair, later pairs win
-            i0, i1 = np.searchsorted(grid, t[a]), np.searchsorted(grid, t[a + 1])
-            if counter:
-                inc = v[a + 1] - v[a] if v[a + 1] >= v[a] else v[a + 1]
-                out[i0:i1] = inc / (t[a + 1] - t[a])
-            else:
-                out[i0:i1] = v[a + 1]
+
+def grid_rate(samples: np.ndarray, grid: np.ndarray, counter: bool = True) -> np.ndarray:
+    """Per grid interval [n]: counter increase / dt between this series' samples (or the gauge
+    value at the end of the interval), NaN where the series has no sample pair."""
+    out = np.full(len(grid) - 1, np.nan)
+    t, v = samples[:, 0], samples[:, 1]
+    if len(t) < 2:
         return out
+    dt = np.diff(t)
+    if (dt >= 0).all():
+        # Sorted samples (what Prometheus answers): pair a covers grid intervals
+        # [idx[a], idx[a + 1]), which tile the series' span: one vectorized pass.
+        idx = np.searchsorted(grid, t)
+        counts = np.diff(idx)
+        keep = counts > 0
+        if counter:
+            inc = increases(v)
+            val = inc[keep] / dt[keep]
+        else:
+            val = v[1:][keep]
+        out[idx[0]:idx[-1]] = np.repeat(val, counts[keep])
+        return out
+    for a in range(len(t) - 1):      # unsorted samples: pair by pair, later pairs win
+        i0, i1 = np.searchsorted(grid, t[a]), np.searchsorted(grid, t[a + 1])
+        if counter:
+            inc = v[a + 1] - v[a] if v[a + 1] >= v[a] else v[a + 1]
+            out[i0:i1] = inc / (t[a + 1] - t[a])
+        else:
+            out[i0:i1] = v[a + 1]
+    return out
 
-    cols: dict[str, np.ndarray] = {}
-    cpu_busy: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
-    cpu_total: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
-    modes_s: dict[str, float] = defaultdict(float)    # per cpu: every mode's seconds over the series
-    span_s: dict[str, float] = defaultdict(float)     # ... and the wall time they span
-    sums: dict[str, np.ndarray] = {}
-    busy_disks: list[np.ndarray] = []
-    mem: dict[str, np.ndarray] = {}
-    used_dev = defaultdict(set)
-    excl_dev = defaultdict(set)
+
+@dataclass
+class _Families:
+    """The series read into what each metric family needs, on the grid's n intervals."""
+
+    n: int
+    single: dict[str, np.ndarray] = field(default_factory=dict)   # columns of one series each: ctx switches, PSI
+    cpu_busy: dict[str, np.ndarray] = field(init=False)           # per cpu label: the busy modes' rate
+    cpu_total: dict[str, np.ndarray] = field(init=False)          # ... and every mode's
+    modes_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # per cpu: every mode's seconds
+    span_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))   # ... and the wall time they span
+    sums: dict[str, np.ndarray] = field(default_factory=dict)     # disk and net columns, summed over devices
+    busy_disks: list[np.ndarray] = field(default_factory=list)
+    mem: dict[str, np.ndarray] = field(default_factory=dict)      # node_memory_<field>_bytes by field
+    excluded_devices: dict[str, set] = field(default_factory=lambda: defaultdict(set))
+
+    def __post_init__(self):
+        self.cpu_busy = defaultdict(lambda: np.zeros(self.n))
+        self.cpu_total = defaultdict(lambda: np.zeros(self.n))
+
+
+def _read_families(series: list[dict], grid: np.ndarray, report: ImportReport) -> _Families:
+    """Each series into its family (reported as mapped), or dropped with the reason."""
+    f = _Families(len(grid) - 1)
     for s in series:
-        name, labels = s["name"], s["labels"]
+        name, labels, samples = s["name"], s["labels"], s["samples"]
         if name == "node_cpu_seconds_total":
-            r, cid = rate(s["samples"]), labels.get("cpu", "?")
-            cpu_total[cid] += r
-            t, v = s["samples"][:, 0], s["samples"][:, 1]
-            if len(t) > 1 and (np.diff(t) > 0).all():
-                modes_s[cid] += float(increases(v).sum())
-                span_s[cid] = max(span_s[cid], float(t[-1] - t[0]))
-            if labels.get("mode") in _BUSY_MODES:
-                cpu_busy[cid] += r
+            _read_cpu(f, labels, samples, grid)
             report.map("node_cpu_seconds_total{mode}", "cpu.util.core<rank>, cpu.util")
-        elif name in _DISK or name == "node_disk_io_time_seconds_total":
-            dev = labels.get("device", "")
-            if EXCLUDED_DISK.search(dev):
-                excl_dev["disk"].add(dev)
-                continue
-            used_dev["disk"].add(dev)
-            r = rate(s["samples"])
-            if name == "node_disk_io_time_seconds_total":
-                busy_disks.append(np.minimum(r, 1.0))
-                report.map(name, "disk.busy (max over disks)")
-            else:
-                sums[_DISK[name]] = sums.get(_DISK[name], 0) + r
-                report.map(name, f"{_DISK[name]} (sum over disks)")
-        elif name in _NET:
-            dev = labels.get("device", "")
-            if EXCLUDED_NET.search(dev):
-                excl_dev["net"].add(dev)
-                continue
-            used_dev["net"].add(dev)
-            sums[_NET[name]] = sums.get(_NET[name], 0) + rate(s["samples"])
-            report.map(name, f"{_NET[name]} (sum over NICs)")
+        elif name in _DISK or name == "node_disk_io_time_seconds_total" or name in _NET:
+            _read_device(f, name, labels, samples, grid, report)
         elif name.startswith("node_memory_") and name[12:-6] in _MEM and name.endswith("_bytes"):
-            mem[name[12:-6]] = rate(s["samples"], counter=False)
+            f.mem[name[12:-6]] = grid_rate(samples, grid, counter=False)
         elif name == "node_context_switches_total":
-            cols["perf.ctx_switches_per_s"] = rate(s["samples"])
+            f.single["perf.ctx_switches_per_s"] = grid_rate(samples, grid)
             report.map(name, "perf.ctx_switches_per_s")
         elif name in _PSI:
-            cols[_PSI[name]] = np.clip(rate(s["samples"]), 0, 1)
+            f.single[_PSI[name]] = np.clip(grid_rate(samples, grid), 0, 1)
             report.map(name, f"{_PSI[name]} (stalled seconds per second)")
         else:
             report.drop(name or "(unnamed series)", "no counterpart in agentd's metric schema")
-    if cpu_total:
-        ids = sorted(cpu_total, key=lambda c: (0, int(c)) if c.isascii() and c.isdigit() else (1, c))
-        utils = []
-        for r, cid in enumerate(ids):
-            with np.errstate(invalid="ignore", divide="ignore"):
-                u = np.clip(np.where(cpu_total[cid] > 0, cpu_busy[cid] / cpu_total[cid], np.nan), 0, 1)
-            cols[f"cpu.util.core{r}"] = u
-            utils.append(u)
-        with np.errstate(all="ignore"):
-            cols["cpu.util"] = np.nanmean(np.stack(utils), axis=0) if utils else np.full(n, np.nan)
-        coverage = CpuCoverage()
-        for cid in ids:
-            coverage.add(cid, modes_s[cid], span_s[cid])
-        coverage.note(report)
-    for k in ("disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops",
-              "net.rx_Bps", "net.tx_Bps", "net.rx_pps", "net.tx_pps"):
-        if k in sums:
-            cols[k] = sums[k]
-    if busy_disks:
-        cols["disk.busy"] = np.max(np.stack(busy_disks), axis=0)
-    if mem:
-        if all(k in mem for k in _MEM):
-            cols["mem.used_B"] = mem["MemTotal"] - mem["MemFree"] - mem["Buffers"] - mem["Cached"] - mem["SReclaimable"]
-            report.map("node_memory_{MemTotal,MemFree,Buffers,Cached,SReclaimable}_bytes", "mem.used_B")
-        else:
-            report.missing.append(("mem.used_B", f"needs node_memory_*_bytes for {', '.join(_MEM)}; "
-                                                 f"have {', '.join(sorted(mem))}"))
-        if "Buffers" in mem and "Cached" in mem:
-            cols["mem.cache_B"] = mem["Buffers"] + mem["Cached"]
-            report.map("node_memory_{Buffers,Cached}_bytes", "mem.cache_B")
-    for kind in ("disk", "net"):
-        if excl_dev[kind]:
-            report.drop(f"{kind} devices {' '.join(sorted(excl_dev[kind]))}",
-                        "partition, loopback or virtual device (counted elsewhere)")
-    if not cols:
-        raise TraceImportError(path, "none of the series is a node_exporter metric this importer knows",
-                               expected="node_cpu_seconds_total, node_disk_*_total, node_network_*_total, node_memory_*_bytes, "
-                                        "node_pressure_*_seconds_total")
-    names = list(cols)
-    specs = [MetricSpec(k, unit_for(k), source="prometheus") for k in names]
-    data = IntervalData(grid, np.stack([cols[k] for k in names], axis=1), specs)
-    trace = build_trace(data, window_s, report, path, provenance={"series": len(series)})
-    return trace, report
+    return f
+
+
+def _read_cpu(f: _Families, labels: dict, samples: np.ndarray, grid: np.ndarray) -> None:
+    r, cid = grid_rate(samples, grid), labels.get("cpu", "?")
+    f.cpu_total[cid] += r
+    t, v = samples[:, 0], samples[:, 1]
+    if len(t) > 1 and (np.diff(t) > 0).all():
+        f.modes_s[cid] += float(increases(v).sum())
+        f.span_s[cid] = max(f.span_s[cid], float(t[-1] - t[0]))
+    if labels.get("mode") in _BUSY_MODES:
+        f.cpu_busy[cid] += r
+
+
+def _read_device(f: _Families, name: str, labels: dict, samples: np.ndarray, grid: np.ndarray,
+                 report: ImportReport) -> None:
+    """A disk's or a NIC's counter, added to the sum over devices (disk.busy: kept per disk)."""
+    kind = "net" if name in _NET else "disk"
+    dev = labels.get("device", "")
+    if (EXCLUDED_NET if kind == "net" else EXCLUDED_DISK).search(dev):
+        f.excluded_devices[kind].add(dev)
+        return
+    r = grid_rate(samples, grid)
+    if name == "node_disk_io_time_seconds_total":
+        f.busy_disks.append(np.minimum(r, 1.0))
+        report.map(name, "disk.busy (max over disks)")
+        return
+    metric = _NET[name] if kind == "net" else _DISK[name]
+    f.sums[metric] = f.sums.get(metric, 0) + r
+    report.map(name, f"{metric} (sum over {'NICs' if kind == 'net' else 'disks'})")
+
+
+def _cpu_columns(f: _Families, report: ImportReport) -> dict[str, np.ndarray]:
+    """cpu.util.core<rank> (busy modes over all modes, cpus in label order) and their mean."""
+    if not f.cpu_total:
+        return {}
+    cols = {}
+    ids = sorted(f.cpu_total, key=lambda c: (0, int(c)) if c.isascii() and c.isdigit() else (1, c))
+    utils = []
+    for r, cid in enumerate(ids):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            u = np.clip(np.where(f.cpu_total[cid] > 0, f.cpu_busy[cid] / f.cpu_total[cid], np.nan), 0, 1)
+        cols[f"cpu.util.core{r}"] = u
+        utils.append(u)
+    with np.errstate(all="ignore"):
+        cols["cpu.util"] = np.nanmean(np.stack(utils), axis=0) if utils else np.full(f.n, np.nan)
+    coverage = CpuCoverage()
+    for cid in ids:
+        coverage.add(cid, f.modes_s[cid], f.span_s[cid])
+    coverage.note(report)
+    return cols
+
+
+def _device_columns(f: _Families) -> dict[str, np.ndarray]:
+    cols = {k: f.sums[k] for k in ("disk.read_Bps", "disk.write_Bps", "disk.read_iops", "disk.write_iops",
+                                   "net.rx_Bps", "net.tx_Bps", "net.rx_pps", "net.tx_pps") if k in f.sums}
+    if f.busy_disks:
+        cols["disk.busy"] = np.max(np.stack(f.busy_disks), axis=0)
+    return cols
+
+
+def _memory_columns(mem: dict[str, np.ndarray], report: ImportReport) -> dict[str, np.ndarray]:
+    """mem.used_B (needs every field of _MEM) and mem.cache_B (Buffers + Cached)."""
+    cols = {}
+    if not mem:
+        return cols
+    if all(k in mem for k in _MEM):
+        cols["mem.used_B"] = mem["MemTotal"] - mem["MemFree"] - mem["Buffers"] - mem["Cached"] - mem["SReclaimable"]
+        report.map("node_memory_{MemTotal,MemFree,Buffers,Cached,SReclaimable}_bytes", "mem.used_B")
+    else:
+        report.missing.append(("mem.used_B", f"needs node_memory_*_bytes for {', '.join(_MEM)}; "
+                                             f"have {', '.join(sorted(mem))}"))
+    if "Buffers" in mem and "Cached" in mem:
+        cols["mem.cache_B"] = mem["Buffers"] + mem["Cached"]
+        report.map("node_memory_{Buffers,Cached}_bytes", "mem.cache_B")
+    return cols
 
 
 # -- live: a running Prometheus server ------------------------------------------------------
@@ -318,10 +371,6 @@ def pages(start: float, end: float, step: float, page_points: int = 10_000) -> l
 def fetch(url: str, start: float, end: float, step: float, *, machine: str | None = None,
           page_points: int = 10_000, timeout_s: float = 60.0, window_s: float | None = None) -> tuple:
     """Import [start, end] at `step` seconds from the Prometheus server at `url`."""
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
     base = url.rstrip("/") + "/api/v1/query_range"
     sel = f'instance="{machine}"' if machine else ""
     query = "{" + ",".join(x for x in (f'__name__=~"{"|".join(SERIES)}"', sel) if x) + "}"
@@ -332,32 +381,7 @@ def fetch(url: str, start: float, end: float, step: float, *, machine: str | Non
     merged: dict[tuple, dict] = {}
     kept = 0
     for a, b in page_ranges:
-        q = urllib.parse.urlencode({"query": query, "start": repr(a), "end": repr(b), "step": repr(step)})
-        try:
-            with urllib.request.urlopen(f"{base}?{q}", timeout=timeout_s) as r:
-                raw = r.read(MAX_PAGE_BYTES + 1)      # bounded: the server's answer is not trusted
-            if len(raw) > MAX_PAGE_BYTES:
-                raise TraceImportError(base, f"the answer for [{a}, {b}] exceeds {MAX_PAGE_BYTES} bytes",
-                                       expected="fewer series (--machine) or fewer points per page (--page-points)")
-            ans = json.loads(raw, object_hook=_compact_series)
-        except urllib.error.HTTPError as e:
-            try:
-                err = json.loads(e.read()).get("error", "")
-            except Exception:
-                err = ""
-            raise TraceImportError(base, f"HTTP {e.code} for [{a}, {b}]: {err or e.reason}") from None
-        except (urllib.error.URLError, OSError) as e:
-            raise TraceImportError(base, f"no answer for [{a}, {b}]: {getattr(e, 'reason', e)}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise TraceImportError(base, f"the answer for [{a}, {b}] is not JSON: {type(e).__name__}") from None
-        if not isinstance(ans, dict) or ans.get("status") != "success":
-            status = ans.get("status") if isinstance(ans, dict) else type(ans).__name__
-            error = ans.get("error", "") if isinstance(ans, dict) else ""
-            raise TraceImportError(base, f"status {status!r} for [{a}, {b}]: {str(error)[:200]}")
-        result = (ans.get("data") or {}).get("result") if isinstance(ans.get("data"), dict) else None
-        if not isinstance(result, list):
-            raise TraceImportError(base, f"the answer for [{a}, {b}] has no data.result list",
-                                   expected='{"status": "success", "data": {"resultType": "matrix", "result": [...]}}')
+        result = _fetch_page(base, query, a, b, step, timeout_s)
         for j, s in enumerate(result):
             if not (isinstance(s, dict) and isinstance(s.get("metric"), dict)
                     and isinstance(s.get("values"), (list, np.ndarray))
@@ -386,6 +410,41 @@ def fetch(url: str, start: float, end: float, step: float, *, machine: str | Non
     trace.provenance.update({"prometheus_url": url, "start": start, "end": end, "step": step,
                              "pages": len(pages(start, end, step, page_points))})
     return trace, report
+
+
+def _fetch_page(base: str, query: str, a: float, b: float, step: float, timeout_s: float) -> list:
+    """One query_range page [a, b]: its data.result list, every failure a TraceImportError naming the page."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    q = urllib.parse.urlencode({"query": query, "start": repr(a), "end": repr(b), "step": repr(step)})
+    try:
+        with urllib.request.urlopen(f"{base}?{q}", timeout=timeout_s) as r:
+            raw = r.read(MAX_PAGE_BYTES + 1)      # bounded: the server's answer is not trusted
+        if len(raw) > MAX_PAGE_BYTES:
+            raise TraceImportError(base, f"the answer for [{a}, {b}] exceeds {MAX_PAGE_BYTES} bytes",
+                                   expected="fewer series (--machine) or fewer points per page (--page-points)")
+        ans = json.loads(raw, object_hook=_compact_series)
+    except urllib.error.HTTPError as e:
+        try:
+            err = json.loads(e.read()).get("error", "")
+        except Exception:
+            err = ""
+        raise TraceImportError(base, f"HTTP {e.code} for [{a}, {b}]: {err or e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise TraceImportError(base, f"no answer for [{a}, {b}]: {getattr(e, 'reason', e)}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise TraceImportError(base, f"the answer for [{a}, {b}] is not JSON: {type(e).__name__}") from None
+    if not isinstance(ans, dict) or ans.get("status") != "success":
+        status = ans.get("status") if isinstance(ans, dict) else type(ans).__name__
+        error = ans.get("error", "") if isinstance(ans, dict) else ""
+        raise TraceImportError(base, f"status {status!r} for [{a}, {b}]: {str(error)[:200]}")
+    result = (ans.get("data") or {}).get("result") if isinstance(ans.get("data"), dict) else None
+    if not isinstance(result, list):
+        raise TraceImportError(base, f"the answer for [{a}, {b}] has no data.result list",
+                               expected='{"status": "success", "data": {"resultType": "matrix", "result": [...]}}')
+    return result
 
 
 register("prometheus", load, "Prometheus query_range JSON with node_exporter metric names (or --url: live)")
