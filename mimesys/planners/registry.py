@@ -22,13 +22,13 @@ nothing.
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..errors import ConfigError, ValidationError
+from ..lazyload import load_target
 
 
 @dataclass(frozen=True)
@@ -163,8 +163,7 @@ def load_planner(spec: str | Path, **options):
             raise ConfigError(f"planner {spec!r}: {a} is not a {'directory' if INPUTS[i].directory else 'file'}")
     loader = kind.load
     if isinstance(loader, str):
-        module, _, attr = loader.partition(":")
-        loader = getattr(importlib.import_module(module), attr)
+        loader = load_target(loader)
     try:
         gen = loader(*args, **{k: options[k] for k in kind.options if options.get(k) is not None})
     except ValidationError:
