@@ -148,16 +148,34 @@ def plan_attributed_additions(eval_dirs: list[Path], targets: dict) -> dict:
     return out
 
 
-def own_scale_summary(eval_dirs: list[Path], floor: dict) -> dict:
+def memory_of_run(d: Path, run: dict, targets: dict, band: int) -> dict | None:
+    """Used memory of one replay scored now, from its executed trace and plan (so every replay
+    of a summary is scored by the same code, whichever code its evaluation ran)."""
+    from controller.evaluate.own_scale import memory_added_by_plan, memory_range_score
+    from mimesys.plan import Plan
+    from mimesys.trace import Trace
+    key = f"{run['trace']}__{run['method']}"
+    ex, plan = d / "executed" / f"{key}.h5", d / "plans" / f"{key}.h5"
+    if run["trace"] not in targets or not ex.exists() or not plan.exists():
+        return (run.get("own_scale") or {}).get("memory")
+    score = memory_range_score(targets[run["trace"]], Trace.read(ex), band=band)
+    return None if score is None else {**score, "added_by_plan": memory_added_by_plan(targets[run["trace"]],
+                                                                                     Plan.read(plan))}
+
+
+def own_scale_summary(eval_dirs: list[Path], floor: dict, targets: dict | None = None, band: int = 10) -> dict:
     """Per method, on the target's own scale (controller/evaluate/own_scale.py): per-core CPU and
     the CPU/disk/loopback mean per mix (mean over replays), their means over mixes, and the
-    windows with activity added where the target was idle, per resource (summed over runs)."""
+    windows with activity added where the target was idle, per resource (summed over runs); used
+    memory on the target's range, scored from the executed traces when `targets` are given."""
     per: dict = {}
     for d in eval_dirs:
         for run in json.loads((d / "results.json").read_text())["runs"]:
             own = run.get("own_scale")
             if not own:
                 continue
+            if targets is not None:
+                own = {**own, "memory": memory_of_run(d, run, targets, band)}
             m = per.setdefault(run["method"], {"cpu": {}, "res": {}, "added": {}, "max_share": {}, "mem": {},
                                                "mem_added": 0, "mem_added_by_plan": 0})
             m["cpu"].setdefault(run["trace"], []).append(own["per_core_cpu"])
@@ -548,7 +566,7 @@ def main() -> None:
         tr = {p.stem: Trace.read(p) for p in targets}
         re = {p.stem: Trace.read(tdir / f"{p.stem}.rerun.h5") for p in targets}
         summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
-        summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band))
+        summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band), tr, args.band)
         for method, per in plan_attributed_additions(eval_dirs, tr).items():
             summary["own_scale"]["methods"].get(method, {})["idle_windows_added_by_plan"] = per
         summary["own_scale"]["replay_spread"] = replay_spread(eval_dirs, tr, args.band)

@@ -27,6 +27,16 @@ def default_catalog_path() -> Path:
     raise CatalogError("no stressor catalog found (looked in mimesys/data, stressors/, /usr/share/mimesys)")
 
 
+def buffer_of(params: dict) -> tuple[float, bool]:
+    """(bytes, shared): the big buffer a stressor with these params allocates when the runner
+    sets it up and holds for the whole run (a numeric working_set_bytes / table_bytes of at
+    least 1 MiB; sizes named after a cache level are small and count as 0), once for the run
+    if shared, else once per thread that runs it. Scratch files are on disk, not in memory."""
+    size = next((params[k] for k in ("working_set_bytes", "table_bytes")
+                 if isinstance(params.get(k), (int, float)) and not isinstance(params.get(k), bool)), 0)
+    return (float(size) if size >= (1 << 20) else 0.0), bool(params.get("shared", True))
+
+
 @dataclass(frozen=True)
 class Stressor:
     name: str

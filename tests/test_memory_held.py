@@ -154,14 +154,21 @@ def test_every_guarded_planner_holds_what_its_target_held_over_idle(catalog):
     lower = [x - 300 * MiB for x in target[:3]] + [idle - 300 * MiB] * 20
     held = gen.generate(_trace(lower)).mem_held_B / MiB
     assert np.allclose(held[:3], [0, 400, 800], atol=0.5) and not held[3:].any(), held
-    # the plan's stressor buffers count against what it holds
-    first.footprint = np.where(np.arange(len(catalog)) == 0, 64 * MiB, 0.0)
+    # a stressor's buffers (256 MiB per thread that runs it) count against what the plan holds
     inner = _Idle(catalog)
     inner.generate = lambda trace, seed=0, progress=None: make_plan(
-        catalog, {catalog.names[0]: 0.2}, T=trace.T, K=1, window_s=1.0)
+        catalog, {"mem_stream_triad_256M": 0.2}, T=trace.T, K=1, window_s=1.0)
     gen = guarded(inner)
     gen.first = first
-    assert np.allclose(gen.generate(_trace(target)).mem_held_B / MiB, [0, 336, 736, 0, 36], atol=0.01)
+    big = [idle + 300 * MiB, idle + 400 * MiB, idle + 800 * MiB, idle + 10 * MiB, idle + 300 * MiB]
+    plan = gen.generate(_trace(big))
+    assert np.allclose(plan.mem_held_B / MiB, [44, 144, 544, 0, 44], atol=0.01)
+    assert plan.compositions[:, catalog.index("mem_stream_triad_256M"), 0].max() > 0
+    # ... and are left out where the target held less than they would in most windows
+    plan = gen.generate(_trace(target))
+    assert plan.compositions[:, catalog.index("mem_stream_triad_256M"), 0].max() == 0
+    assert plan.provenance["memory_held"]["stressors_dropped_for_their_buffers"] == 1
+    assert np.allclose(plan.mem_held_B / MiB, [0, 400, 800, 0, 100], atol=0.01)
 
 
 def test_a_planner_without_a_forward_model_takes_the_target_s_least_as_idle(catalog):

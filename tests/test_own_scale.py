@@ -97,11 +97,13 @@ def _used(values_mib) -> Trace:
     return Trace(v, [MetricSpec("mem.used_B", "B")])
 
 
-def test_used_memory_is_scored_on_the_target_s_range_whatever_each_host_idles_at():
+def test_used_memory_is_scored_on_the_target_s_range_and_memory_held_throughout_counts():
     from controller.evaluate.own_scale import memory_range_score
     target = _used([1000] * 5 + [1600] * 10 + [1000] * 5)           # rose 600 MiB over its least
-    shifted = _used([1400] * 5 + [2000] * 10 + [1400] * 5)          # the same on a host idling 400 higher
-    assert memory_range_score(target, shifted)["dtw"] == pytest.approx(0.0, abs=1e-9)
+    assert memory_range_score(target, target)["dtw"] == pytest.approx(0.0, abs=1e-9)
+    # 400 MiB of buffers held the whole run: off by 2/3 of the range where the target rested
+    held = memory_range_score(target, _used([1400] * 5 + [2000] * 10 + [1400] * 5))
+    assert held["dtw"] > 0.4 and held["added_windows"] == 8
     half = memory_range_score(target, _used([1000] * 5 + [1300] * 10 + [1000] * 5))
     assert 0.3 < half["dtw"] < 0.45 and half["range_B"] == pytest.approx(600 * 2**20)
     added = memory_range_score(target, _used([1000] * 5 + [1600] * 10 + [1300] * 5))

@@ -16,9 +16,11 @@ Two figures beside the device-scaled DTW (dtw.py), both on the *target's own* sc
 Summary figures: `resource_mean` = mean over per-core CPU, disk read/write bytes and loopback
 bytes (each a metric family the issue that introduced this scored: CPU, disk, loopback).
 
-Memory held (`memory_range_score`) is scored apart, on the target's *range*: each trace's used
-memory over its own least (a host's idle level of used memory drifts between two runs by more
-than many applications hold), DTW normalized by how far the target's rose above its least.
+Memory held (`memory_range_score`) is scored apart, on the target's *range*: both traces' used
+memory less the target's least, DTW normalized by how far the target's rose above its least.
+One offset for both, so memory a replay holds throughout (a stressor's buffers) counts in full;
+the host's own drift between the two runs counts too, and shows in the floor (the same mix run
+again) as much as in any replay.
 `memory_added_by_plan` counts the windows where the plan held memory (Plan.mem_held_B) while
 its target held none above the idle level the planner saw.
 """
@@ -76,19 +78,20 @@ MEMORY_METRIC = "mem.used_B"
 MEMORY_NOISE_B = 32.0 * 2**20   # mimesys/planners/memory.py NOISE_FLOOR_B: the host's own drift
 
 
-def _over_least(x: np.ndarray) -> np.ndarray:
+def _least(x: np.ndarray) -> float:
     finite = x[np.isfinite(x)]
-    return x - (float(np.percentile(finite, 2)) if finite.size else 0.0)
+    return float(np.percentile(finite, 2)) if finite.size else 0.0
 
 
 def memory_range_score(target, executed, *, band: int | None = DEFAULT_BAND) -> dict | None:
     """{"dtw", "range_B", "added_windows"} for used memory, or None where either trace lacks it.
     added_windows: the target within the noise of its least (±1 window) and the replay above
-    its own least by more than max(noise, 5 % of the target's range)."""
+    that least by more than max(noise, 5 % of the target's range)."""
     if MEMORY_METRIC not in target.names or MEMORY_METRIC not in executed.names:
         return None
-    a = _over_least(target.column(MEMORY_METRIC).astype(np.float64))
-    b = _over_least(executed.column(MEMORY_METRIC).astype(np.float64))
+    a = target.column(MEMORY_METRIC).astype(np.float64)
+    least = _least(a)
+    a, b = a - least, executed.column(MEMORY_METRIC).astype(np.float64) - least
     if not np.isfinite(a).any() or not np.isfinite(b).any():
         return None
     finite = a[np.isfinite(a)]

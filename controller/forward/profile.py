@@ -214,12 +214,11 @@ def memory_footprint(entries: list[dict], threads: int) -> list[float]:
     """Bytes each catalog entry holds for a whole run once a plan uses it (its big buffer: a
     numeric working_set_bytes / table_bytes, once if shared, else per thread; sizes named after
     a cache level are small and count as 0). Scratch files are on disk, not in memory."""
+    from mimesys.catalog import buffer_of
     out = []
     for e in entries:
-        p = e.get("params") or {}
-        size = next((p[k] for k in ("working_set_bytes", "table_bytes") if isinstance(p.get(k), (int, float))), 0)
-        shared = p.get("shared", True)
-        out.append(float(size) * (1 if shared else threads) if size >= (1 << 20) else 0.0)
+        size, shared = buffer_of(e.get("params") or {})
+        out.append(size * (1 if shared else threads))
     return out
 
 

@@ -10,6 +10,10 @@ composition to search for.
     held_t   = excess_t − the plan's stressor buffers   where excess_t is above the idle noise
                0                                        elsewhere (no memory the target did not hold)
 
+A stressor's own buffers are held for the whole run from setup (runner.c), so one whose buffers
+are more than the target held in most windows is left out of the plan first (measured: a knn
+plan interpolating 40 stressors held 5 GiB of buffers next to a target holding at most 0.8 GiB).
+
 capped at the memory an agent of the plan's host gives its runner by default (half of its
 installed memory, agentd/runner.default_memory_budget) less those buffers. The idle level and
 its noise are the forward model's (its solo profile measured them on this host), or the
@@ -20,9 +24,12 @@ bigger host has had its used memory scaled by installed memory (controller/mappi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
+
+from ..catalog import buffer_of
 
 METRIC = "mem.used_B"
 # Below this a window's used memory counts as the host's idle level whatever the profile says:
@@ -30,12 +37,44 @@ METRIC = "mem.used_B"
 NOISE_FLOOR_B = 32.0 * 2**20
 
 
-def stressor_footprint(plan, first) -> float:
-    """Bytes the plan's stressors hold for the whole run (buffers allocated at setup)."""
-    if first is None or first.footprint is None or list(first.catalog_names) != list(plan.catalog_names):
-        return 0.0
-    used = (np.asarray(plan.compositions) > 0).any(axis=(0, 2))
-    return float(np.asarray(first.footprint, np.float64)[used].sum())
+@functools.lru_cache(maxsize=4)
+def _catalog(hash_: str):
+    """This build's catalog when it is the one a plan names (its stressors' params), else None."""
+    from ..catalog import load_catalog
+    from ..errors import ValidationError
+    try:
+        cat = load_catalog()
+    except (ValidationError, OSError):
+        return None
+    return cat if cat.hash == hash_ else None
+
+
+def run_buffers(plan, first=None) -> np.ndarray:
+    """float64 [M]: bytes each stressor's buffers hold for the whole run, where the plan runs it
+    at all (the runner allocates them at setup: once if shared, else per thread that runs it).
+    From the plan's catalog where this build has it, else the forward model's footprints."""
+    uses = (np.asarray(plan.compositions) > 0).any(axis=0)                     # [M, K]
+    cat = _catalog(plan.catalog_hash)
+    if cat is not None and cat.names == list(plan.catalog_names):
+        sizes = [buffer_of(s.params) for s in cat.stressors]
+        return np.array([size * (1 if shared else int(u.sum())) if u.any() else 0.0
+                         for (size, shared), u in zip(sizes, uses)])
+    if first is not None and first.footprint is not None and list(first.catalog_names) == list(plan.catalog_names):
+        return np.where(uses.any(axis=1), np.asarray(first.footprint, np.float64), 0.0)
+    return np.zeros(plan.M)
+
+
+def drop_oversized(plan, buffers: np.ndarray, excess: np.ndarray, noise: float):
+    """The no-invented-activity rule for memory: a stressor whose buffers, held for the whole
+    run, are more than the target held over idle in most windows (its median excess, at least
+    the noise) is left out of the plan -> (plan, stressors dropped)."""
+    allowance = max(float(np.median(excess)), noise)
+    over = buffers > allowance
+    if not over.any():
+        return plan, 0
+    comps = np.array(plan.compositions, np.float32)
+    comps[:, over, :] = 0.0
+    return replace(plan, compositions=comps), int(over.sum())
 
 
 def idle_level(values: np.ndarray, first) -> tuple[float, float, str]:
@@ -77,11 +116,14 @@ def plan_memory(plan, trace, *, first=None):
     if not np.isfinite(values).any():
         return plan
     idle, noise, source = idle_level(values, first)
-    footprint = stressor_footprint(plan, first)
+    excess = np.nan_to_num(values - idle, nan=0.0)
+    plan, dropped = drop_oversized(plan, run_buffers(plan, first), excess, noise)
+    footprint = float(run_buffers(plan, first).sum())
     budget = budget_of(plan.host_fingerprint)
     held = held_for(values, idle, noise, footprint, budget)
     prov = {**plan.provenance, "memory_held": {
         "idle_B": idle, "noise_B": noise, "idle_from": source, "stressor_buffers_B": footprint,
+        "stressors_dropped_for_their_buffers": dropped,
         "budget_B": None if not np.isfinite(budget) else budget, "windows_held": int((held > 0).sum()),
         "max_B": float(held.max())}}
     return replace(plan, mem_held_B=held, provenance=prov)
