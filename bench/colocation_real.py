@@ -6,7 +6,9 @@ replay, against what it feels next to the real mix the plan was made from (issue
 
 WORK is a fidelity bench's work directory (bench/fidelity_real.py --out OUT --label L: OUT/L): its
 plans (eval-rep0/plans/<mix>__<method>.h5) are replayed here, with the calibration that bench kept
-(OUT/calibration.json). Everything runs on this host, on 127.0.0.1.
+(OUT/calibration.json); with --regenerate the plans are made again by this code from the same
+targets, forward model and dataset (seed 0), into DIR/plans. Everything runs on this host, on
+127.0.0.1.
 
 The neighbour is PostgreSQL under select-only pgbench (2 clients), its own cluster started once;
 pgbench reports transactions per second every --interval seconds (-P). For each mix, interleaved
@@ -52,6 +54,22 @@ def neighbour_tps(conn: list[str], seconds: int, interval: int) -> list[float]:
     if p.returncode != 0:
         raise SystemExit(f"pgbench failed ({p.returncode}): {p.stderr.strip()[-300:]}")
     return [float(m.group(2)) for m in PROGRESS.finditer(p.stderr)]
+
+
+def regenerate(work: Path, mixes: list[str], methods: list[str], out: Path) -> Path:
+    """Each method's plan for each mix's recorded target, made now through the planner registry."""
+    import controller.planners  # noqa: F401  (registers the dataset baselines)
+    from mimesys.planners.registry import load_planner
+    from mimesys.trace import Trace
+    out.mkdir(parents=True, exist_ok=True)
+    for m in methods:
+        spec = f"inverse:{work / 'forward'}" if m == "inverse" else m
+        gen = load_planner(spec, dataset=str(work / "dataset.h5"))
+        for mix in mixes:
+            path = out / f"{mix}__{m}.h5"
+            if not path.exists():
+                gen.generate(Trace.read(work.parent / "targets" / f"{mix}.h5"), seed=0).write(path)
+    return out
 
 
 def workload_argv(condition: str, mix: str, seconds: int, plans: Path, config: Path) -> list[str] | None:
@@ -151,9 +169,12 @@ def main() -> None:
     ap.add_argument("--methods", default="single,inverse,knn")
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--interval", type=int, default=5)
+    ap.add_argument("--regenerate", action="store_true",
+                    help="make the plans again with this code (into DIR/plans) instead of the fidelity bench's")
     args = ap.parse_args()
     mixes, methods = args.mixes.split(","), args.methods.split(",")
-    plans = args.fidelity / "eval-rep0" / "plans"
+    plans = regenerate(args.fidelity, mixes, methods, args.out / "plans") if args.regenerate \
+        else args.fidelity / "eval-rep0" / "plans"
     for mix in mixes:
         for m in methods:
             if not (plans / f"{mix}__{m}.h5").exists():
@@ -193,7 +214,8 @@ def main() -> None:
         run.kill([server])
         run.close()
     summary = summarize(runs, mixes, methods)
-    summary.update({"bench": "colocation_real", "fidelity": str(args.fidelity), "seconds": args.seconds,
+    summary.update({"bench": "colocation_real", "fidelity": str(args.fidelity), "plans": str(plans),
+                    "seconds": args.seconds,
                     "interval_s": args.interval, "neighbour": "PostgreSQL select-only pgbench, 2 clients",
                     "simulated": False})
     (out / "colocation.json").write_text(json.dumps(summary, indent=1))
