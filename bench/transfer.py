@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from mimesys import bursts  # noqa: E402
-from mimesys.forward.bursts import model_peaks  # noqa: E402
+from mimesys.forward.prediction import model_peaks  # noqa: E402
 from mimesys.forward.model import load_forward_model  # noqa: E402
 from mimesys.metrics import MetricSpec  # noqa: E402
 from mimesys.plan import Plan  # noqa: E402

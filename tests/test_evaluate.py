@@ -221,7 +221,7 @@ def test_cli_evaluates_product_baselines_on_simulated_agent(tmp_path):
 
 
 def test_added_activity_flags_what_the_target_left_idle():
-    from controller.evaluate.activity import added_activity
+    from controller.evaluate.added_activity import added_activity
     specs = [MetricSpec("net.lo.tx_Bps", "B/s"), MetricSpec("disk.read_Bps", "B/s"), MetricSpec("cpu.util", "fraction")]
     target = Trace(np.array([[1e3, 5e8, 0.5]] * 10, np.float32), specs)
     executed = Trace(np.array([[2e9, 4e8, 0.5]] * 10, np.float32), specs)

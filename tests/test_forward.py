@@ -804,7 +804,7 @@ def _wave_plan(T=32, on=3, off=5, level=0.9):
 def test_burst_score_of_predicted_vs_measured_runs(tmp_path):
     """A measured run equal to the prediction scores 0 % MAPE; one whose bursts last twice as
     long scores 100 % on burst duration and is counted, not hidden."""
-    from mimesys.forward.bursts import predict_bursts, predicted_trace
+    from mimesys.forward.prediction import predict_bursts, predicted_trace
     from controller.forward.burst_score import eval_runs, render, score_runs
 
     fm = toy_model()

@@ -240,23 +240,23 @@ def test_metrics_scrapes_are_capped_shared_and_off_the_run_executor(tmp_path, mo
     runs on the metrics thread, never the default executor that writes a finished run's trace."""
     import threading
 
-    from agentd.api import prometheus
+    from agentd.api import scrape
     release, threads = threading.Event(), []
-    real = prometheus.render
+    real = scrape.render
 
     def blocked_render(app):
         threads.append(threading.current_thread().name)
         if not release.wait(20):
             raise RuntimeError("test: render never released")
         return real(app)
-    monkeypatch.setattr(prometheus, "render", blocked_render)
+    monkeypatch.setattr(scrape, "render", blocked_render)
 
     async def main():
         cfg = make_config(tmp_path, "sim", api={"public_metrics": True, "metrics_max_requests": 3})
         app = create_app(cfg, create_backend(cfg), token=TOKEN)
         async with TestServer(app, host="127.0.0.1") as server, TestClient(server) as c:
             held = [asyncio.create_task(c.get("/metrics")) for _ in range(3)]
-            scrapes = app[prometheus.SCRAPES]
+            scrapes = app[scrape.SCRAPES]
             deadline = time.monotonic() + 20
             while scrapes.in_agent < 3:
                 assert time.monotonic() < deadline, "three scrapes never reached the agent"

@@ -20,7 +20,7 @@ from mimesys.catalog import Catalog, load_catalog
 
 from ..config import Config
 from ..runs import RunManager
-from . import prometheus
+from . import scrape
 from .monitor import MonitorHub
 from .routes import setup_routes
 from .looplag import LoopLag
@@ -49,8 +49,8 @@ def create_app(config: Config, backend: Backend, *, token: bytes | None = None,
                       "executor": concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="generate")}
     app[STARTED_AT] = time.monotonic()
     app[LOOP_LAG] = LoopLag()
-    app[prometheus.REGISTRY] = prometheus.create_registry(app)
-    app[prometheus.SCRAPES] = prometheus.Scrapes(config.api.metrics_max_requests)
+    app[scrape.REGISTRY] = scrape.create_registry(app)
+    app[scrape.SCRAPES] = scrape.Scrapes(config.api.metrics_max_requests)
     app.cleanup_ctx.extend([_loop_lag_ctx, _backend_ctx, _runs_ctx, _monitor_ctx])
     app.on_shutdown.append(_end_streams)
     setup_routes(app)
@@ -73,7 +73,7 @@ async def _loop_lag_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     app[GENERATOR]["executor"].shutdown(wait=False, cancel_futures=True)
-    app[prometheus.SCRAPES].close()
+    app[scrape.SCRAPES].close()
     await app[BACKEND].close()
 
 

@@ -15,7 +15,7 @@ from mimesys import __version__, tracestream, wire
 from mimesys.api import bodies
 from mimesys.errors import Conflict, MimesysError, NotImplementedYet, ValidationError
 
-from . import prometheus
+from . import scrape
 from .state import BACKEND, CATALOG, CONFIG, GENERATOR, LOOP_LAG, MONITOR, RUNS, STARTED_AT
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,11 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = await request.app[prometheus.SCRAPES].render(request.app)   # capped, off the run executor
+    body = await request.app[scrape.SCRAPES].render(request.app)   # capped, off the run executor
     # A scrape keeps the host sampled until a few intervals after the last one (one sample per
     # interval however many scrape; a refused scrape holds nothing).
     request.app[MONITOR].hold(max(60.0, 4 * request.app[CONFIG].monitor.interval_s))
-    return web.Response(body=body, headers={"Content-Type": prometheus.CONTENT_TYPE})
+    return web.Response(body=body, headers={"Content-Type": scrape.CONTENT_TYPE})
 
 
 # -- runs ---------------------------------------------------------------------------

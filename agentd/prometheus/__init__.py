@@ -1,4 +1,4 @@
-"""The agent's Prometheus output, in one room; the HTTP side is agentd/api/prometheus.py.
+"""The agent's Prometheus output, in one room; the HTTP side is agentd/api/scrape.py.
 
     families.py    the agent's metric families (runs, samplers, monitor, event-loop lag, host),
                    read from its live objects at scrape time

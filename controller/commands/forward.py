@@ -120,7 +120,7 @@ def fit_cmd(dataset, profile_path, output, holdout, members, kind, steps, max_sa
 def predict_cmd(model_dir, plan_path, output, first_order, with_bursts):
     """What the host would measure running PLAN (without running it)."""
     from mimesys import bursts
-    from mimesys.forward.bursts import model_peaks, predicted_trace
+    from mimesys.forward.prediction import model_peaks, predicted_trace
     from mimesys.forward.model import load_forward_model
     from mimesys.plan import Plan
 

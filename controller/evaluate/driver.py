@@ -35,7 +35,7 @@ from mimesys.trace import Trace
 
 from ..importers.base import ImportReport
 from ..mapping import HostProfile, MappingOptions, map_trace
-from .activity import added_activity
+from .added_activity import added_activity
 from .own_scale import (attribute_to_plan, idle_window_additions, memory_added_by_plan, memory_range_score,
                         own_scale, own_scale_scores, resource_mean)
 from .dtw import DEFAULT_BAND, compare

@@ -23,7 +23,7 @@ import numpy as np
 
 from mimesys import bursts
 from mimesys.errors import ValidationError
-from mimesys.forward.bursts import check_plan, model_peaks, predicted_trace
+from mimesys.forward.prediction import check_plan, model_peaks, predicted_trace
 from mimesys.plan import Plan
 from mimesys.trace import Trace
 
