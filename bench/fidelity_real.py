@@ -367,7 +367,9 @@ def plot(summary: dict, path: Path, title: str) -> None:
     methods = sorted(summary["methods"], key=lambda m: summary["methods"][m]["mean"])
     metrics = list(summary["floor"]["per_metric"])
     own = summary.get("own_scale")
-    fig, axes = plt.subplots(3 if own else 2, 1, figsize=(12, 11 if own else 8))
+    memory = own is not None and own["floor"].get("memory") is not None
+    rows = 2 + bool(own) + memory
+    fig, axes = plt.subplots(rows, 1, figsize=(12, 3.7 * rows))
     axes[0].bar(methods + ["noise floor"], [summary["methods"][m]["mean"] for m in methods] + [summary["floor"]["mean"]],
                 color=["C0"] * len(methods) + ["grey"])
     axes[0].set_ylabel("mean normalized DTW\n(every scored metric)")
@@ -392,8 +394,47 @@ def plot(summary: dict, path: Path, title: str) -> None:
             axes[2].annotate(f"{added} idle windows\nwith added activity{note}",
                              (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=7)
         axes[2].set_ylabel("on the target's own scale\n(per-core CPU, disk, loopback)")
+    if memory:
+        mm = [m for m in sorted(own["methods"], key=lambda m: own["methods"][m].get("memory") or 9)
+              if own["methods"][m].get("memory") is not None]
+        bars = axes[3].bar(mm + ["noise floor"], [own["methods"][m]["memory"] for m in mm] + [own["floor"]["memory"]],
+                           color=["C2"] * len(mm) + ["grey"])
+        for b, m in zip(bars, mm):
+            axes[3].annotate(f"{own['methods'][m]['memory_windows_added']} windows above the target's least where "
+                             f"it rested\n({own['methods'][m]['memory_windows_added_by_plan']} held by the plan)",
+                             (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=7)
+        axes[3].set_ylabel("used memory, DTW on\nthe target's range")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def memory_overlay(eval_dirs: list[Path], targets: dict, reruns: dict, path: Path) -> None:
+    """Used memory of each mix: the target and its rerun in black, each method's replays in its colour."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from mimesys.trace import Trace
+    mixes = [m for m in targets if "mem.used_B" in targets[m].names]
+    if not mixes:
+        return
+    fig, axes = plt.subplots(len(mixes), 1, figsize=(10, 2.6 * len(mixes)), squeeze=False)
+    for ax, mix in zip(axes[:, 0], mixes):
+        ax.plot(targets[mix].column("mem.used_B") / 2**20, color="black", lw=2, label="target")
+        ax.plot(reruns[mix].column("mem.used_B") / 2**20, color="black", lw=1, ls=":", label="the mix again")
+        colours: dict = {}
+        for d in eval_dirs:
+            for f in sorted((d / "executed").glob(f"{mix}__*.h5")):
+                method = f.stem.rpartition("__")[2]
+                c = colours.setdefault(method, f"C{len(colours)}")
+                ax.plot(Trace.read(f).column("mem.used_B") / 2**20, color=c, lw=1,
+                        label=method if d == eval_dirs[0] else None)
+        ax.set_title(mix, fontsize=9)
+        ax.set_ylabel("used MiB")
+        ax.legend(fontsize=7, ncol=5, loc="upper right")
+    axes[-1, 0].set_xlabel("window (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
@@ -603,6 +644,7 @@ def main() -> None:
                         "elapsed_s": round(time.monotonic() - t_start, 1)})
         (work / "fidelity.json").write_text(json.dumps(summary, indent=1))
         plot(summary, work / "fidelity.png", f"real mixes on this host, {args.label} ({samples} samples)")
+        memory_overlay(eval_dirs, tr, re, work / "memory.png")
         print(json.dumps(summary))
     finally:
         if agent is not None:
