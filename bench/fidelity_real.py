@@ -44,6 +44,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -438,7 +439,7 @@ def memory_overlay(eval_dirs: list[Path], targets: dict, reruns: dict, path: Pat
     plt.close(fig)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("bench-out/fidelity"))
     ap.add_argument("--campaign", type=Path, required=True,
@@ -471,8 +472,42 @@ def main() -> None:
                     help="No agent, nothing replayed or refitted: summarize the replays already in --out again.")
     ap.add_argument("--prepare-only", action="store_true",
                     help="Record, profile, collect and fit, then stop: the replays can run later (the host quiet again).")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+@dataclass
+class Bench:
+    """What every phase of one bench run shares."""
+    args: argparse.Namespace
+    mixes: list[str]
+    out: Path
+    agent: LocalAgent | None
+    t_start: float = field(default_factory=time.monotonic)
+
+    def needs_agent(self, what: str) -> LocalAgent:
+        if self.agent is None:
+            raise SystemExit(f"--summarize-only: {what} is missing under {self.out}; run the bench without it first")
+        return self.agent
+
+    @property
+    def targets_dir(self) -> Path:
+        return self.out / "targets"
+
+
+@dataclass
+class Models:
+    """The dataset, the forward model and the diffusion exports one bench run replays."""
+    work: Path
+    ds: Path
+    samples: int
+    onnx: Path
+    fm: Path
+    score: str
+    wanted: list[str]
+    ablation: dict
+
+
+def check_mixes(args) -> list[str]:
     from mixes import HELD_OUT, MEMORY, MIXES, missing_tools
     mixes = [m for m in args.mixes.split(",") if m] or list(MIXES)
     unknown = sorted(set(mixes) - set(MIXES) - set(HELD_OUT) - set(MEMORY))
@@ -481,174 +516,204 @@ def main() -> None:
     held_out = bool(set(mixes) & (set(HELD_OUT) | set(MEMORY)))
     if missing_tools(held_out):
         sh(["apt-get", "install", "-y", "-qq", *missing_tools(held_out)])
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    t_start = time.monotonic()
-    agent = None if args.summarize_only else LocalAgent(out / "agent")
+    return mixes
 
-    def needs_agent(what: str) -> LocalAgent:
-        if agent is None:
-            raise SystemExit(f"--summarize-only: {what} is missing under {out}; run the bench without it first")
-        return agent
 
+def record_targets(b: Bench) -> Path:
+    """Calibrate the agent, record every mix twice, profile the host (each kept once made); the profile."""
+    args, out, agent = b.args, b.out, b.agent
     if agent is not None:
-        agent.start()
+        sh([*AGENT, "calibrate", "--config", agent.config_file])
+        # kept beside the results: bench/colocation_real.py replays these plans with it
+        (out / "calibration.json").write_bytes((agent.tmp / "state" / "calibration.json").read_bytes())
+    b.targets_dir.mkdir(exist_ok=True)
+    for mix in b.mixes:
+        for suffix in ("", ".rerun"):
+            p = b.targets_dir / f"{mix}{suffix}.h5"
+            if not p.exists():
+                record_mix(b.needs_agent(str(p)), mix, args.mix_seconds, p)
+    profile = out / "profile.h5"
+    if not profile.exists():
+        sh([*CTL, "forward", "profile", "--agent", b.needs_agent(str(profile)).url, "--token-file", agent.token_file,
+            "-o", profile])
+    if args.collect_rounds is not None and agent is not None:
+        t0 = time.monotonic()
+        write_campaign_config(args.campaign, DemoSettings())   # a new campaign: the demo's settings
+        sh([*CTL, "collect", args.campaign, "--rounds", args.collect_rounds, "--fleet", agent.write_fleet()])
+        print(f"collect to round {args.collect_rounds}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    return profile
+
+
+def build_models(b: Bench, profile: Path) -> Models:
+    """The dataset (rounds ≤ --max-round), the base diffusion model, the forward model and its score."""
+    args, agent = b.args, b.agent
+    work = b.out / args.label
+    work.mkdir(exist_ok=True)
+    full, ds = work / "dataset-full.h5", work / "dataset.h5"
+    sh([*CTL, "dataset", "build", args.campaign, "-o", full])
+    samples = subset_dataset(full, ds, args.max_round)
+    s = DemoSettings()
+    onnx, fm = work / "model-onnx", work / "forward"
+    wanted = ["diffusion" if m == "model" else m for m in args.methods.split(",")]
+    if not (onnx / "manifest.json").exists() and {"diffusion", "select", "steered"} & set(wanted):
+        sh([*CTL, "train", ds, "--out", work / "model", "--steps", args.train_steps, "--batch-size", args.train_batch,
+            "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
+            "--overwrite"])
+        sh([*CTL, "export", work / "model", "--onnx", onnx, "--overwrite"])
+    if agent is not None or not (fm / "manifest.json").exists():
+        b.needs_agent(str(fm))
+        # the calibration just made: each stressor's CPU share as this runner measures it
+        # (corrects what an older profile recorded)
+        cal = agent.tmp / "state" / "calibration.json"
+        sh([*CTL, "forward", "fit", ds, "--profile", profile, "-o", fm, "--overwrite",
+            *(["--calibration", cal] if cal.exists() else [])])
+        score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
+                               capture_output=True, text=True).stdout
+        (work / "forward-score.json").write_text(score)
+    taught_model, aligned = work / "model-taught", work / "model-ddpo-forward"
+    ablation = {"steered": (work / "model", work / "model-onnx-steered", True),
+                "taught": (taught_model, work / "model-onnx-taught", False),
+                "taught-steered": (taught_model, work / "model-onnx-taught-steered", True),
+                "ddpo-forward": (aligned, work / "model-onnx-ddpo-forward", True)}
+    return Models(work, ds, samples, onnx, fm, (work / "forward-score.json").read_text(), wanted, ablation)
+
+
+def build_ablation(b: Bench, m: Models) -> None:
+    """The diffusion ablation's models (taught, DDPO against the forward model) and their exports."""
+    args, work, s = b.args, m.work, DemoSettings()
+    taught_ds, taught_model = work / "dataset-taught.h5", work / "model-taught"
+    aligned = work / "model-ddpo-forward"
+    teaching = json.loads((work / "teaching.json").read_text()) if (work / "teaching.json").exists() else {}
+    synthetic = work / "synthetic-targets"
+    if {"taught", "taught-steered", "ddpo-forward"} & set(m.wanted) and not (taught_model / "model.pt").exists():
+        t0 = time.monotonic()
+        sh([*CTL, "dataset", "teach", m.ds, "--forward", m.fm, "--synthetic", args.teach_synthetic,
+            "--write-synthetic", synthetic, "-o", taught_ds])
+        teaching["teach_s"] = round(time.monotonic() - t0, 1)
+        t0 = time.monotonic()
+        sh([*CTL, "train", taught_ds, "--out", taught_model, "--steps", args.train_steps, "--batch-size",
+            args.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu",
+            "--seed", s.seed, "--taught-share", args.taught_share, "--overwrite"])
+        teaching["train_s"] = round(time.monotonic() - t0, 1)
+        (work / "teaching.json").write_text(json.dumps(teaching))
+    if "ddpo-forward" in m.wanted and not (aligned / "model.pt").exists():
+        t0 = time.monotonic()
+        sh([*CTL, "align", taught_model, "--traces", *sorted(synthetic.glob("*.h5"))[:32], "--forward", m.fm,
+            "--preset", "forward", "--epochs", args.ddpo_epochs, "--out", aligned, "--quiet"])
+        teaching["ddpo_forward_s"] = round(time.monotonic() - t0, 1)
+        (work / "teaching.json").write_text(json.dumps(teaching))
+    for row, (model_dir, export_dir, steer) in m.ablation.items():
+        if row in m.wanted and not (export_dir / "manifest.json").exists():
+            sh([*CTL, "export", model_dir, "--onnx", export_dir, "--overwrite", *(["--forward", m.fm] if steer else [])])
+
+
+def replay_all(b: Bench, m: Models) -> tuple[list[Path], list[Path], list[str]]:
+    """Every method's plan for every target, --replays times (and --update's methods again):
+    (the targets, the evaluation directories, the updated methods)."""
+    args, agent = b.args, b.agent
+    specs = {"single": "single", "nearest": "nearest", "knn": "knn", "diffusion": f"diffusion={m.onnx}",
+             **{row: f"{row}={export_dir}" for row, (_, export_dir, _) in m.ablation.items()},
+             "inverse": f"inverse=inverse:{m.fm}", "inverse-first-order": f"inverse-first-order=inverse-first-order:{m.fm}",
+             "select": f"select=select:{m.onnx},{m.fm}"}
+    methods = [specs[x] for x in m.wanted]
+    targets = [p for p in sorted(b.targets_dir.glob("*.h5")) if not p.name.endswith(".rerun.h5") and p.stem in b.mixes]
+
+    def evaluate(d: Path, method_specs: list[str], seed: int) -> None:
+        sh([*CTL, "evaluate", "--agent", b.needs_agent(str(d)).url, "--token-file", agent.token_file, "--scale", "device",
+            *[a for t in targets for a in ("--trace", t)], *[a for x in method_specs for a in ("--method", x)],
+            "--dataset", m.ds, "--seed", seed, "--band", args.band, "-o", d])
+
+    eval_dirs = []
+    for r in range(args.replays):
+        d = m.work / f"eval-rep{r}"
+        done = (d / "results.json").exists() and \
+            not any(x.get("error") for x in json.loads((d / "results.json").read_text())["runs"])
+        if not done:
+            evaluate(d, methods, r)
+        eval_dirs.append(d)
+    update = [x for x in args.update.split(",") if x]
+    for r, d in enumerate(list(eval_dirs) if update else []):
+        u = m.work / f"eval-rep{r}-update"
+        if not (u / "results.json").exists():
+            evaluate(u, [specs[x] for x in update], r)
+        eval_dirs[r] = combine_evaluations(d, u, [specs[x].partition("=")[0] for x in update],
+                                           m.work / f"eval-rep{r}-combined")
+    return targets, eval_dirs, update
+
+
+def report(summary: dict) -> None:
+    """The summary's figures a person reads first, on stderr."""
+    own = summary["own_scale"]
+    for method, spread in own["replay_spread"].items():
+        own_m = own["methods"].get(method, {})
+        print(f"{method}: per-core CPU {own_m.get('per_core_cpu')} vs the target, {spread['per_core_cpu']} between "
+              f"its replays; resource mean {own_m.get('resource_mean')} vs {spread['resource_mean']}", file=sys.stderr)
+    for method, own_m in own["methods"].items():
+        if own_m.get("memory") is not None:
+            print(f"{method}: used memory on the target's range {own_m['memory']:.4f} (floor "
+                  f"{own['floor']['memory']}), windows of memory added "
+                  f"{own_m['memory_windows_added']} (by the plan {own_m['memory_windows_added_by_plan']})",
+                  file=sys.stderr)
+    diff = own["inverse_minus_single"]
+    if diff:
+        print(f"per-core CPU, inverse − single: {diff['mean']:+.5f} (standard error over mixes "
+              f"{diff['standard_error']})", file=sys.stderr)
+    pe = summary["replay_prediction"]
+    print(f"forward model on the replayed plans ({pe['runs']} runs): mean |predicted − measured| / full scale, "
+          f"median over metrics: corrected {pe['median_over_metrics']['corrected']}, first order "
+          f"{pe['median_over_metrics']['first_order']}", file=sys.stderr)
+    for name in sorted(pe["mean_abs_error_full_scale"]["corrected"]):
+        print(f"  {name:28s} corrected {pe['mean_abs_error_full_scale']['corrected'][name]:.4f}   first order "
+              f"{pe['mean_abs_error_full_scale']['first_order'].get(name, float('nan')):.4f}", file=sys.stderr)
+
+
+def summarize(b: Bench, m: Models, targets: list[Path], eval_dirs: list[Path], update: list[str]) -> dict:
+    """The summary JSON, its PNGs and the lines on stderr, from what the evaluations left."""
+    from mimesys.trace import Trace
+    args, work = b.args, m.work
+    peaks = json.loads((eval_dirs[0] / "results.json").read_text())["meta"]["peaks_used_for_scale"]
+    tr = {p.stem: Trace.read(p) for p in targets}
+    re = {p.stem: Trace.read(b.targets_dir / f"{p.stem}.rerun.h5") for p in targets}
+    summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
+    summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band), tr, args.band)
+    for method, per in plan_attributed_additions(eval_dirs, tr).items():
+        summary["own_scale"]["methods"].get(method, {})["idle_windows_added_by_plan"] = per
+    summary["own_scale"]["replay_spread"] = replay_spread(eval_dirs, tr, args.band)
+    summary["own_scale"]["inverse_minus_single"] = method_difference(summary["own_scale"], "inverse", "single")
+    summary["replay_prediction"] = replay_prediction_error(m.fm, eval_dirs)
+    report(summary)
+    summary.update({"bench": "fidelity_real", "label": args.label, "samples": m.samples,
+                    "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
+                    "replays": args.replays, "train_steps": args.train_steps, "simulated": False,
+                    "updated_methods": update, "eval_dirs": [str(d) for d in eval_dirs],
+                    "teaching": json.loads((work / "teaching.json").read_text())
+                    if (work / "teaching.json").exists() else None,
+                    "forward_score": {k: v for k, v in json.loads(m.score).items() if k != "metrics"},
+                    "elapsed_s": round(time.monotonic() - b.t_start, 1)})
+    (work / "fidelity.json").write_text(json.dumps(summary, indent=1))
+    plot(summary, work / "fidelity.png", f"real mixes on this host, {args.label} ({m.samples} samples)")
+    memory_overlay(eval_dirs, tr, re, work / "memory.png")
+    return summary
+
+
+def main() -> None:
+    args = parse_args()
+    mixes = check_mixes(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    b = Bench(args, mixes, args.out, None if args.summarize_only else LocalAgent(args.out / "agent"))
+    if b.agent is not None:
+        b.agent.start()
     try:
-        if agent is not None:
-            sh([*AGENT, "calibrate", "--config", agent.config_file])
-            # kept beside the results: bench/colocation_real.py replays these plans with it
-            (out / "calibration.json").write_bytes((agent.tmp / "state" / "calibration.json").read_bytes())
-        tdir = out / "targets"
-        tdir.mkdir(exist_ok=True)
-        for mix in mixes:
-            for suffix in ("", ".rerun"):
-                p = tdir / f"{mix}{suffix}.h5"
-                if not p.exists():
-                    record_mix(needs_agent(str(p)), mix, args.mix_seconds, p)
-        profile = out / "profile.h5"
-        if not profile.exists():
-            sh([*CTL, "forward", "profile", "--agent", needs_agent(str(profile)).url, "--token-file", agent.token_file,
-                "-o", profile])
-
-        if args.collect_rounds is not None and agent is not None:
-            t0 = time.monotonic()
-            write_campaign_config(args.campaign, DemoSettings())   # a new campaign: the demo's settings
-            sh([*CTL, "collect", args.campaign, "--rounds", args.collect_rounds,
-                "--fleet", agent.write_fleet()])
-            print(f"collect to round {args.collect_rounds}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
-
-        work = out / args.label
-        work.mkdir(exist_ok=True)
-        full, ds = work / "dataset-full.h5", work / "dataset.h5"
-        sh([*CTL, "dataset", "build", args.campaign, "-o", full])
-        samples = subset_dataset(full, ds, args.max_round)
-        s = DemoSettings()
-        onnx, fm = work / "model-onnx", work / "forward"
-        wanted = ["diffusion" if m == "model" else m for m in args.methods.split(",")]
-        if not (onnx / "manifest.json").exists() and {"diffusion", "select", "steered"} & set(wanted):
-            sh([*CTL, "train", ds, "--out", work / "model", "--steps", args.train_steps, "--batch-size", args.train_batch,
-                "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu", "--seed", s.seed,
-                "--overwrite"])
-            sh([*CTL, "export", work / "model", "--onnx", onnx, "--overwrite"])
-        if agent is not None or not (fm / "manifest.json").exists():
-            needs_agent(str(fm))
-            # the calibration just made: each stressor's CPU share as this runner measures it
-            # (corrects what an older profile recorded)
-            cal = agent.tmp / "state" / "calibration.json"
-            sh([*CTL, "forward", "fit", ds, "--profile", profile, "-o", fm, "--overwrite",
-                *(["--calibration", cal] if cal.exists() else [])])
-            score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
-                                   capture_output=True, text=True).stdout
-            (work / "forward-score.json").write_text(score)
-        score = (work / "forward-score.json").read_text()
-        taught_ds, taught_model = work / "dataset-taught.h5", work / "model-taught"
-        aligned = work / "model-ddpo-forward"
-        ablation = {"steered": (work / "model", work / "model-onnx-steered", True),
-                    "taught": (taught_model, work / "model-onnx-taught", False),
-                    "taught-steered": (taught_model, work / "model-onnx-taught-steered", True),
-                    "ddpo-forward": (aligned, work / "model-onnx-ddpo-forward", True)}
-        teaching = json.loads((work / "teaching.json").read_text()) if (work / "teaching.json").exists() else {}
-        synthetic = work / "synthetic-targets"
-        if {"taught", "taught-steered", "ddpo-forward"} & set(wanted):
-            if not (taught_model / "model.pt").exists():
-                t0 = time.monotonic()
-                sh([*CTL, "dataset", "teach", ds, "--forward", fm, "--synthetic", args.teach_synthetic,
-                    "--write-synthetic", synthetic, "-o", taught_ds])
-                teaching["teach_s"] = round(time.monotonic() - t0, 1)
-                t0 = time.monotonic()
-                sh([*CTL, "train", taught_ds, "--out", taught_model, "--steps", args.train_steps, "--batch-size",
-                    args.train_batch, "--hidden", s.train_hidden, "--blocks", s.train_blocks, "--device", "cpu",
-                    "--seed", s.seed, "--taught-share", args.taught_share, "--overwrite"])
-                teaching["train_s"] = round(time.monotonic() - t0, 1)
-                (work / "teaching.json").write_text(json.dumps(teaching))
-        if "ddpo-forward" in wanted and not (aligned / "model.pt").exists():
-            t0 = time.monotonic()
-            sh([*CTL, "align", taught_model, "--traces", *sorted(synthetic.glob("*.h5"))[:32], "--forward", fm,
-                "--preset", "forward", "--epochs", args.ddpo_epochs, "--out", aligned, "--quiet"])
-            teaching["ddpo_forward_s"] = round(time.monotonic() - t0, 1)
-            (work / "teaching.json").write_text(json.dumps(teaching))
-        for row, (model_dir, export_dir, steer) in ablation.items():
-            if row in wanted and not (export_dir / "manifest.json").exists():
-                sh([*CTL, "export", model_dir, "--onnx", export_dir, "--overwrite", *(["--forward", fm] if steer else [])])
+        models = build_models(b, record_targets(b))
+        build_ablation(b, models)
         if args.prepare_only:
-            print(f"prepared in {time.monotonic() - t_start:.0f} s: targets, profile, campaign, forward model", file=sys.stderr)
+            print(f"prepared in {time.monotonic() - b.t_start:.0f} s: targets, profile, campaign, forward model",
+                  file=sys.stderr)
             return
-        specs = {"single": "single", "nearest": "nearest", "knn": "knn", "diffusion": f"diffusion={onnx}",
-                 **{row: f"{row}={export_dir}" for row, (_, export_dir, _) in ablation.items()},
-                 "inverse": f"inverse=inverse:{fm}", "inverse-first-order": f"inverse-first-order=inverse-first-order:{fm}",
-                 "select": f"select=select:{onnx},{fm}"}
-        methods = [specs[m] for m in wanted]
-        targets = sorted(tdir.glob("*.h5"))
-        targets = [p for p in targets if not p.name.endswith(".rerun.h5") and p.stem in mixes]
-        eval_dirs = []
-        for r in range(args.replays):
-            d = work / f"eval-rep{r}"
-            done = (d / "results.json").exists() and \
-                not any(r.get("error") for r in json.loads((d / "results.json").read_text())["runs"])
-            if not done:
-                sh([*CTL, "evaluate", "--agent", needs_agent(str(d)).url, "--token-file", agent.token_file, "--scale", "device",
-                    *[a for t in targets for a in ("--trace", t)], *[a for m in methods for a in ("--method", m)],
-                    "--dataset", ds, "--seed", r, "--band", args.band, "-o", d])
-            eval_dirs.append(d)
-        update = [m for m in args.update.split(",") if m]
-        if update:
-            for r, d in enumerate(list(eval_dirs)):
-                u = work / f"eval-rep{r}-update"
-                if not (u / "results.json").exists():
-                    sh([*CTL, "evaluate", "--agent", needs_agent(str(u)).url, "--token-file", agent.token_file, "--scale", "device",
-                        *[a for t in targets for a in ("--trace", t)],
-                        *[a for m in update for a in ("--method", specs[m])], "--dataset", ds, "--seed", r,
-                        "--band", args.band, "-o", u])
-                eval_dirs[r] = combine_evaluations(d, u, [specs[m].partition("=")[0] for m in update],
-                                                   work / f"eval-rep{r}-combined")
-
-        from mimesys.trace import Trace
-        peaks = json.loads((eval_dirs[0] / "results.json").read_text())["meta"]["peaks_used_for_scale"]
-        tr = {p.stem: Trace.read(p) for p in targets}
-        re = {p.stem: Trace.read(tdir / f"{p.stem}.rerun.h5") for p in targets}
-        summary = aggregate(eval_dirs, floor_scores(tr, re, peaks, args.band))
-        summary["own_scale"] = own_scale_summary(eval_dirs, own_floor(tr, re, args.band), tr, args.band)
-        for method, per in plan_attributed_additions(eval_dirs, tr).items():
-            summary["own_scale"]["methods"].get(method, {})["idle_windows_added_by_plan"] = per
-        summary["own_scale"]["replay_spread"] = replay_spread(eval_dirs, tr, args.band)
-        summary["own_scale"]["inverse_minus_single"] = method_difference(summary["own_scale"], "inverse", "single")
-        for method, spread in summary["own_scale"]["replay_spread"].items():
-            own_m = summary["own_scale"]["methods"].get(method, {})
-            print(f"{method}: per-core CPU {own_m.get('per_core_cpu')} vs the target, {spread['per_core_cpu']} between "
-                  f"its replays; resource mean {own_m.get('resource_mean')} vs {spread['resource_mean']}", file=sys.stderr)
-        for method, own_m in summary["own_scale"]["methods"].items():
-            if own_m.get("memory") is not None:
-                print(f"{method}: used memory on the target's range {own_m['memory']:.4f} (floor "
-                      f"{summary['own_scale']['floor']['memory']}), windows of memory added "
-                      f"{own_m['memory_windows_added']} (by the plan {own_m['memory_windows_added_by_plan']})",
-                      file=sys.stderr)
-        diff = summary["own_scale"]["inverse_minus_single"]
-        if diff:
-            print(f"per-core CPU, inverse − single: {diff['mean']:+.5f} (standard error over mixes "
-                  f"{diff['standard_error']})", file=sys.stderr)
-        summary["replay_prediction"] = replay_prediction_error(fm, eval_dirs)
-        pe = summary["replay_prediction"]
-        print(f"forward model on the replayed plans ({pe['runs']} runs): mean |predicted − measured| / full scale, "
-              f"median over metrics: corrected {pe['median_over_metrics']['corrected']}, first order "
-              f"{pe['median_over_metrics']['first_order']}", file=sys.stderr)
-        for name in sorted(pe["mean_abs_error_full_scale"]["corrected"]):
-            print(f"  {name:28s} corrected {pe['mean_abs_error_full_scale']['corrected'][name]:.4f}   first order "
-                  f"{pe['mean_abs_error_full_scale']['first_order'].get(name, float('nan')):.4f}", file=sys.stderr)
-        summary.update({"bench": "fidelity_real", "label": args.label, "samples": samples,
-                        "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
-                        "replays": args.replays, "train_steps": args.train_steps, "simulated": False,
-                        "updated_methods": update, "eval_dirs": [str(d) for d in eval_dirs],
-                        "teaching": json.loads((work / "teaching.json").read_text())
-                        if (work / "teaching.json").exists() else None,
-                        "forward_score": {k: v for k, v in json.loads(score).items() if k != "metrics"},
-                        "elapsed_s": round(time.monotonic() - t_start, 1)})
-        (work / "fidelity.json").write_text(json.dumps(summary, indent=1))
-        plot(summary, work / "fidelity.png", f"real mixes on this host, {args.label} ({samples} samples)")
-        memory_overlay(eval_dirs, tr, re, work / "memory.png")
-        print(json.dumps(summary))
+        print(json.dumps(summarize(b, models, *replay_all(b, models))))
     finally:
-        if agent is not None:
-            agent.stop()
+        if b.agent is not None:
+            b.agent.stop()
 
 
 if __name__ == "__main__":
