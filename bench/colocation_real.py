@@ -185,7 +185,7 @@ def main() -> None:
         raise SystemExit(f"no {calibration}: the fidelity bench keeps its agent's calibration there")
     out = args.out
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    agent = out / "agent"
+    agent = (out / "agent").resolve()     # the agent's config takes absolute paths only
     for d in ("state", "scratch"):
         (agent / d).mkdir(parents=True, exist_ok=True)
     (agent / "state" / "calibration.json").write_bytes(calibration.read_bytes())
