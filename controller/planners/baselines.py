@@ -6,9 +6,8 @@ planner registry by controller/planners/__init__.py (spec `KIND:DATASET`).
   metrics are closest (search-based baseline).
 - knn: the inverse-distance-weighted mean of the k = 100 nearest samples' compositions
   (linear interpolation between profiled compositions).
-- single: one stressor (by default the catalog's first memory stressor that holds no buffer for
-  the whole run, as the paper's Fleetbench memory baseline; the memory rule leaves a buffered one
-  out wherever the target held less) on every thread, its duty cycle per thread equal to the
+- single: one stressor (by default the catalog's first memory stressor, as the paper's
+  Fleetbench memory baseline) on every thread, its duty cycle per thread equal to the
   target's utilization of that thread's core.
 
 Distances are taken in the model's normalized metric space (controller/model/layout.py:
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mimesys.catalog import buffer_of, load_catalog
+from mimesys.catalog import load_catalog
 from mimesys.errors import ConfigError, ValidationError
 from mimesys.plan import Plan
 from mimesys.planners.base import project_to_valid, target_matrix
@@ -113,14 +112,12 @@ class SingleStressor:
 
     def __init__(self, catalog_names: list[str], catalog_hash: str, threads: int, *, stressor: str | None = None,
                  resource_class_of: dict[str, str] | None = None, window_s: float = 1.0,
-                 host_fingerprint: dict | None = None, buffered: set[str] | frozenset = frozenset()):
+                 host_fingerprint: dict | None = None):
         if stressor is None:
             mem = [n for n in catalog_names if (resource_class_of or {}).get(n) == "memory"]
             if not mem:
                 raise ConfigError("single-stressor baseline: the catalog has no memory stressor; name one with stressor=")
-            # one without a buffer held for the whole run: the memory rule (mimesys/planners/memory.py)
-            # drops such a stressor wherever the target held less, which would leave no plan at all
-            stressor = next((n for n in mem if n not in buffered), mem[0])
+            stressor = mem[0]
         if stressor not in catalog_names:
             raise ConfigError(f"single-stressor baseline: unknown stressor {stressor!r}; known: {', '.join(catalog_names)}")
         self.stressor, self.m = stressor, catalog_names.index(stressor)
@@ -182,18 +179,15 @@ def knn(dataset: Path | str | TrainingData, *, k: int = 100) -> KnnInterpolation
 def single(dataset: Path | str | TrainingData, *, stressor: str | None = None) -> SingleStressor:
     """The single stressor only takes the catalog, thread count and window from the dataset."""
     data = _data(dataset)
-    classes, buffered = {}, set()
+    classes = {}
     try:
-        stressors = load_catalog().stressors
-        classes = {s.name: s.resource_class for s in stressors}
-        buffered = {s.name for s in stressors if buffer_of(s.params)[0] > 0}
+        classes = {s.name: s.resource_class for s in load_catalog().stressors}
     except ValidationError:
         pass
     if not any(n in classes for n in data.catalog_names):   # no catalog here: guess the class from the name
         classes = {n: re.split(r"[_.]", n)[0].replace("mem", "memory") for n in data.catalog_names}
     return SingleStressor(data.catalog_names, data.catalog_hash, data.threads, stressor=stressor,
-                          resource_class_of=classes, window_s=data.window_s, host_fingerprint=data.host_fingerprint,
-                          buffered=buffered)
+                          resource_class_of=classes, window_s=data.window_s, host_fingerprint=data.host_fingerprint)
 
 
 def from_dataset(kind: str, dataset: Path | str | TrainingData, **kw):
