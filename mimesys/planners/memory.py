@@ -10,9 +10,13 @@ composition to search for.
     held_t   = excess_t − the plan's stressor buffers   where excess_t is above the idle noise
                0                                        elsewhere (no memory the target did not hold)
 
-A stressor's own buffers are held for the whole run from setup (runner.c), so one whose buffers
-are more than the target held in most windows is left out of the plan first (measured: a knn
-plan interpolating 40 stressors held 5 GiB of buffers next to a target holding at most 0.8 GiB).
+A stressor's own buffers are held for the whole run from setup (runner.c) and count against
+what the plan holds. Leaving out a stressor whose buffers outweigh what the target held is not
+done here: measured, a knn plan interpolating 40 stressors held 5 GiB of buffers next to a target
+holding at most 0.8 GiB, but dropping stressors after a planner chose them took the CPU work the
+inverse planner's solve had put on them (its simulated-host test fell from 0.56x single's error
+to beyond it); the planner that chooses must weigh the buffers itself (the inverse planner's
+`allowed` does for stressors no metric observes).
 
 capped at the memory an agent of the plan's host gives its runner by default (half of its
 installed memory, agentd/runner.default_memory_budget) less those buffers. The idle level and
@@ -64,19 +68,6 @@ def run_buffers(plan, first=None) -> np.ndarray:
     return np.zeros(plan.M)
 
 
-def drop_oversized(plan, buffers: np.ndarray, excess: np.ndarray, noise: float):
-    """The no-invented-activity rule for memory: a stressor whose buffers, held for the whole
-    run, are more than the target held over idle in most windows (its median excess, at least
-    the noise) is left out of the plan -> (plan, stressors dropped)."""
-    allowance = max(float(np.median(excess)), noise)
-    over = buffers > allowance
-    if not over.any():
-        return plan, 0
-    comps = np.array(plan.compositions, np.float32)
-    comps[:, over, :] = 0.0
-    return replace(plan, compositions=comps), int(over.sum())
-
-
 def idle_level(values: np.ndarray, first) -> tuple[float, float, str]:
     """(idle used memory, its noise, where it came from) for a target's used memory `values`.
     A target that used less than the profile's idle level shows the host idling lower than when
@@ -116,14 +107,11 @@ def plan_memory(plan, trace, *, first=None):
     if not np.isfinite(values).any():
         return plan
     idle, noise, source = idle_level(values, first)
-    excess = np.nan_to_num(values - idle, nan=0.0)
-    plan, dropped = drop_oversized(plan, run_buffers(plan, first), excess, noise)
     footprint = float(run_buffers(plan, first).sum())
     budget = budget_of(plan.host_fingerprint)
     held = held_for(values, idle, noise, footprint, budget)
     prov = {**plan.provenance, "memory_held": {
         "idle_B": idle, "noise_B": noise, "idle_from": source, "stressor_buffers_B": footprint,
-        "stressors_dropped_for_their_buffers": dropped,
         "budget_B": None if not np.isfinite(budget) else budget, "windows_held": int((held > 0).sum()),
         "max_B": float(held.max())}}
     return replace(plan, mem_held_B=held, provenance=prov)
