@@ -32,7 +32,7 @@ model takes off every planned segment of the stressor (mimesys/forward/firstorde
 10 ms segments moved nothing (the 32-deep 1 MiB and 16-deep 4 MiB readers: nothing fits) the
 figure is 10 ms, a lower bound; at 40 and 160 ms those readers still moved nothing in 40 ms once
 and far less than their rate another time, so the line does not describe them, and the planner
-runs them for at least one submission's time anyway (10-50 ms, inverse.quanta). The
+runs them for at least one submission's time anyway (10-50 ms, planners/inverse/segments.quanta). The
 windows leave the device idle between segments, as a replay's 1 s windows do: back to back
 (50 ms windows) the dead time measured shorter (fdatasync'd writes 1.2 ms, against 3.4 ms in
 250 ms windows and 3.7 ms in 1 s ones on the development VM).

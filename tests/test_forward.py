@@ -14,7 +14,8 @@ from mimesys.errors import ConfigError, ValidationError
 from mimesys.forward.firstorder import FirstOrder
 from mimesys.forward.model import ForwardModel
 from mimesys.metrics import MetricSpec
-from mimesys.planners.inverse import InversePlanner, fitted_metrics, project_columns
+from mimesys.planners.inverse import InversePlanner, fitted_metrics
+from mimesys.planners.inverse.fista import project_columns
 from mimesys.trace import Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -179,7 +180,7 @@ def test_projection_onto_thread_columns():
 def test_scaled_projection_is_the_projection_in_its_metric():
     """project_columns_scaled is the Euclidean projection when every weight is 1, and in general
     the point of the constraint set closest in Σ w (v − x)²: checked against a fine search."""
-    from mimesys.planners.inverse import project_columns_scaled
+    from mimesys.planners.inverse.fista import project_columns_scaled
     rng = np.random.default_rng(3)
     x = rng.normal(0.4, 0.6, size=(50, 5, 2))
     assert np.allclose(project_columns_scaled(x, np.ones((5, 2))), project_columns(x), atol=1e-9)
@@ -337,7 +338,7 @@ def test_cpu_first_keeps_what_is_as_busy_as_compute_on_a_saturated_core():
     a = np.zeros((2, 3, 1))
     a[0, :, 0] = [0.685, 0.30, 0.0]        # busy 0.9835, 0.015 of the window idle
     a[1, :, 0] = [0.55, 0.30, 0.15]        # busy 0.8785 and no idle time: the writer gives way
-    out = planner.match_cpu(a, v, np.ones((2, 3), bool))
+    out = planner.cpu.match(a, v, np.ones((2, 3), bool))
     assert out[:, 1, 0] == pytest.approx([0.30, 0.30])                     # the RPC stays
     assert out[0, :, 0] == pytest.approx([0.70, 0.30, 0.0])                # compute takes the idle time
     busy = out[:, :, 0] @ fm.first.own
@@ -382,7 +383,7 @@ def test_stressors_the_model_cannot_tell_apart_run_as_one_segment():
     split = InversePlanner(fm, InverseSettings(equivalence_tolerance=0.0)).generate(trace).compositions
     assert ((split[:, 0] > 0) & (split[:, 4] > 0)).any()          # without the merge: both, same windows
     planner = InversePlanner(fm)
-    assert [list(g) for g in planner._equivalents] == [[0, 4]]
+    assert [list(g) for g in planner.segments.equivalents] == [[0, 4]]
     a = planner.generate(trace).compositions
     assert not ((a[:, 0] > 0) & (a[:, 4] > 0)).any()
     w = fitted_metrics(NAMES, UNITS) > 0
@@ -391,7 +392,7 @@ def test_stressors_the_model_cannot_tell_apart_run_as_one_segment():
         assert err.mean() < 0.02, err.mean(axis=0)
     half = np.array([1, 1, 1, 1, 0.5])       # half the effect (on its core: host-wide CPU is the cores'): not alike
     unlike = replace(fo, response=fo.response * half[:, None], own=fo.own * half)
-    assert InversePlanner(ForwardModel(unlike, fm.scales, "sha256:toy", simulated=True))._equivalents == []
+    assert InversePlanner(ForwardModel(unlike, fm.scales, "sha256:toy", simulated=True)).segments.equivalents == []
 
 
 def test_no_stressor_runs_for_less_than_it_can_run_as_planned():
@@ -406,7 +407,7 @@ def test_no_stressor_runs_for_less_than_it_can_run_as_planned():
     trace = Trace(v.astype(np.float32), [MetricSpec(n, u) for n, u in zip(fm.metric_names, fm.first.units)])
     planner = InversePlanner(fm)
     a = planner.generate(trace).compositions
-    q = planner.quanta()
+    q = planner.segments.quanta
     assert q.min() >= 0.005 - 1e-9
     nz = a > 0
     assert (a[nz] >= np.broadcast_to(q[None, :, None], a.shape)[nz] - 1e-6).all()
@@ -480,17 +481,18 @@ def test_a_windows_disk_io_runs_on_one_thread_where_it_fits():
     spread[0, 1] = [0.1, 0.1]
     spread[0, 2] = [0.05, 0.15]
     spread[0, 0] = [0.3, 0.2]
-    one = planner.one_device_queue(spread, vals[:1].astype(np.float64))
+    busy_target = planner.core_busy_target(vals[:1].astype(np.float64))
+    one = planner.segments.one_device_queue(spread, busy_target)
     assert one[0, 1:3, 1].sum() == 0 and one[0, 1:3, 0] == pytest.approx([0.2, 0.2])
     assert np.array_equal(one[0, 0], spread[0, 0])                   # room enough: compute untouched
     busy = spread.copy()
     busy[0, 0] = [0.8, 0.6]                                          # compute gives way to the IO
-    one = planner.one_device_queue(busy, vals[:1].astype(np.float64))
+    one = planner.segments.one_device_queue(busy, busy_target)
     assert one[0, 1:3, 0] == pytest.approx([0.2, 0.2]) and one[0, :, 0].sum() == pytest.approx(1.0)
     assert one[0, 0, 0] == pytest.approx(0.6) and one[0, 0, 1] == pytest.approx(0.6)
     full = spread.copy()
     full[0, 0], full[0, 3] = 0.0, [0.75, 0.75]                      # loopback fills both: no room
-    assert np.array_equal(planner.one_device_queue(full, vals[:1].astype(np.float64)), full)
+    assert np.array_equal(planner.segments.one_device_queue(full, busy_target), full)
 
 
 def test_activity_resources_and_the_guard():
@@ -557,13 +559,14 @@ def test_inverse_solves_in_float32_chunks_and_reports_each(monkeypatch):
     T x M x K in float64), still recovers a reachable target across chunk boundaries, and calls
     progress after each chunk."""
     from mimesys.planners import inverse
+    from mimesys.planners.inverse import fista
     seen = []
-    real = inverse.project_threads_scaled
+    real = fista.project_threads_scaled
 
     def recording(x, inv_w):
         seen.append((x.shape[0], x.dtype))
         return real(x, inv_w)
-    monkeypatch.setattr(inverse, "project_threads_scaled", recording)
+    monkeypatch.setattr(fista, "project_threads_scaled", recording)
     fm = toy_model()
     values, trace = _reachable_target(fm)
     calls = []

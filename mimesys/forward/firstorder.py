@@ -36,7 +36,7 @@ ones (a core adds them as a union with its idle level, see `predict`; its own th
 counts the whole segment, a dead time is spent on its core too); host-wide cpu.util, where
 every core's is modeled, is their mean (`derive`), as the cpu sampler defines it; then clipped to
 [0, capacity] (fractions to [0, 1]). The map is linear in a for a fixed φ, which
-is what the inverse planner (inverse.py) uses: it solves for e and plans e + dead.
+is what the inverse planner (planners/inverse/) uses: it solves for e and plans e + dead.
 """
 
 from __future__ import annotations
