@@ -818,17 +818,19 @@ static uint64_t held_set(uint64_t want) {
     return target;
 }
 
-int main(int argc, char **argv) {
-    /* die with the parent: SIGTERM takes the normal stop path (threads end, files go) */
-    pid_t parent = getppid();
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) return EXIT_STOPPED;   /* the parent died before prctl took effect */
+/* The command line, as main's phases use it. */
+struct args {
+    const char *sched_path, *cpus, *sink, *probe;
+    long start_delay_ms;
+    uint64_t memory_budget, memory_margin;   /* memory_budget 0 = no budget */
+    int oom_score_adj;
+    double probe_s;
+};
 
-    const char *sched_path = NULL, *cpus = NULL, *sink = "127.0.0.1:9";
-    long start_delay_ms = 30;
+static void parse_args(int argc, char **argv, struct args *a) {
+    *a = (struct args){.sink = "127.0.0.1:9", .start_delay_ms = 30, .memory_margin = 256ull << 20,
+                       .oom_score_adj = 1000, .probe_s = 1.0};
     g.env.scratch_budget = 2ull << 30;
-    uint64_t memory_budget = 0, memory_margin = 256ull << 20;   /* 0 = no budget */
-    int oom_score_adj = 1000;
     static struct option opts[] = {
         {"schedule", required_argument, 0, 's'}, {"cpus", required_argument, 0, 'c'},
         {"scratch-dir", required_argument, 0, 'd'}, {"scratch-budget", required_argument, 0, 'b'},
@@ -837,41 +839,42 @@ int main(int argc, char **argv) {
         {"memory-budget", required_argument, 0, 'm'}, {"memory-margin", required_argument, 0, 'M'},
         {"oom-score-adj", required_argument, 0, 'o'},
         {"probe", required_argument, 0, 'p'}, {"probe-seconds", required_argument, 0, 'S'}, {0, 0, 0, 0}};
-    const char *probe = NULL;
-    double probe_s = 1.0;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 's': sched_path = optarg; break;
-        case 'c': cpus = optarg; break;
+        case 's': a->sched_path = optarg; break;
+        case 'c': a->cpus = optarg; break;
         case 'd': g.env.scratch_dir = optarg; break;
         case 'b': g.env.scratch_budget = strtoull(optarg, NULL, 10); break;
-        case 'u': sink = optarg; break;
-        case 'w': start_delay_ms = strtol(optarg, NULL, 10); break;
+        case 'u': a->sink = optarg; break;
+        case 'w': a->start_delay_ms = strtol(optarg, NULL, 10); break;
         case 'n': g.nice = atoi(optarg); break;
-        case 'l': list_kernels(print_kernel); return 0;
-        case 'm': memory_budget = strtoull(optarg, NULL, 10); break;
-        case 'M': memory_margin = strtoull(optarg, NULL, 10); break;
-        case 'o': oom_score_adj = atoi(optarg); break;
-        case 'p': probe = optarg; break;
-        case 'S': probe_s = strtod(optarg, NULL); break;
+        case 'l': list_kernels(print_kernel); exit(0);
+        case 'm': a->memory_budget = strtoull(optarg, NULL, 10); break;
+        case 'M': a->memory_margin = strtoull(optarg, NULL, 10); break;
+        case 'o': a->oom_score_adj = atoi(optarg); break;
+        case 'p': a->probe = optarg; break;
+        case 'S': a->probe_s = strtod(optarg, NULL); break;
         default: usage();
         }
     }
-    if (!sched_path && !probe) usage();
-    if (oom_score_adj < -1000 || oom_score_adj > 1000) die(EXIT_USAGE, "--oom-score-adj %d outside [-1000, 1000]", oom_score_adj);
-    drop_privileges(oom_score_adj);
-    if (probe) {
-        if (strcmp(probe, "all") && strcmp(probe, "disk") && strcmp(probe, "mem") && strcmp(probe, "net"))
-            die(EXIT_USAGE, "--probe %s: expected all, disk, mem or net", probe);
-        if (!(probe_s > 0 && probe_s <= 30)) die(EXIT_USAGE, "--probe-seconds must be in (0, 30]");
-        signal(SIGPIPE, SIG_IGN);
-        return run_probes(&g.env, probe, probe_s);
-    }
-    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
-    signal(SIGPIPE, SIG_IGN);
+    if (!a->sched_path && !a->probe) usage();
+    if (a->oom_score_adj < -1000 || a->oom_score_adj > 1000)
+        die(EXIT_USAGE, "--oom-score-adj %d outside [-1000, 1000]", a->oom_score_adj);
+}
 
-    /* UDP sink "host:port" ([v6]:port accepted) */
+/* --probe: measure the host's devices instead of running a schedule */
+static int run_probe(const struct args *a) {
+    const char *probe = a->probe;
+    if (strcmp(probe, "all") && strcmp(probe, "disk") && strcmp(probe, "mem") && strcmp(probe, "net"))
+        die(EXIT_USAGE, "--probe %s: expected all, disk, mem or net", probe);
+    if (!(a->probe_s > 0 && a->probe_s <= 30)) die(EXIT_USAGE, "--probe-seconds must be in (0, 30]");
+    signal(SIGPIPE, SIG_IGN);
+    return run_probes(&g.env, probe, a->probe_s);
+}
+
+/* UDP sink "host:port" ([v6]:port accepted) */
+static void set_udp_sink(const char *sink) {
     static char host[256];
     const char *colon = strrchr(sink, ':');
     if (!colon || colon == sink) die(EXIT_USAGE, "--udp-sink %s: expected HOST:PORT", sink);
@@ -880,61 +883,68 @@ int main(int argc, char **argv) {
     g.env.udp_sink_host = host;
     g.env.udp_sink_port = atoi(colon + 1);
     if (g.env.udp_sink_port <= 0 || g.env.udp_sink_port > 65535) die(EXIT_USAGE, "--udp-sink %s: bad port", sink);
+}
 
-    load_schedule(sched_path);
-    struct schedule *s = &g.sch;
-    g.env.nthreads = (int)s->K;
-    if (cpus) parse_cpus(cpus);
-    else {
-        cpu_set_t set;
-        sched_getaffinity(0, sizeof set, &set);
-        g.cpus = xcalloc(CPU_SETSIZE, sizeof *g.cpus, "the CPU list");
-        for (int i = 0; i < CPU_SETSIZE; i++) if (CPU_ISSET(i, &set)) g.cpus[g.ncpus++] = i;
-    }
+/* --cpus, or every CPU this process may run on */
+static void choose_cpus(const char *cpus) {
+    if (cpus) { parse_cpus(cpus); return; }
+    cpu_set_t set;
+    sched_getaffinity(0, sizeof set, &set);
+    g.cpus = xcalloc(CPU_SETSIZE, sizeof *g.cpus, "the CPU list");
+    for (int i = 0; i < CPU_SETSIZE; i++) if (CPU_ISSET(i, &set)) g.cpus[g.ncpus++] = i;
+}
 
-    /* the memory budget: private writable memory from here on (stressor buffers, thread
-     * stacks) is capped by the kernel at allocation time, before anything is touched */
+/* the memory budget: private writable memory from here on (stressor buffers, thread
+ * stacks) is capped by the kernel at allocation time, before anything is touched */
+static void set_memory_budget(uint64_t memory_budget, uint64_t memory_margin) {
     uint64_t avail0 = proc_kb("/proc/meminfo", "MemAvailable");
     if (avail0 && avail0 < memory_margin)
         die(EXIT_REFUSED, "the host has %llu MiB available, under the memory margin of %llu MiB",
             (unsigned long long)(avail0 >> 20), (unsigned long long)(memory_margin >> 20));
     if (memory_budget) {
         /* what is mapped now (the schedule, libc) + per thread its stack and a malloc arena's first heap */
-        uint64_t base = proc_kb("/proc/self/status", "VmData") + (uint64_t)(s->K + 2) * (9ull << 20) + (32ull << 20);
+        uint64_t base = proc_kb("/proc/self/status", "VmData") + (uint64_t)(g.sch.K + 2) * (9ull << 20) + (32ull << 20);
         struct rlimit rl = {base + memory_budget, base + memory_budget};
         if (setrlimit(RLIMIT_DATA, &rl)) die(EXIT_REFUSED, "cannot set the memory budget: %s", strerror(errno));
     }
+}
 
-    held_reserve(s->held_max, memory_margin, memory_budget);
-
-    /* which stressors does the schedule use at all? only those are set up */
+/* which stressors does the schedule use at all? only those are set up */
+static uint8_t *stressors_used(void) {
+    const struct schedule *s = &g.sch;
     uint8_t *used = xcalloc(s->M, 1, "the stressors used");
     for (uint32_t k = 0; k < s->K; k++)
         for (uint32_t m = 0; m < s->M; m++) used[m] |= s->used[(size_t)k * s->M + m];
+    return used;
+}
 
-    /* the scratch budget and the disk's free room, before anything is written */
+/* the scratch budget and the disk's free room, before anything is written: the bytes needed */
+static uint64_t check_scratch(const uint8_t *used) {
+    struct schedule *s = &g.sch;
     uint64_t scratch = 0;
     for (uint32_t m = 0; m < s->M; m++)
         if (used[m] && s->stressors[m].ops->scratch_bytes && !same_file_as_earlier(s, used, m))
             scratch += s->stressors[m].ops->scratch_bytes(&s->stressors[m]);
-    if (scratch) {
-        if (!g.env.scratch_dir) die(EXIT_REFUSED, "the schedule uses disk stressors; give --scratch-dir");
-        struct stat sb;
-        if (stat(g.env.scratch_dir, &sb) || !S_ISDIR(sb.st_mode))
-            die(EXIT_REFUSED, "--scratch-dir %s is not a directory", g.env.scratch_dir);
-        if (scratch > g.env.scratch_budget)
-            die(EXIT_REFUSED, "disk stressors need %llu MiB of scratch space, over --scratch-budget %llu MiB",
-                (unsigned long long)(scratch >> 20), (unsigned long long)(g.env.scratch_budget >> 20));
-        struct statvfs vs;
-        if (statvfs(g.env.scratch_dir, &vs)) die(EXIT_REFUSED, "statvfs %s: %s", g.env.scratch_dir, strerror(errno));
-        uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize, margin = scratch / 10 > (256ull << 20) ? scratch / 10 : 256ull << 20;
-        if (avail < scratch + margin)
-            die(EXIT_REFUSED, "%s has %llu MiB free; disk stressors need %llu MiB plus %llu MiB margin",
-                g.env.scratch_dir, (unsigned long long)(avail >> 20), (unsigned long long)(scratch >> 20),
-                (unsigned long long)(margin >> 20));
-    }
+    if (!scratch) return 0;
+    if (!g.env.scratch_dir) die(EXIT_REFUSED, "the schedule uses disk stressors; give --scratch-dir");
+    struct stat sb;
+    if (stat(g.env.scratch_dir, &sb) || !S_ISDIR(sb.st_mode))
+        die(EXIT_REFUSED, "--scratch-dir %s is not a directory", g.env.scratch_dir);
+    if (scratch > g.env.scratch_budget)
+        die(EXIT_REFUSED, "disk stressors need %llu MiB of scratch space, over --scratch-budget %llu MiB",
+            (unsigned long long)(scratch >> 20), (unsigned long long)(g.env.scratch_budget >> 20));
+    struct statvfs vs;
+    if (statvfs(g.env.scratch_dir, &vs)) die(EXIT_REFUSED, "statvfs %s: %s", g.env.scratch_dir, strerror(errno));
+    uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize, margin = scratch / 10 > (256ull << 20) ? scratch / 10 : 256ull << 20;
+    if (avail < scratch + margin)
+        die(EXIT_REFUSED, "%s has %llu MiB free; disk stressors need %llu MiB plus %llu MiB margin",
+            g.env.scratch_dir, (unsigned long long)(avail >> 20), (unsigned long long)(scratch >> 20),
+            (unsigned long long)(margin >> 20));
+    return scratch;
+}
 
-    /* signals: one thread waits for them; every other thread has them blocked */
+/* signals: one thread waits for them; every other thread has them blocked */
+static void start_signal_thread(void) {
     static sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM); sigaddset(&sigs, SIGINT); sigaddset(&sigs, SIGHUP);
@@ -942,13 +952,19 @@ int main(int argc, char **argv) {
     pthread_t sig_tid;
     pthread_create(&sig_tid, NULL, signal_main, &sigs);
     pthread_detach(sig_tid);
+}
 
+/* the lock and the conditions (on the monotonic clock) the workers and the printer share */
+static void init_shared_sync(void) {
     pthread_condattr_init(&g.cattr);
     pthread_condattr_setclock(&g.cattr, CLOCK_MONOTONIC);
     pthread_mutex_init(&g.mu, NULL);
     pthread_cond_init(&g.cv, &g.cattr);
     prctl(PR_SET_TIMERSLACK, 1ul);
+}
 
+static void print_host_info(uint64_t scratch) {
+    const struct schedule *s = &g.sch;
     out("info cpus");
     for (uint32_t k = 0; k < s->K; k++) out(" %d", g.cpus[k % (uint32_t)g.ncpus]);
     out("\ninfo cache l1d=%llu l2=%llu llc=%llu\n", (unsigned long long)cache_bytes("l1d"),
@@ -956,8 +972,12 @@ int main(int argc, char **argv) {
     __builtin_cpu_init();
     out("info avx2 %d\ninfo scratch_bytes %llu\n", __builtin_cpu_supports("avx2") ? 1 : 0, (unsigned long long)scratch);
     fflush(stdout);
+}
 
-    /* shared state (big shared buffers, scratch files) of used stressors */
+/* shared state (big shared buffers, scratch files) of used stressors; a failed setup
+ * tears down the ones before it and refuses the run */
+static void setup_stressors(const uint8_t *used, uint64_t memory_budget) {
+    struct schedule *s = &g.sch;
     for (uint32_t m = 0; m < s->M && !stopping(); m++) {
         struct stressor *st = &s->stressors[m];
         char err[ERRLEN] = "";
@@ -970,7 +990,12 @@ int main(int argc, char **argv) {
         }
         if (st->note[0]) { out("note %s %s\n", st->name, st->note); fflush(stdout); }
     }
+}
 
+/* one worker thread per plan thread, each pinned to its CPU; then whether the plan's core
+ * busy targets can be held (the workers read /proc/stat) */
+static void start_workers(void) {
+    const struct schedule *s = &g.sch;
     g.w = xcalloc(s->K, sizeof *g.w, "the workers");
     uint32_t max_seg = 0;
     for (size_t i = 0; i < (size_t)s->S * s->K; i++) if (s->seg_n[i] > max_seg) max_seg = s->seg_n[i];
@@ -991,24 +1016,24 @@ int main(int argc, char **argv) {
         for (int r = 0; r < RING; r++) w->ring[r].segs = xcalloc(max_seg, sizeof(struct seg_result), "a worker's results");
         if (pthread_create(&w->tid, NULL, worker_main, w)) die(EXIT_FAILED, "cannot create thread %u", k);
     }
+    int readable = 1;
+    for (uint32_t k = 0; k < s->K; k++) readable &= g.w[k].statfd >= 0 && g.w[k].statbuf != NULL;
+    out("info hold %s\n", readable ? "proc-stat" : "unavailable (/proc/stat not readable)");
+    fflush(stdout);
+}
 
-    {
-        /* whether a plan's core busy targets can be held: the workers read /proc/stat */
-        int readable = 1;
-        for (uint32_t k = 0; k < s->K; k++) readable &= g.w[k].statfd >= 0 && g.w[k].statbuf != NULL;
-        out("info hold %s\n", readable ? "proc-stat" : "unavailable (/proc/stat not readable)");
-        fflush(stdout);
-    }
-    /* wait until every worker is pinned and set up, then fix t0 */
+/* wait until every worker is pinned and set up, then fix t0 and let them go; 1 if a worker
+ * failed or the host was left under the memory margin (mem_err says so) */
+static int release_workers(uint64_t memory_margin, long start_delay_ms, char mem_err[ERRLEN]) {
+    const struct schedule *s = &g.sch;
     pthread_mutex_lock(&g.mu);
     while (g.ready + g.failed < (int)s->K && !g.failed && !g.stop) pthread_cond_wait(&g.cv, &g.mu);
     int failed = g.failed;
-    char mem_err[ERRLEN] = "";
     if (!failed && !g.stop) {
         /* every buffer is touched now: leave the margin to the rest of the host */
         uint64_t avail = proc_kb("/proc/meminfo", "MemAvailable");
         if (avail && avail < memory_margin) {
-            snprintf(mem_err, sizeof mem_err, "after setting up its stressors the host has %llu MiB available, "
+            snprintf(mem_err, ERRLEN, "after setting up its stressors the host has %llu MiB available, "
                      "under the memory margin of %llu MiB", (unsigned long long)(avail >> 20),
                      (unsigned long long)(memory_margin >> 20));
             failed = g.failed = 1;
@@ -1020,78 +1045,147 @@ int main(int argc, char **argv) {
     }
     for (uint32_t k = 0; k < s->K; k++) pthread_cond_broadcast(&g.w[k].gcv);
     pthread_mutex_unlock(&g.mu);
+    return failed;
+}
 
-    int code = EXIT_DONE;
-    const char *why = "done";
-    char detail[ERRLEN] = "";
-    if (failed) {
-        snprintf(detail, sizeof detail, "%s", mem_err);
-        for (uint32_t k = 0; k < s->K && !detail[0]; k++) if (g.w[k].err[0]) { snprintf(detail, sizeof detail, "%s", g.w[k].err); break; }
-        request_stop();
-        out("error %s\n", detail);
-        fprintf(stderr, "mimesys-runner: %s\n", detail);
-        code = EXIT_REFUSED;
-        why = "error";
-    } else if (!stopping()) {
-        out("ready %llu %llu %u %u %u\n", (unsigned long long)g.t0, (unsigned long long)s->window_ns, s->E, s->K, s->M);
-        fflush(stdout);
-        for (uint32_t i = 0; i < s->E && !stopping(); i++) {
-            uint64_t planned = g.t0 + (uint64_t)i * s->window_ns;
-            sleep_until(&g.mu, &g.cv, planned);
-            if (stopping()) break;
-            out("start %u %d %d %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
-                (unsigned long long)now_ns());
-            if (fflush(stdout)) { code = EXIT_FAILED; why = "error"; snprintf(detail, sizeof detail, "stdout closed"); request_stop(); break; }
-            uint64_t held = held_set(s->held[stored_of(s, i)]);
-            pthread_mutex_lock(&g.mu);
-            for (;;) {
-                uint32_t k = 0;
-                while (k < s->K && g.w[k].done > i) k++;
-                if (k == s->K || g.stop) break;
-                pthread_cond_wait(&g.cv, &g.mu);
-            }
-            pthread_mutex_unlock(&g.mu);
-            if (stopping()) break;
-            /* the last window lasts its full W too (samplers measure it up to its end) */
-            if (i + 1 == s->E) sleep_until(&g.mu, &g.cv, planned + s->window_ns);
-            if (stopping()) break;
-            uint64_t end = 0;
-            for (uint32_t k = 0; k < s->K; k++) {
-                struct win_result *res = &g.w[k].ring[i % RING];
-                for (int j = 0; j < res->nseg; j++) {
-                    struct seg_result *sr = &res->segs[j];
-                    out("seg %u %u %u %llu %llu %llu %llu\n", i, k, sr->stressor, (unsigned long long)sr->planned,
-                        (unsigned long long)sr->ran, (unsigned long long)sr->ops, (unsigned long long)sr->bytes);
-                }
-                out("thread %u %u %llu %llu %llu\n", i, k, (unsigned long long)res->start,
-                    (unsigned long long)res->end, (unsigned long long)res->cpu);
-                if (res->end > end) end = res->end;
-            }
-            out("done %u %d %d %llu %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
-                (unsigned long long)end, (unsigned long long)held);
-            pthread_mutex_lock(&g.mu);
-            g.printed = i + 1;
-            for (uint32_t k = 0; k < s->K; k++) pthread_cond_broadcast(&g.w[k].gcv);
-            pthread_mutex_unlock(&g.mu);
-            if (fflush(stdout)) { code = EXIT_FAILED; why = "error"; snprintf(detail, sizeof detail, "stdout closed"); request_stop(); break; }
+/* How the run ended: the exit status and the "exit WHY DETAIL" record. */
+struct outcome { int code; const char *why; char detail[ERRLEN]; };
+
+static void refuse(struct outcome *o, const char *mem_err) {
+    const struct schedule *s = &g.sch;
+    snprintf(o->detail, sizeof o->detail, "%s", mem_err);
+    for (uint32_t k = 0; k < s->K && !o->detail[0]; k++)
+        if (g.w[k].err[0]) { snprintf(o->detail, sizeof o->detail, "%s", g.w[k].err); break; }
+    request_stop();
+    out("error %s\n", o->detail);
+    fprintf(stderr, "mimesys-runner: %s\n", o->detail);
+    o->code = EXIT_REFUSED;
+    o->why = "error";
+}
+
+/* stdout flushed; where it is closed the run fails and stops (0) */
+static int flushed(struct outcome *o) {
+    if (!fflush(stdout)) return 1;
+    o->code = EXIT_FAILED;
+    o->why = "error";
+    snprintf(o->detail, sizeof o->detail, "stdout closed");
+    request_stop();
+    return 0;
+}
+
+/* until every worker is past window i (or the run stops) */
+static void wait_window_done(uint32_t i) {
+    const struct schedule *s = &g.sch;
+    pthread_mutex_lock(&g.mu);
+    for (;;) {
+        uint32_t k = 0;
+        while (k < s->K && g.w[k].done > i) k++;
+        if (k == s->K || g.stop) break;
+        pthread_cond_wait(&g.cv, &g.mu);
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* window i's seg, thread and done records, then its ring slots handed back to the workers */
+static void print_window(uint32_t i, uint64_t planned, uint64_t held) {
+    const struct schedule *s = &g.sch;
+    uint64_t end = 0;
+    for (uint32_t k = 0; k < s->K; k++) {
+        struct win_result *res = &g.w[k].ring[i % RING];
+        for (int j = 0; j < res->nseg; j++) {
+            struct seg_result *sr = &res->segs[j];
+            out("seg %u %u %u %llu %llu %llu %llu\n", i, k, sr->stressor, (unsigned long long)sr->planned,
+                (unsigned long long)sr->ran, (unsigned long long)sr->ops, (unsigned long long)sr->bytes);
         }
-        request_stop();
+        out("thread %u %u %llu %llu %llu\n", i, k, (unsigned long long)res->start,
+            (unsigned long long)res->end, (unsigned long long)res->cpu);
+        if (res->end > end) end = res->end;
     }
-    if (g.stop_sig && code == EXIT_DONE) {
-        code = EXIT_STOPPED;
-        why = "stopped";
-        snprintf(detail, sizeof detail, "%s", strsignal(g.stop_sig));
-    }
-    for (uint32_t k = 0; k < s->K; k++) pthread_join(g.w[k].tid, NULL);
-    out("exit %s %s\n", why, detail);
+    out("done %u %d %d %llu %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
+        (unsigned long long)end, (unsigned long long)held);
+    pthread_mutex_lock(&g.mu);
+    g.printed = i + 1;
+    for (uint32_t k = 0; k < s->K; k++) pthread_cond_broadcast(&g.w[k].gcv);
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* the window loop: each window started on time, the memory held set, its records printed
+ * once every worker is done with it */
+static void run_windows(struct outcome *o) {
+    const struct schedule *s = &g.sch;
+    out("ready %llu %llu %u %u %u\n", (unsigned long long)g.t0, (unsigned long long)s->window_ns, s->E, s->K, s->M);
     fflush(stdout);
-    /* Stopped by a signal: scratch files are already unlinked and the kernel frees memory
-     * faster than per-buffer teardown would, so leave at once (the 50 ms stop budget). */
-    if (code == EXIT_STOPPED) _exit(code);
+    for (uint32_t i = 0; i < s->E && !stopping(); i++) {
+        uint64_t planned = g.t0 + (uint64_t)i * s->window_ns;
+        sleep_until(&g.mu, &g.cv, planned);
+        if (stopping()) break;
+        out("start %u %d %d %llu %llu\n", i, rep_of(s, i), s->win[stored_of(s, i)], (unsigned long long)planned,
+            (unsigned long long)now_ns());
+        if (!flushed(o)) break;
+        uint64_t held = held_set(s->held[stored_of(s, i)]);
+        wait_window_done(i);
+        if (stopping()) break;
+        /* the last window lasts its full W too (samplers measure it up to its end) */
+        if (i + 1 == s->E) sleep_until(&g.mu, &g.cv, planned + s->window_ns);
+        if (stopping()) break;
+        print_window(i, planned, held);
+        if (!flushed(o)) break;
+    }
+    request_stop();
+}
+
+static void teardown_stressors(const uint8_t *used) {
+    struct schedule *s = &g.sch;
     for (uint32_t k = 0; k < s->K; k++)
         for (uint32_t m = 0; m < s->M; m++)
             if (g.w[k].ts[m] && s->stressors[m].ops->thread_teardown) s->stressors[m].ops->thread_teardown(&s->stressors[m], g.w[k].ts[m]);
     for (uint32_t m = 0; m < s->M; m++)
         if (used[m] && s->stressors[m].ops->teardown) s->stressors[m].ops->teardown(&s->stressors[m]);
-    return code;
+}
+
+int main(int argc, char **argv) {
+    /* die with the parent: SIGTERM takes the normal stop path (threads end, files go) */
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) return EXIT_STOPPED;   /* the parent died before prctl took effect */
+
+    struct args a;
+    parse_args(argc, argv, &a);
+    drop_privileges(a.oom_score_adj);
+    if (a.probe) return run_probe(&a);
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    signal(SIGPIPE, SIG_IGN);
+    set_udp_sink(a.sink);
+
+    load_schedule(a.sched_path);
+    g.env.nthreads = (int)g.sch.K;
+    choose_cpus(a.cpus);
+    set_memory_budget(a.memory_budget, a.memory_margin);
+    held_reserve(g.sch.held_max, a.memory_margin, a.memory_budget);
+    uint8_t *used = stressors_used();
+    uint64_t scratch = check_scratch(used);
+
+    start_signal_thread();
+    init_shared_sync();
+    print_host_info(scratch);
+    setup_stressors(used, a.memory_budget);
+    start_workers();
+
+    struct outcome o = {EXIT_DONE, "done", ""};
+    char mem_err[ERRLEN] = "";
+    if (release_workers(a.memory_margin, a.start_delay_ms, mem_err)) refuse(&o, mem_err);
+    else if (!stopping()) run_windows(&o);
+    if (g.stop_sig && o.code == EXIT_DONE) {
+        o.code = EXIT_STOPPED;
+        o.why = "stopped";
+        snprintf(o.detail, sizeof o.detail, "%s", strsignal(g.stop_sig));
+    }
+    for (uint32_t k = 0; k < g.sch.K; k++) pthread_join(g.w[k].tid, NULL);
+    out("exit %s %s\n", o.why, o.detail);
+    fflush(stdout);
+    /* Stopped by a signal: scratch files are already unlinked and the kernel frees memory
+     * faster than per-buffer teardown would, so leave at once (the 50 ms stop budget). */
+    if (o.code == EXIT_STOPPED) _exit(o.code);
+    teardown_stressors(used);
+    return o.code;
 }
