@@ -31,6 +31,7 @@ problems a real host poses):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -121,6 +122,105 @@ def _saturate(demand: float, peak: float) -> float:
     return peak * -np.expm1(-demand / peak) if demand > 0 else 0.0
 
 
+def _llc(f: np.ndarray, active: np.ndarray, c: dict, state: SimState) -> tuple[np.ndarray, np.ndarray]:
+    """LLC: polluters evict everyone's working set; a cold set costs a burst of misses.
+    f [M] thread-windows per stressor -> (extra misses [M], the next window's warmth [M])."""
+    own = f * c["llc_polluter"]
+    pollution = -np.expm1(-(own.sum() - own) / 1.2)     # [M]: what the others evict
+    cold = 1.0 - state.llc_warm
+    extra_miss = f * c["llc_sensitive"] * (pollution + 0.5 * cold * (1.0 - pollution))
+    llc_warm = np.where(active, (1.0 - pollution) * np.minimum(1.0, f / 0.25) + 0.0,
+                        state.llc_warm * 0.3 * (1.0 - pollution))
+    llc_warm = np.clip(np.maximum(llc_warm, state.llc_warm * 0.5 * active), 0.0, 1.0)
+    return extra_miss, llc_warm
+
+
+def _dram(f: np.ndarray, c: dict, p: SimParams, speed: float, extra_miss: np.ndarray,
+          state: SimState) -> tuple[float, float, float]:
+    """DRAM: demand (incl. the misses contention adds) saturates smoothly. The residue of the
+    previous window competes for DRAM like any other demand. -> (bandwidth, the share of the
+    demand served, LLC misses per second)."""
+    mem_demand = (f * c["mem_Bps"] * speed).sum() + extra_miss.sum() * 64.0 + state.mem_residue_Bps
+    mem_bw = _saturate(mem_demand, p.mem_peak_Bps)
+    s_mem = mem_bw / mem_demand if mem_demand > 0 else 1.0
+    mem_share = c["mem_Bps"] / (c["mem_Bps"] + 1e9)
+    progress = s_mem ** mem_share                       # [M] memory-bound stressors slow down
+    llc_miss = (f * c["llc_miss_per_s"] * progress * speed).sum() + extra_miss.sum() + \
+        state.mem_residue_Bps * s_mem / 128.0          # migration reads miss; write-backs do not
+    return mem_bw, s_mem, llc_miss
+
+
+class _Disk(NamedTuple):
+    R: float          # read B/s asked
+    W: float          # write B/s reaching the device (deferred writes included)
+    iops_r: float
+    iops_w: float
+    s_disk: float     # the share of the asked IO the device serves
+    busy: float       # its busy fraction
+    pending: float    # bytes the kernel defers to the next window
+
+
+def _disk(f: np.ndarray, c: dict, p: SimParams, state: SimState, window_s: float) -> _Disk:
+    """Disk: one device, bandwidth + IOPS limits, mixing penalty, deferred writes."""
+    rd = f * c["disk_read_Bps"]
+    wr_now = f * c["disk_write_Bps"]
+    R = rd.sum()
+    W = (wr_now * (1.0 - c["write_lag"])).sum() + state.pending_write_B / window_s
+    iops_r = (rd / c["io_bytes"]).sum()
+    iops_w = (wr_now * (1.0 - c["write_lag"]) / c["io_bytes"]).sum() + \
+        (state.pending_write_B / window_s) / (256 * 1024)
+    load = R / p.disk_read_peak_Bps + W / p.disk_write_peak_Bps + (iops_r + iops_w) / p.disk_iops_peak
+    load += 0.6 * min(R / p.disk_read_peak_Bps, W / p.disk_write_peak_Bps)
+    s_disk = float(-np.expm1(-load) / load) if load > 0 else 1.0
+    disk_busy = float(-np.expm1(-1.3 * load))
+    pending = (wr_now * c["write_lag"]).sum() * window_s + 0.3 * W * (1.0 - s_disk) * window_s
+    return _Disk(R, W, iops_r, iops_w, s_disk, disk_busy, pending)
+
+
+def _cpu(a: np.ndarray, c: dict, s_disk: float) -> tuple[np.ndarray, np.ndarray]:
+    """CPU: IO stressors compute only while their IO completes; the rest waits.
+    a [M, K] -> (busy [K], waiting on IO [K]) per thread's core."""
+    is_io = (c["disk_read_Bps"] + c["disk_write_Bps"]) > 0
+    u = np.where(is_io, c["cpu"] * (0.35 + 0.65 * s_disk), c["cpu"])       # [M]
+    busy_k = (a * u[:, None]).sum(axis=0)                                 # [K]
+    wait_k = (a * ((1.0 - u) * is_io)[:, None]).sum(axis=0)               # [K]
+    return busy_k, wait_k
+
+
+class _Network(NamedTuple):
+    lo_Bps: float
+    lo_pkt: float       # loopback packets per byte
+    tcp_warm: float     # the next window's TCP warmth
+    nic_tx: float
+    nic_pkt: float      # NIC packets per byte
+    softirq: float      # cores' worth of softirq, spread over all cores
+
+
+def _network(f: np.ndarray, c: dict, p: SimParams, state: SimState, s_mem: float, speed: float) -> _Network:
+    """Network: loopback TCP (cwnd warm-up, copies contend for DRAM) and the NIC."""
+    tcp_f = (f * (c["lo_Bps"] > 0)).sum()
+    lo_demand = (f * c["lo_Bps"]).sum() * (0.55 + 0.45 * state.tcp_warm) * (0.4 + 0.6 * s_mem) * speed
+    lo_Bps = _saturate(lo_demand, p.lo_peak_Bps)
+    lo_pkt = float((f * c["lo_Bps"] / c["packet_bytes"]).sum() / max((f * c["lo_Bps"]).sum(), 1e-9))
+    tcp_warm = min(1.0, tcp_f / 0.5) if tcp_f > 0 else state.tcp_warm * 0.2
+    nic_demand = (f * c["nic_tx_Bps"]).sum() * speed
+    nic_tx = _saturate(nic_demand, p.nic_peak_Bps)
+    nic_pkt = float((f * c["nic_tx_Bps"] / c["packet_bytes"]).sum() / max(nic_demand / speed, 1e-9)) \
+        if nic_demand > 0 else 0.0
+    softirq = 0.12 * lo_Bps / 2.2e9 + 0.08 * nic_tx / 0.45e9
+    return _Network(lo_Bps, lo_pkt, tcp_warm, nic_tx, nic_pkt, softirq)
+
+
+def _pressure(f: np.ndarray, c: dict, cores: np.ndarray, busy_k: np.ndarray, wait_k: np.ndarray,
+              softirq: float, s_mem: float) -> tuple[float, float, float, float]:
+    """Pressure (fractions of the window) -> (cpu some, io some, io full, memory some)."""
+    io_some = float(1.0 - np.prod(1.0 - np.clip(wait_k, 0, 1)))
+    io_full = io_some * float(wait_k.sum() / max((busy_k + wait_k).sum(), 1e-9))
+    cpu_some = 0.002 + 0.3 * max(0.0, float(cores.mean()) - 0.9) + 0.02 * softirq
+    mem_some = float(np.clip((f * c["mem_pressure"]).sum() * (1.0 + 4.0 * (1.0 - s_mem)), 0.0, 1.0))
+    return cpu_some, io_some, io_full, mem_some
+
+
 @dataclass(frozen=True)
 class SimModel:
     """Per-stressor coefficient vectors (length M, catalog order) plus the machine."""
@@ -171,58 +271,13 @@ class SimModel:
         speed = 1.0 - 0.08 * state.heat
         heat = 0.75 * state.heat + 0.25 * busy_share
 
-        # LLC: polluters evict everyone's working set; a cold set costs a burst of misses.
-        own = f * c["llc_polluter"]
-        pollution = -np.expm1(-(own.sum() - own) / 1.2)     # [M]: what the others evict
-        cold = 1.0 - state.llc_warm
-        extra_miss = f * c["llc_sensitive"] * (pollution + 0.5 * cold * (1.0 - pollution))
-        llc_warm = np.where(active, (1.0 - pollution) * np.minimum(1.0, f / 0.25) + 0.0,
-                            state.llc_warm * 0.3 * (1.0 - pollution))
-        llc_warm = np.clip(np.maximum(llc_warm, state.llc_warm * 0.5 * active), 0.0, 1.0)
+        extra_miss, llc_warm = _llc(f, active, c, state)
+        mem_bw, s_mem, llc_miss = _dram(f, c, p, speed, extra_miss, state)
+        disk = _disk(f, c, p, state, window_s)
+        busy_k, wait_k = _cpu(a, c, disk.s_disk)
+        net = _network(f, c, p, state, s_mem, speed)
 
-        # DRAM: demand (incl. the misses contention adds) saturates smoothly.
-        # The residue of the previous window competes for DRAM like any other demand.
-        mem_demand = (f * c["mem_Bps"] * speed).sum() + extra_miss.sum() * 64.0 + state.mem_residue_Bps
-        mem_bw = _saturate(mem_demand, p.mem_peak_Bps)
-        s_mem = mem_bw / mem_demand if mem_demand > 0 else 1.0
-        mem_share = c["mem_Bps"] / (c["mem_Bps"] + 1e9)
-        progress = s_mem ** mem_share                       # [M] memory-bound stressors slow down
-        llc_miss = (f * c["llc_miss_per_s"] * progress * speed).sum() + extra_miss.sum() + \
-            state.mem_residue_Bps * s_mem / 128.0          # migration reads miss; write-backs do not
-
-        # Disk: one device, bandwidth + IOPS limits, mixing penalty, deferred writes.
-        rd = f * c["disk_read_Bps"]
-        wr_now = f * c["disk_write_Bps"]
-        R = rd.sum()
-        W = (wr_now * (1.0 - c["write_lag"])).sum() + state.pending_write_B / window_s
-        iops_r = (rd / c["io_bytes"]).sum()
-        iops_w = (wr_now * (1.0 - c["write_lag"]) / c["io_bytes"]).sum() + \
-            (state.pending_write_B / window_s) / (256 * 1024)
-        load = R / p.disk_read_peak_Bps + W / p.disk_write_peak_Bps + (iops_r + iops_w) / p.disk_iops_peak
-        load += 0.6 * min(R / p.disk_read_peak_Bps, W / p.disk_write_peak_Bps)
-        s_disk = float(-np.expm1(-load) / load) if load > 0 else 1.0
-        disk_busy = float(-np.expm1(-1.3 * load))
-        pending = (wr_now * c["write_lag"]).sum() * window_s + 0.3 * W * (1.0 - s_disk) * window_s
-
-        # CPU: IO stressors compute only while their IO completes; the rest waits.
-        is_io = (c["disk_read_Bps"] + c["disk_write_Bps"]) > 0
-        u = np.where(is_io, c["cpu"] * (0.35 + 0.65 * s_disk), c["cpu"])       # [M]
-        busy_k = (a * u[:, None]).sum(axis=0)                                 # [K]
-        wait_k = (a * ((1.0 - u) * is_io)[:, None]).sum(axis=0)               # [K]
-
-        # Network: loopback TCP (cwnd warm-up, copies contend for DRAM) and the NIC.
-        tcp_f = (f * (c["lo_Bps"] > 0)).sum()
-        lo_demand = (f * c["lo_Bps"]).sum() * (0.55 + 0.45 * state.tcp_warm) * (0.4 + 0.6 * s_mem) * speed
-        lo_Bps = _saturate(lo_demand, p.lo_peak_Bps)
-        lo_pkt = float((f * c["lo_Bps"] / c["packet_bytes"]).sum() / max((f * c["lo_Bps"]).sum(), 1e-9))
-        tcp_warm = min(1.0, tcp_f / 0.5) if tcp_f > 0 else state.tcp_warm * 0.2
-        nic_demand = (f * c["nic_tx_Bps"]).sum() * speed
-        nic_tx = _saturate(nic_demand, p.nic_peak_Bps)
-        nic_pkt = float((f * c["nic_tx_Bps"] / c["packet_bytes"]).sum() / max(nic_demand / speed, 1e-9)) \
-            if nic_demand > 0 else 0.0
-        softirq = 0.12 * lo_Bps / 2.2e9 + 0.08 * nic_tx / 0.45e9              # spread over all cores
-
-        cores = np.full(p.n_cpus, p.background_cpu + softirq / p.n_cpus)
+        cores = np.full(p.n_cpus, p.background_cpu + net.softirq / p.n_cpus)
         cores[: a.shape[1]] += busy_k
         cores = np.clip(cores, 0.0, 1.0)
 
@@ -230,23 +285,28 @@ class SimModel:
         used = p.base_used_B + (c["resident_B"] * threads_on).sum() + (c["shared_resident_B"] * active).sum() \
             + float(held_B)
         extra_cache = max(state.extra_cache_B * 0.9, float((c["page_cache_B"] * active).sum()))
-        extra_cache += pending
+        extra_cache += disk.pending
 
-        # Pressure (fractions of the window).
-        io_some = float(1.0 - np.prod(1.0 - np.clip(wait_k, 0, 1)))
-        io_full = io_some * float(wait_k.sum() / max((busy_k + wait_k).sum(), 1e-9))
-        cpu_some = 0.002 + 0.3 * max(0.0, float(cores.mean()) - 0.9) + 0.02 * softirq
-        mem_some = float(np.clip((f * c["mem_pressure"]).sum() * (1.0 + 4.0 * (1.0 - s_mem)), 0.0, 1.0))
-
+        cpu_some, io_some, io_full, mem_some = _pressure(f, c, cores, busy_k, wait_k, net.softirq, s_mem)
+        s_disk, nic_tx, lo_Bps = disk.s_disk, net.nic_tx, net.lo_Bps
         values = [*cores, cores.mean(),
-                  R * s_disk, W * s_disk, iops_r * s_disk, iops_w * s_disk, disk_busy,
+                  disk.R * s_disk, disk.W * s_disk, disk.iops_r * s_disk, disk.iops_w * s_disk, disk.busy,
                   used, p.base_cache_B + extra_cache,
                   20e3 + 0.02 * nic_tx, nic_tx + 15e3,
-                  150.0 + (0.02 * nic_tx / 1500 if nic_tx else 0.0), (nic_tx * nic_pkt) + 120.0,
-                  lo_Bps, lo_Bps, lo_Bps * lo_pkt, lo_Bps * lo_pkt,
+                  150.0 + (0.02 * nic_tx / 1500 if nic_tx else 0.0), (nic_tx * net.nic_pkt) + 120.0,
+                  lo_Bps, lo_Bps, lo_Bps * net.lo_pkt, lo_Bps * net.lo_pkt,
                   mem_bw + 0.15e9, llc_miss + 0.2e6,
                   cpu_some, io_some, io_full, mem_some, 0.3 * mem_some]
-        v = np.asarray(values, dtype=np.float64)
+        v = self._measured(np.asarray(values, dtype=np.float64), rng)
+        new_state = SimState(llc_warm=llc_warm, tcp_warm=float(net.tcp_warm), pending_write_B=float(disk.pending),
+                             extra_cache_B=float(extra_cache * 0.999), heat=float(heat),
+                             mem_residue_Bps=float(p.mem_residue * mem_bw))
+        return v.astype(np.float32), new_state
+
+    def _measured(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The window's true values [N] as a host's samplers would report them: with noise, and
+        NaN where the simulated host has no PMU."""
+        p = self.params
         if p.noise > 0:
             v = v * np.exp(rng.normal(0.0, p.noise, v.shape))
             frac = self._fraction_mask()
@@ -254,10 +314,7 @@ class SimModel:
             v = np.where(frac, np.clip(v, 0.0, 1.0), np.maximum(v, 0.0))
         if not p.pmu:
             v[~self._available_mask()] = np.nan
-        new_state = SimState(llc_warm=llc_warm, tcp_warm=float(tcp_warm), pending_write_B=float(pending),
-                             extra_cache_B=float(extra_cache * 0.999), heat=float(heat),
-                             mem_residue_Bps=float(p.mem_residue * mem_bw))
-        return v.astype(np.float32), new_state
+        return v
 
     def simulate(self, compositions: np.ndarray, state: SimState | None,
                  rng: np.random.Generator, window_s: float = 1.0) -> tuple[np.ndarray, SimState]:
