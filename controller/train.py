@@ -19,7 +19,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +165,38 @@ def build_policy(data: TrainingData, model_cfg: ModelConfig, train_part: SampleA
     return DiffusionPolicy(spec, model_cfg, normalizer, ActionScale.fit(train_part.action, model_cfg.action_log_floor))
 
 
+@dataclass
+class _Run:
+    """One training run, as its phases share it: the data and its parts, the model, its EMA and
+    optimizer, the history so far and what every checkpoint records."""
+    cfg: TrainConfig
+    dctx: _Dist
+    device: torch.device
+    amp: bool
+    path: Path                      # out_dir/model.pt
+    data: TrainingData
+    train_part: SampleArrays
+    val_part: SampleArrays          # the held-out measured samples ("val")
+    val_taught: SampleArrays        # the held-out taught ones, scored apart
+    taught_train: np.ndarray        # [S] bool over train_part
+    policy: DiffusionPolicy
+    ema: DiffusionPolicy
+    model: torch.nn.Module          # the policy, or its DistributedDataParallel wrapper
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    start: int
+    history: dict
+    base: dict = field(default_factory=dict)    # what every checkpoint records besides the weights
+
+    def checkpoint(self, step: int) -> None:
+        if self.dctx.main:
+            save_checkpoint(self.path, {**self.base, "weights": self.ema.state_dict(),
+                                        "train_weights": self.policy.state_dict(),
+                                        "optimizer": self.opt.state_dict(), "lr_schedule": self.sched.state_dict(),
+                                        "step": step, "history": self.history,
+                                        "parameters": self.policy.parameter_count()})
+
+
 def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = TrainConfig(),
           model_cfg: ModelConfig = ModelConfig(), *, resume: bool = False, overwrite: bool = False,
           progress: bool = True, stop_at: int | None = None) -> TrainResult:
@@ -179,12 +211,39 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     amp = device.type == "cuda" if train_cfg.amp is None else train_cfg.amp
     if train_cfg.cpu_threads:
         torch.set_num_threads(train_cfg.cpu_threads)
+    path = _model_path(out_dir, resume, overwrite)
+    run = _set_up(dataset, path, train_cfg, model_cfg, dctx, device, amp, resume)
+    # ---- TRAINING ---------------------------------------------------------------
+    bar, live = _open_progress(run, progress)
+    end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
+    loss_val = _training_loop(run, end, bar, live)
+    # ---- FINISH -----------------------------------------------------------------
+    _close_progress(bar, live)
+    run.checkpoint(end)
+    if dctx.main:
+        _refresh_curve(run.history, path.parent, run.data)
+    if dctx.world > 1:
+        dist.barrier()
+    val = run.history["val"][-1][1] if run.history["val"] else None
+    return TrainResult(path, end, loss_val, val, run.policy.parameter_count(), time.monotonic() - t_start)
+
+
+def _model_path(out_dir: Path | str, resume: bool, overwrite: bool) -> Path:
+    """out_dir/model.pt, refused where out_dir is a file or the model exists and neither
+    resume nor overwrite says what to do with it."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir} is a file; it must be a directory (model.pt is written inside)")
     path = out_dir / MODEL_FILE
     if path.exists() and not (resume or overwrite):
         raise ConfigError(f"{path} exists; pass --resume to continue it or --overwrite to start over")
+    return path
+
+
+def _set_up(dataset: Path | str, path: Path, train_cfg: TrainConfig, model_cfg: ModelConfig, dctx: _Dist,
+            device: torch.device, amp: bool, resume: bool) -> _Run:
+    """The data split, the policy and its EMA, the optimizer and schedule: new, or where the
+    checkpoint at path left them (resume)."""
     data = load_training_data(dataset, train_cfg.metrics)
     train_part, val_part = data.split(train_cfg.val_fraction, train_cfg.seed)
     state = read_checkpoint(path) if resume and path.exists() else None
@@ -197,7 +256,6 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
     ema = copy.deepcopy(policy).requires_grad_(False)
     if state is not None:
         ema.load_state_dict(state["weights"])
-    per_rank = max(train_cfg.batch_size // dctx.world, 1)
     assert len(train_part) >= 1 and policy.M == data.samples.action.shape[1] and policy.K == data.threads
     model = torch.nn.parallel.DistributedDataParallel(policy) if dctx.world > 1 else policy
     opt = torch.optim.AdamW(policy.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
@@ -212,93 +270,96 @@ def train(dataset: Path | str, out_dir: Path | str, train_cfg: TrainConfig = Tra
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["lr_schedule"])
         start, history = int(state["step"]), {"val_taught": [], **state["history"]}
-    base = {"spec": policy.spec.to_dict(), "model_config": model_cfg.to_dict(), "train_config": train_cfg.to_dict(),
-            "normalizer": policy.normalizer.to_dict(), "action_scale": policy.action_scale.to_dict(),
-            "layout": policy.layout.to_dict(), "git_revision": git_revision(),
-            "dataset": {"path": data.path, "sha256": data.sha256, "samples": len(data.samples),
-                        "train_samples": len(train_part), "val_samples": len(val_part),
-                        "taught_train_samples": int(taught_train.sum()), "taught_val_samples": len(val_taught),
-                        "simulated": data.simulated, "dropped_metrics": data.dropped_metrics},
-            "world_size": dctx.world, "device": str(device), "amp": bool(amp)}
+    run = _Run(train_cfg, dctx, device, amp, path, data, train_part, val_part, val_taught, taught_train,
+               policy, ema, model, opt, sched, start, history)
+    run.base = {"spec": policy.spec.to_dict(), "model_config": model_cfg.to_dict(), "train_config": train_cfg.to_dict(),
+                "normalizer": policy.normalizer.to_dict(), "action_scale": policy.action_scale.to_dict(),
+                "layout": policy.layout.to_dict(), "git_revision": git_revision(),
+                "dataset": {"path": data.path, "sha256": data.sha256, "samples": len(data.samples),
+                            "train_samples": len(train_part), "val_samples": len(val_part),
+                            "taught_train_samples": int(taught_train.sum()), "taught_val_samples": len(val_taught),
+                            "simulated": data.simulated, "dropped_metrics": data.dropped_metrics},
+                "world_size": dctx.world, "device": str(device), "amp": bool(amp)}
+    return run
 
-    def checkpoint(step: int) -> None:
-        if dctx.main:
-            save_checkpoint(path, {**base, "weights": ema.state_dict(), "train_weights": policy.state_dict(),
-                                   "optimizer": opt.state_dict(), "lr_schedule": sched.state_dict(),
-                                   "step": step, "history": history, "parameters": policy.parameter_count()})
 
-    # ---- TRAINING ---------------------------------------------------------------
-    bar = None
-    if progress and dctx.main:
+def _open_progress(run: _Run, progress: bool):
+    """(the progress bar or None, the live metrics or None): rank 0 only. Metrics as training
+    goes (one JSON line per step, the PNG refreshed at each validation), so a long run can be
+    watched and a killed one still shows its curve."""
+    bar = live = None
+    if progress and run.dctx.main:
         from tqdm import tqdm
-        bar = tqdm(total=train_cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
-    # Metrics as training goes (one JSON line per step, the PNG refreshed at each validation),
-    # so a long run can be watched and a killed one still shows its curve.
-    live = None
-    if dctx.main:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        live = LiveMetrics(path.parent, append=bool(start))
-    gen = torch.Generator(device=device)
-    policy.train()
-    loss_val = float("nan")
-    end = train_cfg.steps if stop_at is None else min(stop_at, train_cfg.steps)
-    for step in range(start, end):
-        idx = _batch_indices(len(train_part), per_rank, train_cfg.seed, dctx.rank, step, taught_train,
-                             train_cfg.taught_share)
-        gen.manual_seed(train_cfg.seed * 1_000_003 + dctx.rank * 10_007 + step)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            loss = model(train_part.batch(idx, device), gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        _ema_update(ema, policy, step, train_cfg.ema_decay)
-        loss_val = float(loss.detach())
-        if not math.isfinite(loss_val):
-            if bar is not None:
-                bar.close()
-            if live is not None:
-                live.close()
-            raise Diverged(f"training diverged at step {step}: loss {loss_val}; try a lower --lr or a larger "
-                           f"--batch-size (the last checkpoint in {path.parent} is kept, history in "
-                           f"{path.parent / 'metrics.jsonl'})")
-        done = step + 1
-        if dctx.main:
-            history["train"].append([done, loss_val])
-            live.write({"step": done, "train_loss": loss_val, "lr": sched.get_last_lr()[0],
-                        "time": round(time.time(), 3)})
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_val:.4f}")
-            # ---- VALIDATION (rank 0, EMA weights, held-out samples) ----
-            if len(val_part) and (done % train_cfg.eval_every == 0 or done == train_cfg.steps):
-                ema.eval()
-                history["val"].append([done, validation_loss(ema, val_part, device, train_cfg.seed)])
-                live.write({"step": done, "val_loss": history["val"][-1][1], "time": round(time.time(), 3)})
-                if len(val_taught):
-                    history["val_taught"].append([done, validation_loss(ema, val_taught, device, train_cfg.seed)])
-                    live.write({"step": done, "val_loss_taught": history["val_taught"][-1][1],
-                                "time": round(time.time(), 3)})
-                live.flush()
-                _refresh_curve(history, path.parent, data)
-                if bar is not None:
-                    bar.set_postfix(loss=f"{loss_val:.4f}", val=f"{history['val'][-1][1]:.4f}")
-        if done % train_cfg.checkpoint_every == 0 and done < train_cfg.steps:
-            checkpoint(done)
+        bar = tqdm(total=run.cfg.steps, initial=run.start, desc="train", unit="step", dynamic_ncols=True)
+    if run.dctx.main:
+        run.path.parent.mkdir(parents=True, exist_ok=True)
+        live = LiveMetrics(run.path.parent, append=bool(run.start))
+    return bar, live
 
-    # ---- FINISH -----------------------------------------------------------------
+
+def _close_progress(bar, live) -> None:
     if bar is not None:
         bar.close()
     if live is not None:
         live.close()
-    checkpoint(end)
-    if dctx.main:
-        _refresh_curve(history, path.parent, data)
-    if dctx.world > 1:
-        dist.barrier()
-    val = history["val"][-1][1] if history["val"] else None
-    return TrainResult(path, end, loss_val, val, policy.parameter_count(), time.monotonic() - t_start)
+
+
+def _training_loop(run: _Run, end: int, bar, live) -> float:
+    """Steps run.start..end (a checkpoint every checkpoint_every, validation every eval_every on
+    rank 0) -> the last step's loss; Diverged where the loss is not finite."""
+    cfg, dctx, device = run.cfg, run.dctx, run.device
+    per_rank = max(cfg.batch_size // dctx.world, 1)
+    gen = torch.Generator(device=device)
+    run.policy.train()
+    loss_val = float("nan")
+    for step in range(run.start, end):
+        idx = _batch_indices(len(run.train_part), per_rank, cfg.seed, dctx.rank, step, run.taught_train,
+                             cfg.taught_share)
+        gen.manual_seed(cfg.seed * 1_000_003 + dctx.rank * 10_007 + step)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=run.amp):
+            loss = run.model(run.train_part.batch(idx, device), gen)
+        run.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(run.policy.parameters(), 1.0)
+        run.opt.step()
+        run.sched.step()
+        _ema_update(run.ema, run.policy, step, cfg.ema_decay)
+        loss_val = float(loss.detach())
+        if not math.isfinite(loss_val):
+            _close_progress(bar, live)
+            raise Diverged(f"training diverged at step {step}: loss {loss_val}; try a lower --lr or a larger "
+                           f"--batch-size (the last checkpoint in {run.path.parent} is kept, history in "
+                           f"{run.path.parent / 'metrics.jsonl'})")
+        done = step + 1
+        if dctx.main:
+            run.history["train"].append([done, loss_val])
+            live.write({"step": done, "train_loss": loss_val, "lr": run.sched.get_last_lr()[0],
+                        "time": round(time.time(), 3)})
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_val:.4f}")
+            if len(run.val_part) and (done % cfg.eval_every == 0 or done == cfg.steps):
+                _validate(run, done, live, bar, loss_val)
+        if done % cfg.checkpoint_every == 0 and done < cfg.steps:
+            run.checkpoint(done)
+    return loss_val
+
+
+def _validate(run: _Run, done: int, live: LiveMetrics, bar, loss_val: float) -> None:
+    """VALIDATION (rank 0, EMA weights, held-out samples): the losses into the history and the
+    live metrics, the curve redrawn."""
+    history, ema = run.history, run.ema
+    ema.eval()
+    history["val"].append([done, validation_loss(ema, run.val_part, run.device, run.cfg.seed)])
+    live.write({"step": done, "val_loss": history["val"][-1][1], "time": round(time.time(), 3)})
+    if len(run.val_taught):
+        history["val_taught"].append([done, validation_loss(ema, run.val_taught, run.device, run.cfg.seed)])
+        live.write({"step": done, "val_loss_taught": history["val_taught"][-1][1],
+                    "time": round(time.time(), 3)})
+    live.flush()
+    _refresh_curve(history, run.path.parent, run.data)
+    if bar is not None:
+        bar.set_postfix(loss=f"{loss_val:.4f}", val=f"{history['val'][-1][1]:.4f}")
 
 
 class LiveMetrics:
