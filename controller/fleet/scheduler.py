@@ -67,6 +67,54 @@ class JobsReport:
     per_agent: dict[str, int] = field(default_factory=dict)
 
 
+class _JobQueue:
+    """The jobs of one run_jobs call as its agents' workers share them: the queue, which ids are
+    done and which remain, the agents still live, and the first errors that end the call."""
+
+    def __init__(self, jobs: list[Job], agents: list[AgentClient]):
+        self.report = JobsReport(per_agent={c.name: 0 for c in agents})
+        self.queue: list[Job] = list(reversed(jobs))
+        self.done: set[str] = set()
+        self.remaining = {j.id for j in jobs}
+        self.changed = asyncio.Condition()
+        self.fatal: list[BaseException] = []
+        self.live = set(c.name for c in agents)
+
+    async def take(self) -> Job | None:
+        """The next job, waiting for one given back; None once every job is done or one failed."""
+        async with self.changed:
+            while True:
+                if self.fatal or not self.remaining:
+                    return None
+                if self.queue:
+                    return self.queue.pop()
+                await self.changed.wait()
+
+    async def give_back(self, job: Job) -> None:
+        async with self.changed:
+            self.queue.append(job)
+            self.changed.notify_all()
+
+    async def retire(self, c: AgentClient, why_all: str) -> None:
+        """c takes no more jobs; the last live agent retired is fatal (why_all says why)."""
+        self.report.retired.append(c.name)
+        self.live.discard(c.name)
+        if not self.live:
+            self.fatal.append(FleetError(f"{why_all}; {len(self.remaining)} job(s) left"))
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def fail(self, error: FleetError) -> None:
+        self.fatal.append(error)
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def finished(self, job: Job) -> None:
+        async with self.changed:
+            self.remaining.discard(job.id)
+            self.changed.notify_all()
+
+
 class Fleet:
     def __init__(self, clients: list[AgentClient], *, allow_mixed_hosts: bool = False, max_attempts: int = 5,
                  retire_after: int = 3, backoff_s: float = 0.5, busy_wait_s: float = 900.0):
@@ -173,113 +221,109 @@ class Fleet:
         fails `max_attempts` times, or a job is rejected as invalid (a 4xx that is not retryable)."""
         self._share_session()
         agents = list(agents or self.clients)
-        report = JobsReport(per_agent={c.name: 0 for c in agents})
-        queue: list[Job] = list(reversed(jobs))
-        done: set[str] = set()
-        remaining = {j.id for j in jobs}
-        changed = asyncio.Condition()
-        fatal: list[BaseException] = []
-        live = set(c.name for c in agents)
-
-        async def take() -> Job | None:
-            async with changed:
-                while True:
-                    if fatal or not remaining:
-                        return None
-                    if queue:
-                        return queue.pop()
-                    await changed.wait()
-
-        async def give_back(job: Job) -> None:
-            async with changed:
-                queue.append(job)
-                changed.notify_all()
-
-        async def retire(c: AgentClient, why_all: str) -> None:
-            report.retired.append(c.name)
-            live.discard(c.name)
-            if not live:
-                fatal.append(FleetError(f"{why_all}; {len(remaining)} job(s) left"))
-            async with changed:
-                changed.notify_all()
-
-        async def worker(c: AgentClient) -> None:
-            consecutive = 0
-            host_busy_s = 0.0
-            while True:
-                job = await take()
-                if job is None:
-                    return
-                job.attempts += 1
-                started = None if on_start is None else (lambda run_id, job=job: on_start(job, c, run_id))
-                try:
-                    result = await c.run(job.plan, job.options, on_start=started)
-                except AgentBusy as e:
-                    # Not this agent's failure: an orphan of ours is cancelled, anyone else's awaited.
-                    job.attempts -= 1
-                    await give_back(job)
-                    if e.running in self.owned_runs:
-                        log.info("agent %s runs %s, started by this campaign before a restart: cancelling",
-                                 c.name, e.running)
-                        with contextlib.suppress(AgentError):
-                            await c.cancel(e.running)
-                        self.owned_runs.discard(e.running)
-                    elif not await c.wait_idle(e.running, self.busy_wait_s):
-                        log.warning("agent %s stayed busy with run %s for %.0f s: retired", c.name, e.running,
-                                    self.busy_wait_s)
-                        await retire(c, "every agent failed or stayed busy")
-                        return
-                    continue
-                except AgentError as e:
-                    if isinstance(e, RunFailed) and e.details.get("reason") == "host_busy":
-                        # Another process holds the host's run lock (another agent, a local replay):
-                        # not this agent's failure; wait for the host with a growing pause.
-                        job.attempts -= 1
-                        await give_back(job)
-                        host_busy_s = await self._wait_host(c, host_busy_s)
-                        if host_busy_s is None:
-                            await retire(c, "every agent failed or its host stayed busy")
-                            return
-                        continue
-                    if not e.retryable:
-                        fatal.append(FleetError(f"job {job.id} rejected by {c.name}: {e}"))
-                        async with changed:
-                            changed.notify_all()
-                        return
-                    consecutive += 1
-                    log.warning("job %s failed on %s (attempt %d): %s", job.id, c.name, job.attempts, e)
-                    if job.attempts >= self.max_attempts:
-                        fatal.append(FleetError(f"job {job.id} failed {job.attempts} times; last: {e}"))
-                    else:
-                        report.reassigned += 1
-                    await give_back(job)
-                    if consecutive >= self.retire_after:
-                        log.warning("agent %s retired after %d consecutive failures", c.name, consecutive)
-                        await retire(c, "every agent failed")
-                        return
-                    await asyncio.sleep(self.backoff_s * 2 ** (consecutive - 1))
-                    continue
-                consecutive, host_busy_s = 0, 0.0
-                if job.id in done:
-                    report.duplicates_ignored += 1
-                    continue
-                done.add(job.id)
-                out = on_result(job, result)
-                if asyncio.iscoroutine(out):
-                    await out
-                report.done += 1
-                report.per_agent[c.name] = report.per_agent.get(c.name, 0) + 1
-                async with changed:
-                    remaining.discard(job.id)
-                    changed.notify_all()
-
-        tasks = [asyncio.create_task(worker(c), name=f"fleet-{c.name}") for c in agents]
+        shared = _JobQueue(jobs, agents)
+        tasks = [asyncio.create_task(self._work(c, shared, on_result, on_start), name=f"fleet-{c.name}")
+                 for c in agents]
         try:
             await asyncio.gather(*tasks)
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        if fatal:
-            raise fatal[0]
-        return report
+        if shared.fatal:
+            raise shared.fatal[0]
+        return shared.report
+
+    async def _work(self, c: AgentClient, shared: _JobQueue,
+                    on_result: Callable[[Job, RunResult], Awaitable[None] | None],
+                    on_start: Callable[[Job, AgentClient, str], Awaitable[None] | None] | None) -> None:
+        """One agent's worker: jobs taken one at a time until none is left, the run fails for
+        good, or the agent is retired."""
+        consecutive = 0
+        host_busy_s = 0.0
+        while True:
+            job = await shared.take()
+            if job is None:
+                return
+            job.attempts += 1
+            started = None if on_start is None else (lambda run_id, job=job: on_start(job, c, run_id))
+            try:
+                result = await c.run(job.plan, job.options, on_start=started)
+            except AgentBusy as e:
+                # Not this agent's failure: an orphan of ours is cancelled, anyone else's awaited.
+                job.attempts -= 1
+                await shared.give_back(job)
+                if not await self._agent_busy(c, e, shared):
+                    return
+                continue
+            except AgentError as e:
+                if isinstance(e, RunFailed) and e.details.get("reason") == "host_busy":
+                    # Another process holds the host's run lock (another agent, a local replay):
+                    # not this agent's failure; wait for the host with a growing pause.
+                    job.attempts -= 1
+                    await shared.give_back(job)
+                    host_busy_s = await self._wait_host(c, host_busy_s)
+                    if host_busy_s is None:
+                        await shared.retire(c, "every agent failed or its host stayed busy")
+                        return
+                    continue
+                consecutive += 1
+                if not await self._job_failed(c, job, e, consecutive, shared):
+                    return
+                continue
+            consecutive, host_busy_s = 0, 0.0
+            await self._job_done(c, job, result, shared, on_result)
+
+    async def _agent_busy(self, c: AgentClient, e: AgentBusy, shared: _JobQueue) -> bool:
+        """The agent runs something else: an orphan of this campaign's is cancelled, anyone
+        else's awaited up to busy_wait_s. False where the agent is retired for it."""
+        if e.running in self.owned_runs:
+            log.info("agent %s runs %s, started by this campaign before a restart: cancelling",
+                     c.name, e.running)
+            with contextlib.suppress(AgentError):
+                await c.cancel(e.running)
+            self.owned_runs.discard(e.running)
+        elif not await c.wait_idle(e.running, self.busy_wait_s):
+            log.warning("agent %s stayed busy with run %s for %.0f s: retired", c.name, e.running,
+                        self.busy_wait_s)
+            await shared.retire(c, "every agent failed or stayed busy")
+            return False
+        return True
+
+    async def _job_failed(self, c: AgentClient, job: Job, e: AgentError, consecutive: int,
+                          shared: _JobQueue) -> bool:
+        """A job failed on c, its consecutive-th failure in a row there: rejected for good (a 4xx
+        that is not retryable), or given back to be tried again after a growing pause, up to
+        max_attempts; the agent retired after retire_after in a row. False where c's worker ends."""
+        if not e.retryable:
+            await shared.fail(FleetError(f"job {job.id} rejected by {c.name}: {e}"))
+            return False
+        log.warning("job %s failed on %s (attempt %d): %s", job.id, c.name, job.attempts, e)
+        if job.attempts >= self.max_attempts:
+            shared.fatal.append(FleetError(f"job {job.id} failed {job.attempts} times; last: {e}"))
+        else:
+            shared.report.reassigned += 1
+        await shared.give_back(job)
+        if consecutive >= self.retire_after:
+            log.warning("agent %s retired after %d consecutive failures", c.name, consecutive)
+            await shared.retire(c, "every agent failed")
+            return False
+        await asyncio.sleep(self.backoff_s * 2 ** (consecutive - 1))
+        return True
+
+    @staticmethod
+    async def _job_done(c: AgentClient, job: Job, result: RunResult, shared: _JobQueue,
+                        on_result: Callable[[Job, RunResult], Awaitable[None] | None]) -> None:
+        """A job's result handed to on_result, once per job id (a duplicate is counted, not
+        handed on)."""
+        report = shared.report
+        if job.id in shared.done:
+            report.duplicates_ignored += 1
+            return
+        shared.done.add(job.id)
+        out = on_result(job, result)
+        if asyncio.iscoroutine(out):
+            await out
+        report.done += 1
+        report.per_agent[c.name] = report.per_agent.get(c.name, 0) + 1
+        await shared.finished(job)
