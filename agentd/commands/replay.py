@@ -230,14 +230,28 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
     """Run the plan here; each window goes to `output` as it is measured (agentd/trace_append.py:
     a replay beside a command that runs for days holds no window in memory), nothing kept
     without one."""
-    from tqdm import tqdm
+    be, plan, textfile = await _open_backend(cfg, plan, prepare, textfile_dir, command)
+    run = _Replay(be, plan, command, repetitions, seed, textfile, spawn, output)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await run.supervise(stop, progress)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await be.close()
+        run.close_trace(complete=sys.exc_info()[0] is None)
+    if textfile is not None:
+        textfile.finish(run.state, run.exit_status())
+    return run.result()
 
-    from mimesys import __version__
-    from mimesys.backend import RunOptions
-    from mimesys.errors import MimesysError, ValidationError
-    from mimesys.trace import wall_clock_of_monotonic
+
+async def _open_backend(cfg, plan, prepare, textfile_dir: Path | None, command: list[str]):
+    """(the backend, the plan as `prepare` fits it to the backend's host, the Prometheus textfile
+    or None); the backend closed again where preparing or the textfile fails."""
     from ..backend_registry import create_backend
-    from ..trace_append import TraceAppender
 
     be = create_backend(cfg)
     if prepare is not None:
@@ -254,93 +268,134 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
         except BaseException:
             await be.close()
             raise
-    writer: TraceAppender | None = None
-    windows_done = 0
-    info, schema = be.info(), be.metric_schema()
-    proc = None
-    cmd_started = cmd_wall = None
-    state, error, reps_done = "done", None, 0
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    return be, plan, textfile
 
-    async def workload(bar):
-        nonlocal proc, cmd_started, reps_done, writer, windows_done
-        total = None if command else repetitions
-        while total is None or reps_done < total:
-            async with contextlib.aclosing(be.execute(plan, RunOptions(repetitions=1, seed=seed))) as windows:
-                async for w in windows:
-                    if output is not None:
-                        if writer is None:     # made at the first window: a replay that ran nothing writes nothing
-                            writer = TraceAppender(
-                                output, schema, window_s=float(plan.window_s), host_fingerprint=info.fingerprint,
-                                simulated=bool(info.simulated),
-                                provenance={"kind": "replay", "backend": info.name, "agent_version": __version__,
-                                            "plan_windows": plan.T, "command": command or None,
-                                            "plan_provenance": plan.provenance, "catalog_hash": plan.catalog_hash,
-                                            "seed": seed if seed is not None else plan.seed,
-                                            "window_start_clock": "CLOCK_MONOTONIC",
-                                            "started_unix_s": wall_clock_of_monotonic(int(w.start_ns))})
-                        writer.append(int(w.start_ns), w.values)
-                    windows_done += 1
-                    bar.update(1)
-                    if textfile is not None:
-                        textfile.window(w)
-                    if command and proc is None:
-                        cmd_started = time.monotonic()
-                        if spawn is not None:
-                            proc = await spawn(command)
-                        else:
-                            try:
-                                proc = await asyncio.create_subprocess_exec(*command)
-                            except OSError as e:
-                                raise ValidationError(f"cannot start {command[0]!r}: {e.strerror or e}") from None
-                        waiter.set()
-            reps_done += 1
 
-    waiter = asyncio.Event()
-    try:
-        with tqdm(total=None if command else plan.T * repetitions, unit="window", disable=not progress,
-                  desc="replay") as bar:
-            work = asyncio.create_task(workload(bar))
+class _Replay:
+    """One replay here as its parts share it: the plan's windows run on the backend (repeated
+    for as long as the command beside it runs), the trace written as they come, and what the
+    result reports."""
+
+    def __init__(self, be, plan, command: list[str], repetitions: int, seed, textfile, spawn, output: Path | None):
+        self.be, self.plan, self.command, self.repetitions, self.seed = be, plan, command, repetitions, seed
+        self.textfile, self.spawn, self.output = textfile, spawn, output
+        self.info, self.schema = be.info(), be.metric_schema()
+        self.writer = None                       # TraceAppender, made at the first window
+        self.windows_done = self.reps_done = 0
+        self.proc = None                         # the command's process
+        self.cmd_started = self.cmd_wall = None
+        self.state, self.error = "done", None
+        self.command_started = asyncio.Event()
+
+    async def supervise(self, stop: asyncio.Event, progress: bool) -> None:
+        """The windows run until the plan's repetitions are done or the command ends (then
+        cut short), or stop is set (Ctrl-C: passed on to the command, which is awaited)."""
+        from tqdm import tqdm
+
+        from mimesys.errors import MimesysError
+
+        with tqdm(total=None if self.command else self.plan.T * self.repetitions, unit="window",
+                  disable=not progress, desc="replay") as bar:
+            work = asyncio.create_task(self.workload(bar))
             stopper = asyncio.create_task(stop.wait())
-            if command:
-                started = asyncio.create_task(waiter.wait())
-                await asyncio.wait({work, started, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                if proc is not None:
-                    ended = asyncio.create_task(proc.wait())
-                    await asyncio.wait({ended, stopper, work}, return_when=asyncio.FIRST_COMPLETED)
-                    if not ended.done():
-                        if stop.is_set():   # Ctrl-C: pass it on to the command and wait for it
-                            from ..runas import interrupt
-                            interrupt(proc)
-                        await ended
-                    cmd_wall = time.monotonic() - cmd_started
-                started.cancel()
+            if self.command:
+                await self._beside_command(work, stopper, stop)
             else:
                 await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
             if not work.done():
                 work.cancel()
-                state = "interrupted" if stop.is_set() and not command else "done"
+                self.state = "interrupted" if stop.is_set() and not self.command else "done"
             try:
                 await work
             except asyncio.CancelledError:
                 pass
             except MimesysError as e:
-                state, error = "failed", str(e)
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await be.close()
-        if writer is not None:
-            if sys.exc_info()[0] is None:
-                writer.finish(repetitions=reps_done, state=state)
-            else:               # what was flushed stays readable, marked incomplete
-                writer.abandon()
-    if textfile is not None:
-        textfile.finish(state, proc.returncode if proc is not None else None)
-    return {"trace_path": output if writer is not None else None, "simulated": bool(info.simulated),
-            "windows": windows_done, "plan_windows": plan.T, "repetitions": reps_done, "state": state, "error": error,
-            "exit_status": proc.returncode if proc is not None else None, "wall_s": cmd_wall or 0.0}
+                self.state, self.error = "failed", str(e)
+
+    async def _beside_command(self, work: asyncio.Task, stopper: asyncio.Task, stop: asyncio.Event) -> None:
+        started = asyncio.create_task(self.command_started.wait())
+        await asyncio.wait({work, started, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if self.proc is not None:
+            ended = asyncio.create_task(self.proc.wait())
+            await asyncio.wait({ended, stopper, work}, return_when=asyncio.FIRST_COMPLETED)
+            if not ended.done():
+                if stop.is_set():   # Ctrl-C: pass it on to the command and wait for it
+                    from ..runas import interrupt
+                    interrupt(self.proc)
+                await ended
+            self.cmd_wall = time.monotonic() - self.cmd_started
+        started.cancel()
+
+    async def workload(self, bar) -> None:
+        """The plan, one repetition at a time: repetitions of them, or without end beside a
+        command (which starts once the first window is measured)."""
+        from mimesys.backend import RunOptions
+
+        total = None if self.command else self.repetitions
+        while total is None or self.reps_done < total:
+            options = RunOptions(repetitions=1, seed=self.seed)
+            async with contextlib.aclosing(self.be.execute(self.plan, options)) as windows:
+                async for w in windows:
+                    self._record(w)
+                    bar.update(1)
+                    if self.textfile is not None:
+                        self.textfile.window(w)
+                    if self.command and self.proc is None:
+                        await self._start_command()
+            self.reps_done += 1
+
+    def _record(self, w) -> None:
+        if self.output is not None:
+            if self.writer is None:     # made at the first window: a replay that ran nothing writes nothing
+                self.writer = self._open_trace(int(w.start_ns))
+            self.writer.append(int(w.start_ns), w.values)
+        self.windows_done += 1
+
+    def _open_trace(self, first_start_ns: int):
+        from mimesys import __version__
+        from mimesys.trace import wall_clock_of_monotonic
+        from ..trace_append import TraceAppender
+
+        info, plan, seed = self.info, self.plan, self.seed
+        return TraceAppender(
+            self.output, self.schema, window_s=float(plan.window_s), host_fingerprint=info.fingerprint,
+            simulated=bool(info.simulated),
+            provenance={"kind": "replay", "backend": info.name, "agent_version": __version__,
+                        "plan_windows": plan.T, "command": self.command or None,
+                        "plan_provenance": plan.provenance, "catalog_hash": plan.catalog_hash,
+                        "seed": seed if seed is not None else plan.seed,
+                        "window_start_clock": "CLOCK_MONOTONIC",
+                        "started_unix_s": wall_clock_of_monotonic(first_start_ns)})
+
+    async def _start_command(self) -> None:
+        from mimesys.errors import ValidationError
+
+        self.cmd_started = time.monotonic()
+        if self.spawn is not None:
+            self.proc = await self.spawn(self.command)
+        else:
+            try:
+                self.proc = await asyncio.create_subprocess_exec(*self.command)
+            except OSError as e:
+                raise ValidationError(f"cannot start {self.command[0]!r}: {e.strerror or e}") from None
+        self.command_started.set()
+
+    def close_trace(self, complete: bool) -> None:
+        """The trace finished with how the replay ended, or, where it ended by an exception,
+        abandoned: what was flushed stays readable, marked incomplete."""
+        if self.writer is None:
+            return
+        if complete:
+            self.writer.finish(repetitions=self.reps_done, state=self.state)
+        else:
+            self.writer.abandon()
+
+    def exit_status(self) -> int | None:
+        return self.proc.returncode if self.proc is not None else None
+
+    def result(self) -> dict:
+        return {"trace_path": self.output if self.writer is not None else None,
+                "simulated": bool(self.info.simulated), "windows": self.windows_done, "plan_windows": self.plan.T,
+                "repetitions": self.reps_done, "state": self.state, "error": self.error,
+                "exit_status": self.exit_status(), "wall_s": self.cmd_wall or 0.0}
