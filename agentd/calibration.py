@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -274,8 +274,6 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     first pass (their base must be measured in it, or already in `config.pace_Bps`): what
     they record is what they achieved, not the fraction assumed. With `segments`, the disk
     stressors then run short and long segments (module docstring; SEGMENT_PAIRS pairs each)."""
-    from dataclasses import replace
-
     from mimesys.errors import RunnerError
     from .hostpaths import online_cpus
     from .runner import RunnerConfig
@@ -290,14 +288,8 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     n_bw = sum(1 for n in plain if catalog.stressors[catalog.index(n)].resource_class in BANDWIDTH_CLASSES)
     seg_names = [n for n in names if catalog.stressors[catalog.index(n)].resource_class in SEGMENT_CLASSES] \
         if segments else []
-    total = len(plain) + (n_bw if all_threads and len(cpus) > 1 else 0) + len(paced) + \
-        len(seg_names) * (1 + 2 * (SEGMENT_PAIRS + 1))
-    done = [0]
-
-    def tick(_ev):
-        done[0] += 1
-        if progress:
-            progress(done[0], total)
+    tick = _Ticks(len(plain) + (n_bw if all_threads and len(cpus) > 1 else 0) + len(paced) +
+                  len(seg_names) * (1 + 2 * (SEGMENT_PAIRS + 1)), progress)
 
     unavailable: dict[str, str] = {}
     # the host's peaks are probed before and after the stressors and the higher figure kept:
@@ -308,66 +300,101 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
         raise RunnerError(f"no stressor can run on this host: {unavailable}")
     doc = summarize(catalog, cplan, windows, notes, cpus) if cplan else summarize_empty(catalog, cpus, window_s)
     if paced:
-        rates = {**(config.pace_Bps or {}), **pace_rates(catalog, doc)}
-        for n in list(paced):
-            if n not in rates:
-                base = catalog.stressors[catalog.index(n)].pace["base"]
-                unavailable[n] = f"its base {base} was not calibrated on this host (calibrate it with --only {base})"
-                paced.remove(n)
-        pplan, pwins, pnotes = await _run_pass(catalog, replace(config, pace_Bps=rates), paced, window_s, False,
-                                               tick, unavailable)
-        if pplan is not None:
-            pdoc = summarize(catalog, pplan, pwins, pnotes, cpus)
-            for n, e in pdoc["stressors"].items():
-                doc["stressors"][n] = {**e, "pace_Bps": rates[n]}
-            doc["notes"].update(pdoc["notes"])
+        await _paced_pass(catalog, config, doc, paced, window_s, tick, unavailable, cpus)
     seg_names = [n for n in seg_names if n not in unavailable]
     if seg_names:
-        rates = {**(config.pace_Bps or {}), **pace_rates(catalog, doc)}
-        splan, swins, _ = await _run_pass(catalog, replace(config, pace_Bps=rates), seg_names, SEGMENT_WINDOW_S,
-                                          False, tick, unavailable,
-                                          build=lambda ns: build_segment_plan(catalog, len(cpus), ns))
-        if splan is not None:
-            for n, seg in summarize_segments(catalog, splan, swins).items():
-                doc["stressors"][n]["segment"] = seg
+        await _segment_pass(catalog, config, doc, seg_names, tick, unavailable, cpus)
     for name, reason in unavailable.items():
         s = catalog.stressors[catalog.index(name)]
         doc["stressors"][name] = {"class": s.resource_class, "kernel": s.kernel, "unavailable": reason,
                                   "one_thread": None, "all_threads": None}
     if probe_seconds:
-        best_names = reach_candidates(catalog, doc)
-        multi = all_threads and len(cpus) > 1
-        total += REACH_DRAWS * reach_repeats * sum(1 + (multi and catalog.stressors[catalog.index(n)].resource_class
-                                                        in BANDWIDTH_CLASSES) for n in best_names)
-        doc["reach_runs"], paired = {}, []
-        for _ in range(reach_repeats if best_names else 0):
-            draws = []
-            for _ in range(REACH_DRAWS):
-                run = await _reach_run(catalog, config, best_names, window_s, all_threads, tick)
-                if run is None:
-                    break
-                draws += list(run.items())
-            if not draws:
-                break
-            probes.append(await probe_host_peaks(config, seconds=probe_seconds))
-            for name, entry in draws:
-                doc["reach_runs"].setdefault(name, []).append(entry)
-            paired.append((draws, probes[-1][0]))
-        if not paired:
-            probes.append(await probe_host_peaks(config, seconds=probe_seconds))
-        peaks, method = {}, {}
-        for got, how in probes:
-            for metric, text in how.items():
-                if metric in got and got[metric] > peaks.get(metric, 0):
-                    peaks[metric], method[metric] = got[metric], text
-                method.setdefault(metric, text)
-        doc["host_peaks"], doc["host_peaks_method"] = peaks, method
-        doc["reach"], doc["catalog_best"] = reach(catalog, doc, peaks)
-        if paired:
-            doc["reach_pairs"] = reach_pairs(catalog, paired)
-            # the pairs' precision: a coarser median could fall outside the pairs it summarizes
-            doc["reach"].update({m: round(float(np.median(r)), 4) for m, r in doc["reach_pairs"].items()})
+        await _reach_and_peaks(catalog, config, doc, probes, window_s, all_threads, len(cpus), tick,
+                               probe_seconds, reach_repeats)
     return doc
+
+
+class _Ticks:
+    """measure's progress: windows done out of those expected (a count the reach runs add to)."""
+
+    def __init__(self, total: int, progress):
+        self.total, self.done, self.progress = total, 0, progress
+
+    def __call__(self, _ev) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, self.total)
+
+
+async def _paced_pass(catalog: Catalog, config, doc: dict, paced: list[str], window_s: float, tick: _Ticks,
+                      unavailable: dict[str, str], cpus: list[int]) -> None:
+    """The paced variants, one thread each, at the rate of their base as the first pass measured
+    it (or config.pace_Bps): their entries into doc. One whose base was not calibrated is
+    unavailable."""
+    rates = {**(config.pace_Bps or {}), **pace_rates(catalog, doc)}
+    for n in list(paced):
+        if n not in rates:
+            base = catalog.stressors[catalog.index(n)].pace["base"]
+            unavailable[n] = f"its base {base} was not calibrated on this host (calibrate it with --only {base})"
+            paced.remove(n)
+    pplan, pwins, pnotes = await _run_pass(catalog, replace(config, pace_Bps=rates), paced, window_s, False,
+                                           tick, unavailable)
+    if pplan is not None:
+        pdoc = summarize(catalog, pplan, pwins, pnotes, cpus)
+        for n, e in pdoc["stressors"].items():
+            doc["stressors"][n] = {**e, "pace_Bps": rates[n]}
+        doc["notes"].update(pdoc["notes"])
+
+
+async def _segment_pass(catalog: Catalog, config, doc: dict, seg_names: list[str], tick: _Ticks,
+                        unavailable: dict[str, str], cpus: list[int]) -> None:
+    """The disk stressors in short and long segments: each one's "segment" entry in doc."""
+    rates = {**(config.pace_Bps or {}), **pace_rates(catalog, doc)}
+    splan, swins, _ = await _run_pass(catalog, replace(config, pace_Bps=rates), seg_names, SEGMENT_WINDOW_S,
+                                      False, tick, unavailable,
+                                      build=lambda ns: build_segment_plan(catalog, len(cpus), ns))
+    if splan is not None:
+        for n, seg in summarize_segments(catalog, splan, swins).items():
+            doc["stressors"][n]["segment"] = seg
+
+
+async def _reach_and_peaks(catalog: Catalog, config, doc: dict, probes: list, window_s: float, all_threads: bool,
+                           n_cpus: int, tick: _Ticks, probe_seconds: float, reach_repeats: int) -> None:
+    """The reach runs, each followed by a probe of the host's peaks; then into doc the highest
+    peaks of all probes (`probes`: those before the stressors so far), the reach, and the pairs
+    it is the median over."""
+    best_names = reach_candidates(catalog, doc)
+    multi = all_threads and n_cpus > 1
+    tick.total += REACH_DRAWS * reach_repeats * sum(1 + (multi and catalog.stressors[catalog.index(n)].resource_class
+                                                         in BANDWIDTH_CLASSES) for n in best_names)
+    doc["reach_runs"], paired = {}, []
+    for _ in range(reach_repeats if best_names else 0):
+        draws = []
+        for _ in range(REACH_DRAWS):
+            run = await _reach_run(catalog, config, best_names, window_s, all_threads, tick)
+            if run is None:
+                break
+            draws += list(run.items())
+        if not draws:
+            break
+        probes.append(await probe_host_peaks(config, seconds=probe_seconds))
+        for name, entry in draws:
+            doc["reach_runs"].setdefault(name, []).append(entry)
+        paired.append((draws, probes[-1][0]))
+    if not paired:
+        probes.append(await probe_host_peaks(config, seconds=probe_seconds))
+    peaks, method = {}, {}
+    for got, how in probes:
+        for metric, text in how.items():
+            if metric in got and got[metric] > peaks.get(metric, 0):
+                peaks[metric], method[metric] = got[metric], text
+            method.setdefault(metric, text)
+    doc["host_peaks"], doc["host_peaks_method"] = peaks, method
+    doc["reach"], doc["catalog_best"] = reach(catalog, doc, peaks)
+    if paired:
+        doc["reach_pairs"] = reach_pairs(catalog, paired)
+        # the pairs' precision: a coarser median could fall outside the pairs it summarizes
+        doc["reach"].update({m: round(float(np.median(r)), 4) for m, r in doc["reach_pairs"].items()})
 
 
 def summarize_empty(catalog: Catalog, cpus: list[int], window_s: float) -> dict:
