@@ -37,6 +37,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgpack
@@ -192,6 +193,29 @@ def replay_files(plans: list[tuple[Path, "H5Case"]], work: Path) -> dict:
 
 
 def main(argv=None) -> None:
+    args = parse_args(argv)
+    tally = Tally()
+    n_replay = args.examples if args.replay_examples is None else args.replay_examples
+    with tempfile.TemporaryDirectory(prefix="mimesys-fuzz-") as d:
+        tmp = Path(d)
+        write_secrets(tmp)
+        (tmp / "plans").mkdir()
+        figures = fuzz_agent(args, tmp, tally, n_replay)
+        # the prober's clock starts when it does, just after t_probe
+        figures["healthz_base"] = healthz_summary(tmp / "healthz.txt", 0.0, args.baseline_s)
+        figures["healthz_fuzzed"] = healthz_summary(tmp / "healthz.txt", figures["t0"] - figures["t_probe"])
+        # After the agent's figures are taken: replay's processes would otherwise load the same CPUs.
+        replay = replay_files(tally.plans, tmp / "replay")
+    result = summary(args, tally, figures, replay)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("a") as f:
+        f.write(json.dumps(result) + "\n")
+    print(json.dumps(result))
+    if tally.failures or tally.leaked or tally.bypasses or replay["failures"]:
+        sys.exit(1)
+
+
+def parse_args(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=300,
                     help="per body kind and round (plan HDF5, trace HDF5, raw plan, raw trace, mutated bytes)")
@@ -202,119 +226,129 @@ def main(argv=None) -> None:
     ap.add_argument("--note", default="")
     ap.add_argument("--baseline-s", type=float, default=30.0,
                     help="probe /healthz this long with no fuzz traffic first (what the host's load alone costs)")
-    args = ap.parse_args(argv)
-    statuses: Counter = Counter()
-    failures: list[str] = []
-    leaked: list[str] = []
-    bypasses: list[str] = []
-    plans: list[tuple[Path, object]] = []
-    n_replay = args.examples if args.replay_examples is None else args.replay_examples
-    with tempfile.TemporaryDirectory(prefix="mimesys-fuzz-") as d:
-        tmp = Path(d)
-        write_secrets(tmp)
-        (tmp / "plans").mkdir()
-        with real_agent(tmp / "agent", speedup=0.0) as agent, control_server() as control, \
-                healthz_probing(agent.url, control, {"Authorization": f"Bearer {agent.token}"}, tmp / "healthz.txt",
-                                period_s=0.05):
-            probe = RssProbe(agent)
-            probe.start()
-            t_probe = time.monotonic()
-            time.sleep(args.baseline_s)
-            t0 = time.monotonic()
+    return ap.parse_args(argv)
 
-            def send(path, obj, label, hostile=()):
-                status, body = post(agent, path, msgpack.packb({"v": 1, **obj}, use_bin_type=True))
-                statuses[f"{label}:{status}"] += 1
-                if hostile and (status < 400 or status == 501):   # 501: it passed every check, to the model step
-                    bypasses.append(f"{label} {status} for a file with {', '.join(hostile)}")
-                if status == 501 and b"no generation model installed" in body:
-                    return   # a trace that passed every check reached the model step; none is installed here
-                if status >= 500:
-                    failures.append(f"{label} {status}: {body[:300]!r}")
-                if leaks(body):
-                    leaked.append(f"{label}: {body[:300]!r}")
-                if status == 201:
-                    code = delete(agent, msgpack.unpackb(body)["run_id"])
-                    statuses[f"delete:{code}"] += 1
-                    if code >= 500:
-                        failures.append(f"DELETE {code}")
 
-            common = settings(max_examples=args.examples, deadline=None, database=None,
-                              suppress_health_check=list(HealthCheck))
+@dataclass
+class Tally:
+    """What the fuzz saw: every status code, the failures (5xx), the answers that echo the
+    secret, the hostile files accepted, and the plan files kept for replay."""
+    statuses: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    leaked: list[str] = field(default_factory=list)
+    bypasses: list[str] = field(default_factory=list)
+    plans: list[tuple[Path, object]] = field(default_factory=list)
 
-            @common
-            @given(h5_case(tmp, "plan"))
-            def fuzz_plan_h5(case):
-                send("/v1/runs", {"plan": case.data}, "plan_h5", case.hostile)
-                if len(plans) < n_replay:     # the same file, for replay once the agent is gone
-                    path = tmp / "plans" / f"{len(plans):05d}.h5"
-                    path.write_bytes(case.data)
-                    plans.append((path, case))
+    def send(self, agent, path, obj, label, hostile=()):
+        status, body = post(agent, path, msgpack.packb({"v": 1, **obj}, use_bin_type=True))
+        self.statuses[f"{label}:{status}"] += 1
+        if hostile and (status < 400 or status == 501):   # 501: it passed every check, to the model step
+            self.bypasses.append(f"{label} {status} for a file with {', '.join(hostile)}")
+        if status == 501 and b"no generation model installed" in body:
+            return   # a trace that passed every check reached the model step; none is installed here
+        if status >= 500:
+            self.failures.append(f"{label} {status}: {body[:300]!r}")
+        if leaks(body):
+            self.leaked.append(f"{label}: {body[:300]!r}")
+        if status == 201:
+            code = delete(agent, msgpack.unpackb(body)["run_id"])
+            self.statuses[f"delete:{code}"] += 1
+            if code >= 500:
+                self.failures.append(f"DELETE {code}")
 
-            @common
-            @given(h5_case(tmp, "trace"))
-            def fuzz_trace_h5(case):
-                send("/v1/generate", {"trace": case.data}, "trace_h5", case.hostile)
+    def send_mutated(self, agent, path, body):
+        label = "mutated_" + path.rsplit("/", 1)[1]
+        status, answer = post(agent, path, body)
+        self.statuses[f"{label}:{status}"] += 1
+        if status >= 500 and not (status == 501 and b"no generation model installed" in answer):
+            self.failures.append(f"{label} {status}: {answer[:300]!r}")
+        if status == 201:
+            delete(agent, msgpack.unpackb(answer)["run_id"])
 
-            @common
-            @given(raw_plan())
-            def fuzz_plan_raw(obj):
-                send("/v1/runs", {"plan": obj}, "plan_raw")
 
-            @common
-            @given(raw_trace())
-            def fuzz_trace_raw(obj):
-                send("/v1/generate", {"trace": obj}, "trace_raw")
+def fuzzers(agent, tmp: Path, tally: Tally, examples: int, n_replay: int) -> tuple:
+    """The five fuzz functions, one per body kind (each call draws `examples` new ones)."""
+    common = settings(max_examples=examples, deadline=None, database=None,
+                      suppress_health_check=list(HealthCheck))
 
-            @common
-            @given(mutated_body())
-            def fuzz_mutated(case):
-                path, body = case
-                label = "mutated_" + path.rsplit("/", 1)[1]
-                status, answer = post(agent, path, body)
-                statuses[f"{label}:{status}"] += 1
-                if status >= 500 and not (status == 501 and b"no generation model installed" in answer):
-                    failures.append(f"{label} {status}: {answer[:300]!r}")
-                if status == 201:
-                    delete(agent, msgpack.unpackb(answer)["run_id"])
+    @common
+    @given(h5_case(tmp, "plan"))
+    def fuzz_plan_h5(case):
+        tally.send(agent, "/v1/runs", {"plan": case.data}, "plan_h5", case.hostile)
+        if len(tally.plans) < n_replay:     # the same file, for replay once the agent is gone
+            path = tmp / "plans" / f"{len(tally.plans):05d}.h5"
+            path.write_bytes(case.data)
+            tally.plans.append((path, case))
 
-            # Rounds of every kind until the time budget is spent (each round draws new examples).
-            rounds = 0
-            while True:
-                for fn in (fuzz_plan_h5, fuzz_trace_h5, fuzz_plan_raw, fuzz_trace_raw, fuzz_mutated):
-                    fn()
-                rounds += 1
-                if time.monotonic() - t0 >= args.minutes * 60:
-                    break
-            elapsed = time.monotonic() - t0
-            probe.stop.set()
-            probe.join(5)
-            lag = asyncio.run(loop_lag(agent.url, {"Authorization": f"Bearer {agent.token}"}))
-            alive = agent.proc.poll() is None
-        # the prober's clock starts when it does, just after t_probe
-        base = healthz_summary(tmp / "healthz.txt", 0.0, args.baseline_s)
-        fuzzed = healthz_summary(tmp / "healthz.txt", t0 - t_probe)
-        # After the agent's figures are taken: replay's processes would otherwise load the same CPUs.
-        replay = replay_files(plans, tmp / "replay")
+    @common
+    @given(h5_case(tmp, "trace"))
+    def fuzz_trace_h5(case):
+        tally.send(agent, "/v1/generate", {"trace": case.data}, "trace_h5", case.hostile)
+
+    @common
+    @given(raw_plan())
+    def fuzz_plan_raw(obj):
+        tally.send(agent, "/v1/runs", {"plan": obj}, "plan_raw")
+
+    @common
+    @given(raw_trace())
+    def fuzz_trace_raw(obj):
+        tally.send(agent, "/v1/generate", {"trace": obj}, "trace_raw")
+
+    @common
+    @given(mutated_body())
+    def fuzz_mutated(case):
+        tally.send_mutated(agent, *case)
+
+    return fuzz_plan_h5, fuzz_trace_h5, fuzz_plan_raw, fuzz_trace_raw, fuzz_mutated
+
+
+def fuzz_agent(args, tmp: Path, tally: Tally, n_replay: int) -> dict:
+    """A real agent (and a bare control server) probed on /healthz throughout: the idle baseline,
+    then rounds of every kind until the time budget is spent (each round draws new examples).
+    -> the agent's figures (rounds, seconds, RSS, event-loop lag, alive at the end)."""
+    with real_agent(tmp / "agent", speedup=0.0) as agent, control_server() as control, \
+            healthz_probing(agent.url, control, {"Authorization": f"Bearer {agent.token}"}, tmp / "healthz.txt",
+                            period_s=0.05):
+        probe = RssProbe(agent)
+        probe.start()
+        t_probe = time.monotonic()
+        time.sleep(args.baseline_s)
+        t0 = time.monotonic()
+        fns = fuzzers(agent, tmp, tally, args.examples, n_replay)
+        rounds = 0
+        while True:
+            for fn in fns:
+                fn()
+            rounds += 1
+            if time.monotonic() - t0 >= args.minutes * 60:
+                break
+        elapsed = time.monotonic() - t0
+        probe.stop.set()
+        probe.join(5)
+        lag = asyncio.run(loop_lag(agent.url, {"Authorization": f"Bearer {agent.token}"}))
+        alive = agent.proc.poll() is None
+    return {"rounds": rounds, "elapsed": elapsed, "t0": t0, "t_probe": t_probe, "rss": probe.rss, "lag": lag,
+            "alive": alive}
+
+
+def summary(args, tally: Tally, figures: dict, replay: dict) -> dict:
+    """The JSON line: the fuzz's tally, the agent's figures, the replays'."""
+    rss, failures = figures["rss"], tally.failures
     load = open("/proc/loadavg").read().split()[:3]
-    result = {"bench": "hardening_fuzz", "examples_per_kind": args.examples, "rounds": rounds,
-              "requests": sum(statuses.values()),
-              "seconds": round(elapsed, 1), "backend": "sim (simulated host; a real agent process on 127.0.0.1)",
-              "status_counts": dict(sorted(statuses.items())),
-              "5xx": len(failures), "5xx_note": "501 'no generation model installed' (the documented answer to a "
-              "trace that passed every check, on an agent without a model) is counted in status_counts, not as a failure", "first_5xx": failures[:5],
-              "secret_leaks": len(leaked), "first_leaks": leaked[:3],
-              "hostile_accepted": len(bypasses), "first_hostile_accepted": bypasses[:3],
-              "rss_mib_first": round(probe.rss[0], 1), "rss_mib_max": round(max(probe.rss), 1),
-              "rss_mib_last": round(probe.rss[-1], 1),
-              **fuzzed, **lag, "healthz_idle_baseline": {"seconds": args.baseline_s, **base},
-              "loadavg_at_end": load, "agent_alive_at_end": alive, "replay": replay, "note": args.note}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("a") as f:
-        f.write(json.dumps(result) + "\n")
-    print(json.dumps(result))
-    if failures or leaked or bypasses or replay["failures"]:
-        sys.exit(1)
+    return {"bench": "hardening_fuzz", "examples_per_kind": args.examples, "rounds": figures["rounds"],
+            "requests": sum(tally.statuses.values()),
+            "seconds": round(figures["elapsed"], 1), "backend": "sim (simulated host; a real agent process on 127.0.0.1)",
+            "status_counts": dict(sorted(tally.statuses.items())),
+            "5xx": len(failures), "5xx_note": "501 'no generation model installed' (the documented answer to a "
+            "trace that passed every check, on an agent without a model) is counted in status_counts, not as a failure", "first_5xx": failures[:5],
+            "secret_leaks": len(tally.leaked), "first_leaks": tally.leaked[:3],
+            "hostile_accepted": len(tally.bypasses), "first_hostile_accepted": tally.bypasses[:3],
+            "rss_mib_first": round(rss[0], 1), "rss_mib_max": round(max(rss), 1),
+            "rss_mib_last": round(rss[-1], 1),
+            **figures["healthz_fuzzed"], **figures["lag"],
+            "healthz_idle_baseline": {"seconds": args.baseline_s, **figures["healthz_base"]},
+            "loadavg_at_end": load, "agent_alive_at_end": figures["alive"], "replay": replay, "note": args.note}
 
 
 if __name__ == "__main__":
