@@ -37,6 +37,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,25 @@ def burst_errors(model, runs, peaks) -> tuple[float, float]:
 
 
 def main() -> None:
+    args = parse_args()
+    if args.plot_only:
+        doc = json.loads((args.out / "transfer.json").read_text())
+        plot(doc["summary"], args.out / "transfer.png", doc)
+        return
+    b = HostB.load(args)
+    rows = measure_arms(args, b)
+    summary = summarize(rows)
+    fm, ds, fp_b = b.fm, b.ds, b.ds.host_fingerprint or {}
+    doc = {"bench": "transfer", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "host_A_model": str(args.work / "hostA" / "forward"), "host_B_dataset": str(b.ds_path),
+           "host_B_limits": fp_b.get("limits"), "host_A_limits": (fm.host_fingerprint or {}).get("limits"),
+           "B_samples": int(ds.S), "B_fit_pool": int(len(b.fit_pool)), "B_heldout_samples": int(len(b.held)),
+           "B_runs": len(b.runs), "B_run_windows": int(sum(p.T for p, _ in b.runs)),
+           "simulated": bool(ds.simulated or fm.simulated), "summary": summary, "rows": rows}
+    write_results(args.out, doc, summary)
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("bench-out/bursts"))
     ap.add_argument("--out", type=Path, default=Path("bench/results/transfer"))
@@ -113,70 +133,103 @@ def main() -> None:
                     help="B's dataset (default WORK/hostB/dataset.h5; bench/dataset_unfiltered.py makes one with every sample)")
     ap.add_argument("--no-profile-arm", action="store_true", help="Skip the 'B profile + fit' context arm.")
     ap.add_argument("--plot-only", action="store_true", help="Draw OUT/transfer.png again from OUT/transfer.json.")
-    args = ap.parse_args()
-    if args.plot_only:
-        doc = json.loads((args.out / "transfer.json").read_text())
-        plot(doc["summary"], args.out / "transfer.png", doc)
-        return
+    return ap.parse_args()
 
-    fm = load_forward_model(args.work / "hostA" / "forward")
-    ds_path = args.b_dataset or args.work / "hostB" / "dataset.h5"
-    ds = Dataset.read(ds_path)
-    fit_pool, held = holdout_split(ds.S, 0.2, args.seed)
-    obs = _select(ds, fm.metric_names)
-    A, P = ds.action.astype(np.float64), ds.prev_action.astype(np.float64)
-    runs = [(Plan.read(p), Trace.read(e)) for _, p, e in eval_runs(args.work / "hostB" / "runs")]
-    # thresholds relative to host B's peaks (its calibration), the host the runs are on
-    peaks = dict((ds.host_fingerprint or {}).get("calibrated_peaks") or {}) or model_peaks(fm)
-    scales = fm.scales
 
-    def forward_err(model):
-        return heldout_error(model, A[held], P[held], obs[held], scales)["median"]
+@dataclass
+class HostB:
+    """Host A's forward model and what host B gives to adapt and judge it: B's dataset (a
+    fitting pool and held-out samples) and B's replayed runs with their peaks."""
+    fm: object                 # host A's ForwardModel (its adaptation is set arm by arm)
+    ds: Dataset
+    ds_path: Path
+    fit_pool: np.ndarray
+    held: np.ndarray
+    obs: np.ndarray            # [S, N] in the model's metric order
+    A: np.ndarray
+    P: np.ndarray
+    runs: list
+    peaks: dict
+    scales: np.ndarray         # [N] A's full scales, which the errors are in
 
+    @classmethod
+    def load(cls, args) -> "HostB":
+        fm = load_forward_model(args.work / "hostA" / "forward")
+        ds_path = args.b_dataset or args.work / "hostB" / "dataset.h5"
+        ds = Dataset.read(ds_path)
+        fit_pool, held = holdout_split(ds.S, 0.2, args.seed)
+        obs = _select(ds, fm.metric_names)
+        A, P = ds.action.astype(np.float64), ds.prev_action.astype(np.float64)
+        runs = [(Plan.read(p), Trace.read(e)) for _, p, e in eval_runs(args.work / "hostB" / "runs")]
+        # thresholds relative to host B's peaks (its calibration), the host the runs are on
+        peaks = dict((ds.host_fingerprint or {}).get("calibrated_peaks") or {}) or model_peaks(fm)
+        return cls(fm, ds, ds_path, fit_pool, held, obs, A, P, runs, peaks, fm.scales)
+
+    def forward_err(self, model) -> float:
+        held = self.held
+        return heldout_error(model, self.A[held], self.P[held], self.obs[held], self.scales)["median"]
+
+    def errors(self, model) -> tuple[float, float, float]:
+        """(forward held-out error, burst-structure error, burst MAPE %) of a model."""
+        return (self.forward_err(model), *burst_errors(model, self.runs, self.peaks))
+
+
+def measure_arms(args, b: HostB) -> list[dict]:
+    """One row per (n samples of B, repeat, arm): each arm's errors after fitting on the same n."""
     import tempfile
     tmpdir = Path(tempfile.mkdtemp(prefix="transfer-"))
+    fm = b.fm
     profile_b = args.work / "hostB" / "campaign" / "profile.h5"
     profile_b = profile_b if (profile_b.exists() and not args.no_profile_arm) else None
-    base_fwd = forward_err(fm)
-    base_burst = burst_errors(fm, runs, peaks)
-    cal_a, cal_b = args.work / "hostA" / "calibration.json", args.work / "hostB" / "calibration.json"
-    moved = None
-    if cal_a.exists() and cal_b.exists():
-        import copy
-        from controller.forward.adapt import rehost_base
-        moved = copy.copy(fm)
-        rehost_report = rehost_base(moved, cal_a, cal_b)
-        moved_base = (forward_err(moved), *burst_errors(moved, runs, peaks))
-        print(f"rehosted by the calibrations: {json.dumps(rehost_report)[:2000]}", file=sys.stderr)
+    base = b.errors(fm)
+    moved, moved_base = rehosted(args.work, b)
     rows = []
     for n in [int(x) for x in args.ns.split(",")]:
-        if n > len(fit_pool):
-            print(f"n={n}: only {len(fit_pool)} samples in B's fitting pool, skipped", file=sys.stderr)
+        if n > len(b.fit_pool):
+            print(f"n={n}: only {len(b.fit_pool)} samples in B's fitting pool, skipped", file=sys.stderr)
             continue
         for rep in range(args.repeats):
-            idx = np.sort(np.random.default_rng(1000 * n + rep).choice(fit_pool, n, replace=False))
+            idx = np.sort(np.random.default_rng(1000 * n + rep).choice(b.fit_pool, n, replace=False))
             fm.adaptation = None
-            fm.adaptation = fit_adaptation(fm, A[idx], P[idx], obs[idx], seed=rep)
+            fm.adaptation = fit_adaptation(fm, b.A[idx], b.P[idx], b.obs[idx], seed=rep)
             fams = [c["family"] for c in fm.adaptation.info["chosen"].values()]
-            ad = (forward_err(fm), *burst_errors(fm, runs, peaks))
+            ad = b.errors(fm)
             fm.adaptation = None
-            sc_model = fit_scratch(fm.metric_names, fm.first.units, scales, A[idx], P[idx], obs[idx], seed=rep)
-            sc = (forward_err(sc_model), *burst_errors(sc_model, runs, peaks))
-            arms = [("adapted", ad), ("scratch", sc), ("A unadapted", (base_fwd, *base_burst))]
+            sc_model = fit_scratch(fm.metric_names, fm.first.units, b.scales, b.A[idx], b.P[idx], b.obs[idx], seed=rep)
+            arms = [("adapted", ad), ("scratch", b.errors(sc_model)), ("A unadapted", base)]
             if moved is not None:
                 moved.adaptation = None
-                moved.adaptation = fit_adaptation(moved, A[idx], P[idx], obs[idx], seed=rep)
-                arms += [("adapted, rehosted", (forward_err(moved), *burst_errors(moved, runs, peaks))),
-                         ("A rehosted", moved_base)]
+                moved.adaptation = fit_adaptation(moved, b.A[idx], b.P[idx], b.obs[idx], seed=rep)
+                arms += [("adapted, rehosted", b.errors(moved)), ("A rehosted", moved_base)]
             if profile_b is not None:
-                pf = fit_with_profile(ds, idx, profile_b, tmpdir, f"n{n}r{rep}")
-                arms.append(("B profile + fit", (forward_err(pf), *burst_errors(pf, runs, peaks))))
+                pf = fit_with_profile(b.ds, idx, profile_b, tmpdir, f"n{n}r{rep}")
+                arms.append(("B profile + fit", b.errors(pf)))
             for arm, (f, se, mp) in arms:
                 rows.append({"n": n, "repeat": rep, "arm": arm, "forward_heldout_error": f, "burst_structure_error": se,
                              "burst_mape_percent": mp,
                              **({"adapted_metrics": sum(f != "base" for f in fams)} if arm == "adapted" else {})})
             print(f"n={n} rep={rep}: " + "  ".join(f"{a} {v[0]:.4f}/{v[1]:.3f}" for a, v in arms), file=sys.stderr,
                   flush=True)
+    return rows
+
+
+def rehosted(work: Path, b: HostB):
+    """(A's model moved onto B by the two hosts' calibrations, its errors), or (None, None)
+    without both calibration files."""
+    cal_a, cal_b = work / "hostA" / "calibration.json", work / "hostB" / "calibration.json"
+    if not (cal_a.exists() and cal_b.exists()):
+        return None, None
+    import copy
+    from controller.forward.adapt import rehost_base
+    moved = copy.copy(b.fm)
+    rehost_report = rehost_base(moved, cal_a, cal_b)
+    moved_base = b.errors(moved)
+    print(f"rehosted by the calibrations: {json.dumps(rehost_report)[:2000]}", file=sys.stderr)
+    return moved, moved_base
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per (n, arm), in ARMS order: each error's mean and standard deviation over the repeats."""
     table = {}
     for r in rows:
         table.setdefault((r["n"], r["arm"]), []).append(r)
@@ -187,23 +240,21 @@ def main() -> None:
             return float(np.nanmean(v)), float(np.nanstd(v))
         summary.append({"n": n, "arm": arm, "forward": ms("forward_heldout_error"), "burst": ms("burst_structure_error"),
                         "burst_mape": ms("burst_mape_percent"), "repeats": len(rs)})
-    fp_b = ds.host_fingerprint or {}
-    doc = {"bench": "transfer", "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "host_A_model": str(args.work / "hostA" / "forward"), "host_B_dataset": str(ds_path),
-           "host_B_limits": fp_b.get("limits"), "host_A_limits": (fm.host_fingerprint or {}).get("limits"),
-           "B_samples": int(ds.S), "B_fit_pool": int(len(fit_pool)), "B_heldout_samples": int(len(held)),
-           "B_runs": len(runs), "B_run_windows": int(sum(p.T for p, _ in runs)), "simulated": bool(ds.simulated or fm.simulated),
-           "summary": summary, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "transfer.json").write_text(json.dumps(doc, indent=1))
+    return summary
+
+
+def write_results(out: Path, doc: dict, summary: list[dict]) -> None:
+    """OUT/transfer.json, the table (OUT/transfer_table.md, printed too) and OUT/transfer.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "transfer.json").write_text(json.dumps(doc, indent=1))
     lines = ["| n | arm | forward held-out error (median rel.) | burst-structure error | burst MAPE % |",
              "|---|---|---|---|---|"]
     for s in summary:
         lines.append(f"| {s['n']} | {s['arm']} | {s['forward'][0]:.4f} ± {s['forward'][1]:.4f} | "
                      f"{s['burst'][0]:.3f} ± {s['burst'][1]:.3f} | {s['burst_mape'][0]:.1f} ± {s['burst_mape'][1]:.1f} |")
-    (args.out / "transfer_table.md").write_text("\n".join(lines) + "\n")
+    (out / "transfer_table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    plot(summary, args.out / "transfer.png", doc)
+    plot(summary, out / "transfer.png", doc)
 
 
 def plot(summary, path: Path, doc) -> None:
