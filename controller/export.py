@@ -111,7 +111,7 @@ def _sha256(path: Path) -> str:
 
 
 def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, overwrite: bool = False,
-                forward: Path | str | None = None, steer_weight: float = 1.0) -> dict:
+                forward: Path | str | None = None, steer_weight: float = 0.0) -> dict:
     """Write out_dir/{manifest.json, context_encoder.onnx, denoiser.onnx}; returns the manifest.
     The directory appears complete or not at all (built in a temporary sibling, then renamed)."""
     import onnxruntime as ort

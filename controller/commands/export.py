@@ -19,10 +19,11 @@ from mimesys.exitstatus import click_error
               help="ONNX Runtime intra-op threads recorded for agents (1 is fastest for this small model).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--forward", "forward_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="A forward model (`mimesys forward fit`) carried in the export: each sampling step is nudged "
-                   "toward the target by it and the plan finished by it (CPU matched, byte rates capped).")
-@click.option("--steer-weight", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
-              help="With --forward: share of a full gradient step per sampling step (0: finish only).")
+              help="A forward model (`mimesys forward fit`) carried in the export: the plan is finished by it "
+                   "(the model's stressors sized, CPU matched, byte rates capped).")
+@click.option("--steer-weight", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="With --forward: also nudge each sampling step toward the target, by this share of a full "
+                   "gradient step (0: finish only, and agents keep the fused one-call sampler).")
 def export(model, onnx_dir, threads, overwrite, forward_dir, steer_weight):
     """Export MODEL (training output directory or model.pt) to ONNX."""
     from controller.export import export_onnx

@@ -16,10 +16,11 @@ same in one ONNX Runtime call per window (no per-step Python); both paths draw x
 the step noise the same way from the seed, so they produce the same plan.
 
 An export may carry the forward model it was taught with (`steer` in the manifest, the model
-in a subdirectory; `mimesys export --forward`): each DDIM step's predicted composition is then
-nudged toward the target by the forward model's gradient and the plan finished by it
-(planners/steer.py), on the stepwise path; `steer_weight` overrides the manifest's weight
-(0: the model's own sample, finished).
+in a subdirectory; `mimesys export --forward`): the plan is then finished by it (the model's
+stressors sized, byte rates capped; planners/steer.py), and with a steer weight above 0 each
+DDIM step's predicted composition is also nudged toward the target by the forward model's
+gradient, on the stepwise path; `steer_weight` overrides the manifest's weight (0: the model's
+own sample, finished, by the fused graph).
 
 Every plan names each core's busy fraction in the target for the runner to hold
 (`core_busy_target`, as the inverse planner's do; `hold_core_busy=False` leaves it out).
@@ -125,7 +126,7 @@ class OnnxGenerator:
         except Exception as e:  # onnxruntime raises its own exception types (Fail, InvalidGraph, NoSuchFile, ...)
             raise ValidationError(f"{self.model_dir}: cannot load ONNX graphs: {e}") from e
         self.steer = self._load_steer(m.get("steer"), steer_weight)
-        if self.steer is not None:
+        if self.steer is not None and self.steer.settings.weight > 0:
             self._fused = None      # the nudge runs between the denoiser's steps
 
     def _load_steer(self, spec: dict | None, weight: float | None):

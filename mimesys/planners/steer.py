@@ -29,6 +29,12 @@ of the inverse planner's solve: measured on the forward model of a real campaign
 model nudged and capped only was predicted 0.41 of the targets' own range off on six real
 mixes, against 0.09 for the inverse planner. With weight 0 and no finishing the model's own
 plan comes out (the ablation's "without guidance" row).
+
+The nudge is off by default (`weight` 0): once the finish sizes the model's stressors it moved
+nothing the prediction can see — a model taught on taught samples only, predicted on the six
+real mixes of bench/results/fidelity/taught-2026-11-28 over three seeds: 0.070 of the targets'
+own range off nudged, 0.069 finished only (a proxy, not a replay) — and a nudge between the
+denoiser's steps costs agents the fused one-call sampler (planners/diffusion.py).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from .inverse import InversePlanner
 
 @dataclass(frozen=True)
 class SteerSettings:
-    weight: float = 1.0          # share of a full majorized step per DDIM step (0: no guidance)
+    weight: float = 0.0          # share of a full majorized step per DDIM step (0: no nudge; see below)
     inner_steps: int = 2         # gradient steps per DDIM step
     finish: bool = True          # sized on the model's stressors, magnitude cap, held core busy fraction
     support_share: float = 0.005  # a stressor the model runs less than this of a window (all threads) is not chosen
@@ -58,7 +64,7 @@ class SteerSettings:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SteerSettings":
-        return cls(float(d.get("weight", 1.0)), int(d.get("inner_steps", 2)), bool(d.get("finish", True)),
+        return cls(float(d.get("weight", 0.0)), int(d.get("inner_steps", 2)), bool(d.get("finish", True)),
                    float(d.get("support_share", 0.005)))
 
 
