@@ -1,16 +1,21 @@
 """Generation speed: one 300-window trace, default sampler settings, this CPU.
 
 Prints ONE JSON line:
-  onnx_windows_per_s           agentd's OnnxGenerator (fused sampler graph, ONNX Runtime, 1 thread)
+  onnx_windows_per_s           agentd's OnnxGenerator as agents run it: the fused sampler graph,
+                               the trace's stretches side by side (one batched call per window
+                               of a stretch; OnnxGenerator.generate_stretches), ONNX Runtime, 1 thread
+  onnx_in_order_windows_per_s  the fused graph one window a call, in order
   onnx_stepwise_windows_per_s  the NumPy DDIM loop over the encoder + denoiser graphs
   torch_windows_per_s          DiffusionPolicy.sample in PyTorch eager, one window at a time
-Windows are generated in sequence (each conditioned on the previous composition), as in
-production; best of --repeats runs of each, measured side by side in one process.
+Each window is conditioned on the composition generated for the one before; best of
+--repeats runs of each, measured side by side in one process.
 
 With --forward FORWARD_DIR (a fitted forward model, `mimesys forward fit`) the model is also
-exported carrying it (`mimesys export --forward`: each step nudged by it, the plan finished by
-it; `onnx_steered_windows_per_s`), and the inverse planner is timed too (`inverse_windows_per_s`), on --target (a trace, tiled to --windows) or on
-windows drawn uniformly within the forward model's idle..capacity range.
+exported carrying it (`mimesys export --forward`: the plan finished by it, its solve started
+from the model's plan; `onnx_steered_windows_per_s`; nudged at each step too:
+`onnx_nudged_windows_per_s`), and the inverse planner is timed too (`inverse_windows_per_s`),
+on --target (a trace, tiled to --windows) or on windows drawn uniformly within the forward
+model's idle..capacity range.
 
 Without --model the model is the default configuration (controller/model/config.py) with
 untrained weights on this host's shape (K = CPUs, M = catalog size, N metrics): timing
@@ -144,24 +149,21 @@ def main() -> None:
         pol = load_policy(model)
         trace = target_trace(pol, args.windows) if args.target is None else tiled(args.target, args.windows)
         fused = load_generator(tmp / "onnx", threads=args.threads)
+        in_order = load_generator(tmp / "onnx", threads=args.threads, stretches=False)
         stepwise = load_generator(tmp / "onnx", threads=args.threads, force_stepwise=True)
-        assert fused.fused and not stepwise.fused
-        steered = None
+        assert fused.stretched and in_order.fused and not in_order.stretched and not stepwise.fused
+        gens = {"onnx": fused, "onnx_in_order": in_order, "onnx_stepwise": stepwise}
         if args.forward:
             export_onnx(model, tmp / "onnx-steered", threads=args.threads, forward=args.forward)
-            steered = load_generator(tmp / "onnx-steered", threads=args.threads)
-        runs = {"onnx": [], "onnx_stepwise": [], "torch": [], "onnx_steered": []}
+            gens["onnx_steered"] = load_generator(tmp / "onnx-steered", threads=args.threads)
+            gens["onnx_nudged"] = load_generator(tmp / "onnx-steered", threads=args.threads, steer_weight=1.0)
+        runs = {name: [] for name in [*gens, "torch"]}
         for _ in range(args.repeats):     # interleaved, so load changes hit all alike
-            runs["onnx"].append(time_onnx(fused, trace))
-            runs["onnx_stepwise"].append(time_onnx(stepwise, trace))
+            for name, gen in gens.items():
+                runs[name].append(time_onnx(gen, trace))
             runs["torch"].append(time_torch(pol, trace))
-            if steered is not None:
-                runs["onnx_steered"].append(time_onnx(steered, trace))
     print(json.dumps({
-        "onnx_windows_per_s": round(max(runs["onnx"]), 1),
-        "onnx_stepwise_windows_per_s": round(max(runs["onnx_stepwise"]), 1),
-        "torch_windows_per_s": round(max(runs["torch"]), 1),
-        **({"onnx_steered_windows_per_s": round(max(runs["onnx_steered"]), 1)} if runs["onnx_steered"] else {}),
+        **{f"{name}_windows_per_s": round(max(r), 1) for name, r in runs.items()},
         "onnx_over_torch": round(max(runs["onnx"]) / max(runs["torch"]), 2),
         "target": str(args.target) if args.target else "uniform within the model's training range",
         "windows": args.windows, "repeats": args.repeats, "threads": args.threads,

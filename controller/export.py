@@ -8,12 +8,13 @@ the encoder once per window and the denoiser at each DDIM step, for any sampler 
                           -> thread_ctx [B, K, D], global_ctx [B, D]
     denoiser.onnx         x_t [B, M, K], t [B] int64, thread_ctx, global_ctx -> eps [B, M, K]
 
-The third is the whole default sampler for one window fused into one graph (encoder, the
-S guided DDIM steps unrolled, projection), so generating a window at the default
-settings is one ONNX Runtime call with no per-step Python:
+The third is the whole default sampler fused into one graph (encoder, the S guided DDIM
+steps unrolled, projection), so generating windows at the default settings is one ONNX
+Runtime call with no per-step Python, for one window or a batch of independent ones (the
+diffusion planner advances several stretches of a trace at once):
 
-    sampler.onnx          target_obs [1, N], prev_obs [1, N], prev_action [1, M, K],
-                          x_T [1, M, K] (+ step_noise [S, 1, M, K] when η > 0) -> action [1, M, K]
+    sampler.onnx          target_obs [B, N], prev_obs [B, N], prev_action [B, M, K],
+                          x_T [B, M, K] (+ step_noise [S, B, M, K] when η > 0) -> action [B, M, K]
 
 Normalization (log1p, mean/std, NaN -> training mean) is inside the encoder graph; the
 manifest records it anyway, with the metric schema, the catalog names and hash, the
@@ -59,7 +60,7 @@ class _Encoder(torch.nn.Module):
 
 
 class _FusedSampler(torch.nn.Module):
-    """policy.sample at the default settings for B = 1, with its random draws as inputs."""
+    """policy.sample at the default settings, with its random draws as inputs."""
 
     def __init__(self, policy: DiffusionPolicy):
         super().__init__()
@@ -70,11 +71,11 @@ class _FusedSampler(torch.nn.Module):
         return self.policy.sample(ctx, x_T=x_T, noise=step_noise).actions
 
 
-def _sampler_inputs(policy: DiffusionPolicy, seed: int):
+def _sampler_inputs(policy: DiffusionPolicy, seed: int, B: int = 1):
     g = torch.Generator().manual_seed(seed)
-    (obs, prev, a, _), _ = example_inputs(policy, 1, seed)
-    x_T = torch.randn((1, policy.M, policy.K), generator=g)
-    noise = torch.randn((policy.config.sample_steps, 1, policy.M, policy.K), generator=g)
+    (obs, prev, a, _), _ = example_inputs(policy, B, seed)
+    x_T = torch.randn((B, policy.M, policy.K), generator=g)
+    noise = torch.randn((policy.config.sample_steps, B, policy.M, policy.K), generator=g)
     return (obs, prev, a, x_T) + ((noise,) if policy.config.eta > 0 else ())
 
 
@@ -138,8 +139,10 @@ def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, ove
                               dynamic_axes={n: {0: "B"} for n in ["x_t", "t", "thread_ctx", "global_ctx", "eps"]})
             s_in = _sampler_inputs(policy, 0)
             names = ["target_obs", "prev_obs", "prev_action", "x_T"] + (["step_noise"] if len(s_in) == 5 else [])
+            batch_axes = {n: {0: "B"} for n in ["target_obs", "prev_obs", "prev_action", "x_T", "action"]}
             torch.onnx.export(_FusedSampler(policy), s_in, str(tmp / SAMPLER_FILE), dynamo=False,
-                              opset_version=OPSET, input_names=names, output_names=["action"])
+                              opset_version=OPSET, input_names=names, output_names=["action"],
+                              dynamic_axes={**batch_axes, **({"step_noise": {1: "B"}} if len(s_in) == 5 else {})})
         parity = check_parity(policy, tmp)
         if max(parity["denoiser_max_abs_diff"], parity["encoder_max_abs_diff"],
                parity["sampler_max_abs_diff"]) >= PARITY_TOL:
@@ -154,7 +157,7 @@ def export_onnx(model: Path | str, out_dir: Path | str, *, threads: int = 1, ove
                                     "outputs": ["thread_ctx", "global_ctx"]},
                 "denoiser": {"file": DENOISER_FILE, "sha256": _sha256(tmp / DENOISER_FILE),
                              "inputs": ["x_t", "t", "thread_ctx", "global_ctx"], "outputs": ["eps"]},
-                "sampler": {"file": SAMPLER_FILE, "sha256": _sha256(tmp / SAMPLER_FILE), "batch": 1,
+                "sampler": {"file": SAMPLER_FILE, "sha256": _sha256(tmp / SAMPLER_FILE), "batch": "B",
                             "inputs": [n for n in names if n in _graph_inputs(tmp / SAMPLER_FILE)], "outputs": ["action"],
                             "settings": {"steps": policy.config.sample_steps, "guidance": policy.config.guidance,
                                          "eta": policy.config.eta}},
@@ -233,8 +236,8 @@ def check_parity(policy: DiffusionPolicy, onnx_dir: Path, batches=(1, 2, 7)) -> 
         d_den = max(d_den, float(np.abs(eps_o - eps_t.numpy()).max()))
     smp = ort.InferenceSession(str(onnx_dir / SAMPLER_FILE), providers=["CPUExecutionProvider"])
     d_smp = 0.0
-    for seed in range(3):
-        s_in = _sampler_inputs(policy, 200 + seed)
+    for seed, B in enumerate(batches):
+        s_in = _sampler_inputs(policy, 200 + seed, B)
         with torch.no_grad():
             ref = _FusedSampler(policy)(*s_in)
         all_names = ["target_obs", "prev_obs", "prev_action", "x_T", "step_noise"]

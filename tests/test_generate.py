@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from agentd.commands.generate import generate as generate_cmd
 from mimesys.planners.base import Generator, project_to_valid
-from mimesys.planners.diffusion import ddim_schedule, load_generator
+from mimesys.planners.diffusion import STRETCH_WINDOWS, WARMUP_WINDOWS, ddim_schedule, load_generator
 from mimesys.plan import Plan
 from mimesys.trace import Trace
 from controller.export import export_onnx
@@ -60,6 +60,28 @@ def test_each_window_is_conditioned_on_the_previous_generated_composition(export
         a = gen.sample_window(values[t], prev_o, prev_a, rng)
         assert np.allclose(a, plan.compositions[t], atol=1e-6)
         prev_a, prev_o = a, values[t]
+
+
+def test_a_long_trace_is_generated_by_stretches_side_by_side_each_after_its_warm_up(exported):
+    gen = load_generator(exported / "onnx")
+    in_order = load_generator(exported / "onnx", stretches=False)
+    assert gen.stretched and in_order.fused and not in_order.stretched
+    short = Trace.read(exported / "trace.h5")
+    trace = Trace(np.tile(short.values, (4, 1)), short.metrics, simulated=True)     # 160 windows: 3 stretches
+    plan = gen.generate(trace, seed=2)
+    assert plan.provenance["stretches"] == {"windows": STRETCH_WINDOWS, "warmup": WARMUP_WINDOWS}
+    # the first stretch is the chain in order (one batched call of 3 rows vs 3 calls of one: float rounding)
+    n = STRETCH_WINDOWS
+    assert np.abs(plan.compositions[:n] - in_order.generate(trace, seed=2).compositions[:n]).max() < 1e-5
+    # the second: the chain started from idle WARMUP_WINDOWS before its first window, on the same draws
+    values = trace.select(gen.metric_names)
+    x_T = np.random.default_rng(2).standard_normal((trace.T, gen.stressors, gen.threads), dtype=np.float32)
+    prev_a = np.zeros((gen.stressors, gen.threads), np.float32)
+    for t in range(n - WARMUP_WINDOWS, n + 6):
+        feed = {"target_obs": values[t:t + 1], "prev_obs": values[t - 1:t], "prev_action": prev_a[None], "x_T": x_T[t:t + 1]}
+        prev_a = project_to_valid(gen._fused.run(None, {k: v for k, v in feed.items() if k in gen._fused_inputs})[0][0])
+        if t >= n:
+            assert np.abs(prev_a - plan.compositions[t]).max() < 1e-5, t
 
 
 def test_missing_metrics_are_filled_with_training_mean_and_reported(exported):

@@ -142,7 +142,9 @@ def test_a_steered_export_lands_nearer_its_target_than_the_same_model_unsteered(
 
     plain = load_planner(str(d / "plain")).generate(trace, seed=0)
     steered = load_planner(str(d / "steered")).generate(trace, seed=0)
-    assert steered.provenance["steer"] == {"weight": 1.0, "inner_steps": 2, "finish": True, "support_share": 0.005}
+    assert steered.provenance["steer"] == {"weight": 1.0, "inner_steps": 2, "finish": True, "support_share": 0.005,
+                                           "warm_start": True, "iterations": 60, "refine_iterations": 30,
+                                           "restrict": False}
     chosen = steered.provenance["steer_finish"]
     assert 0 < chosen["stressors_chosen_per_window"] <= chosen["stressors_allowed_per_window"]
     assert not steered.provenance["fused_graph"] and plain.provenance["steer"] is None

@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from mimesys.activity import IDLE_FLOOR, idle_thresholds, resource_of
+from mimesys.planners.memory import METRIC as MEMORY_METRIC, NOISE_FLOOR_B, least_of
 
 from .dtw import DEFAULT_BAND, normalized_dtw
 
@@ -74,15 +75,6 @@ def resource_mean(scores: dict[str, float]) -> tuple[float, float]:
     return cpu, float(np.mean(parts)) if parts else math.nan
 
 
-MEMORY_METRIC = "mem.used_B"
-MEMORY_NOISE_B = 32.0 * 2**20   # mimesys/planners/memory.py NOISE_FLOOR_B: the host's own drift
-
-
-def _least(x: np.ndarray) -> float:
-    finite = x[np.isfinite(x)]
-    return float(np.percentile(finite, 2)) if finite.size else 0.0
-
-
 def memory_range_score(target, executed, *, band: int | None = DEFAULT_BAND) -> dict | None:
     """{"dtw", "range_B", "added_windows"} for used memory, or None where either trace lacks it.
     added_windows: the target within the noise of its least (±1 window) and the replay above
@@ -90,17 +82,17 @@ def memory_range_score(target, executed, *, band: int | None = DEFAULT_BAND) -> 
     if MEMORY_METRIC not in target.names or MEMORY_METRIC not in executed.names:
         return None
     a = target.column(MEMORY_METRIC).astype(np.float64)
-    least = _least(a)
+    least = least_of(a)
     a, b = a - least, executed.column(MEMORY_METRIC).astype(np.float64) - least
     if not np.isfinite(a).any() or not np.isfinite(b).any():
         return None
     finite = a[np.isfinite(a)]
-    span = max(float(np.percentile(finite, 98)), MEMORY_NOISE_B)
+    span = max(float(np.percentile(finite, 98)), NOISE_FLOOR_B)
     dtw = normalized_dtw(a, b, unit="", peak=span, band=band).distance
     T = min(len(a), len(b))
-    quiet = np.array([np.all(~np.isfinite(a[max(0, t - 1):t + 2]) | (a[max(0, t - 1):t + 2] <= MEMORY_NOISE_B))
+    quiet = np.array([np.all(~np.isfinite(a[max(0, t - 1):t + 2]) | (a[max(0, t - 1):t + 2] <= NOISE_FLOOR_B))
                       for t in range(T)])
-    added = quiet & np.isfinite(b[:T]) & (b[:T] > max(MEMORY_NOISE_B, ADDED_SHARE * span))
+    added = quiet & np.isfinite(b[:T]) & (b[:T] > max(NOISE_FLOOR_B, ADDED_SHARE * span))
     return {"dtw": float(dtw), "range_B": span, "added_windows": int(added.sum())}
 
 

@@ -68,12 +68,18 @@ def run_buffers(plan, first=None) -> np.ndarray:
     return np.zeros(plan.M)
 
 
+def least_of(values: np.ndarray) -> float:
+    """A used-memory series' least, its 2nd percentile (a window's dip is not the host's level);
+    0 where it has no value."""
+    finite = values[np.isfinite(values)]
+    return float(np.percentile(finite, 2)) if finite.size else 0.0
+
+
 def idle_level(values: np.ndarray, first) -> tuple[float, float, str]:
     """(idle used memory, its noise, where it came from) for a target's used memory `values`.
     A target that used less than the profile's idle level shows the host idling lower than when
     it was profiled (other software came and went): its least is the idle level then."""
-    finite = values[np.isfinite(values)]
-    least = float(np.percentile(finite, 2)) if finite.size else 0.0
+    least = least_of(values)
     if first is not None and METRIC in first.metric_names:
         n = first.metric_names.index(METRIC)
         noise = float(first.noise[n]) if first.noise is not None and np.isfinite(first.noise[n]) else 0.0

@@ -15,26 +15,42 @@ the inverse planner fits. The step is the inverse planner's majorized one (a Jac
 stressor and thread, so one unit of `weight` never overshoots), projected back onto the valid
 set, on the stressors the no-invented-activity rule allows in that window only.
 
-After sampling, the plan is finished on the model's own choice of stressors: the stressors it
-runs in a window (more than `support_share` of it, over its threads; and the compute filler,
-which drives nothing) are sized by the inverse planner's solve restricted to them (the same
-objective, device queue, rounding, dead time and CPU matching as its own plans), every byte
-rate is capped at the target's level plus the host's noise (`activity.cap_to_target`: a plan
-may not write 1 GB/s where the target wrote 20 MB/s, busy or not), and the plan names each
-core's busy fraction for the runner to hold (`core_busy_target`).
+After sampling, the plan is finished by the inverse planner's solve (the same objective, device
+queue, rounding, dead time and CPU matching as its own plans) started from the model's plan
+(`warm_start`) with fewer steps than the inverse planner takes from idle (60 + 2 × 30 against
+150 + 2 × 60): the model, taught by that solve, starts it near its answer. Every byte rate is
+then capped at the target's level plus the host's noise (`activity.cap_to_target`: a plan may
+not write 1 GB/s where the target wrote 20 MB/s, busy or not), and the plan names each core's
+busy fraction for the runner to hold (`core_busy_target`). With `restrict` the solve sizes only
+the stressors the model runs in a window (more than `support_share` of it, over its threads;
+and the compute filler, which drives nothing).
 
-The denoiser decides *which* stressors make a window; the forward model sizes them. The few
-gradient steps of the nudge alone move a sample far less than the 150-plus accelerated steps
-of the inverse planner's solve: measured on the forward model of a real campaign, a taught
-model nudged and capped only was predicted 0.41 of the targets' own range off on six real
-mixes, against 0.09 for the inverse planner. With weight 0 and no finishing the model's own
-plan comes out (the ablation's "without guidance" row).
+What each part is worth, through the forward model's prediction of the plans on the six real
+mixes of bench/results/fidelity/taught-2026-11-28 (a proxy used to choose, not evidence; a model
+trained on taught samples only, three seeds; the inverse planner 0.056 of the targets' own range
+off at 1,755 windows/s on 3,000 windows here):
 
-The nudge is off by default (`weight` 0): once the finish sizes the model's stressors it moved
-nothing the prediction can see — a model taught on taught samples only, predicted on the six
-real mixes of bench/results/fidelity/taught-2026-11-28 over three seeds: 0.070 of the targets'
-own range off nudged, 0.069 finished only (a proxy, not a replay) — and a nudge between the
-denoiser's steps costs agents the fused one-call sampler (planners/diffusion.py).
+| finish | predicted | windows/s |
+|---|---|---|
+| none (the model's own plan) | 0.144 | 9,110 |
+| the model's stressors, from idle, 150 + 60 steps | 0.069 | 1,852 |
+| the model's stressors, from its plan, 150 + 60 | 0.066 | 1,919 |
+| the model's stressors, from its plan, 60 + 30 | 0.068 | 2,635 |
+| any allowed stressor, from idle, 30 + 15 | 0.084 | 2,501 |
+| any allowed stressor, from its plan, 30 + 15 | 0.069 | 2,536 |
+| any allowed stressor, from its plan, 60 + 30 (the default) | 0.061 | 2,072 |
+
+On real replays the model's stressors alone fell short: sized on them the plans drove the
+cores with compression and contended kernels where the inverse planner uses its filler (per-core
+CPU 0.023 against 0.008; bench/results/fidelity/taught-only-2026-11-29).
+
+The nudge, at each DDIM step (`weight` above 0), moves a sample far less than the solve: a
+taught model nudged and capped only was predicted 0.41 of the targets' own range off on six
+real mixes, against 0.09 for the inverse planner; once the plan is finished it moved nothing
+the prediction can see (0.070 nudged, 0.069 not, three seeds), and a nudge between the
+denoiser's steps costs agents the fused sampler (planners/diffusion.py). It is off by default.
+With weight 0 and no finishing the model's own plan comes out (the ablation's "without
+guidance" row).
 """
 
 from __future__ import annotations
@@ -46,7 +62,7 @@ import numpy as np
 from .. import activity
 from ..forward.model import ForwardModel
 from .base import project_to_valid
-from .inverse import InversePlanner
+from .inverse import InversePlanner, InverseSettings
 
 
 @dataclass(frozen=True)
@@ -57,15 +73,24 @@ class SteerSettings:
     support_share: float = 0.005  # a stressor the model runs less than this of a window (all threads) is not chosen
     # (0.02 left a taught x0-prediction model 3-7 of ~20 allowed stressors a window, predicted 0.113 of the
     # targets' own range off on six real mixes; 0.005 leaves it 9-12, predicted 0.076; inverse 0.060)
+    warm_start: bool = True      # the finish's solve starts from the model's plan, not from idle
+    restrict: bool = False       # the finish sizes the model's stressors only (False: any the target allows)
+    iterations: int = 60         # the finish's first-pass solve steps (InverseSettings.iterations; inverse: 150)
+    refine_iterations: int = 30  # ... and each later pass's (inverse: 60)
 
     def to_dict(self) -> dict:
         return {"weight": self.weight, "inner_steps": self.inner_steps, "finish": self.finish,
-                "support_share": self.support_share}
+                "support_share": self.support_share, "warm_start": self.warm_start,
+                "iterations": self.iterations, "refine_iterations": self.refine_iterations,
+                "restrict": self.restrict}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SteerSettings":
-        return cls(float(d.get("weight", 0.0)), int(d.get("inner_steps", 2)), bool(d.get("finish", True)),
-                   float(d.get("support_share", 0.005)))
+        # an export made before warm starts finishes as it did then: from idle, 150 + 60 steps
+        return cls(weight=float(d.get("weight", 0.0)), inner_steps=int(d.get("inner_steps", 2)),
+                   finish=bool(d.get("finish", True)), support_share=float(d.get("support_share", 0.005)),
+                   warm_start=bool(d.get("warm_start", False)), restrict=bool(d.get("restrict", True)),
+                   iterations=int(d.get("iterations", 150)), refine_iterations=int(d.get("refine_iterations", 60)))
 
 
 @dataclass
@@ -85,8 +110,9 @@ class SteerTarget:
 class ForwardSteer:
     def __init__(self, forward: ForwardModel, settings: SteerSettings | None = None):
         self.forward = forward
-        self.settings = settings or SteerSettings()
-        self.inverse = InversePlanner(forward)
+        self.settings = s = settings or SteerSettings()
+        self.inverse = InversePlanner(forward, InverseSettings(iterations=s.iterations,
+                                                               refine_iterations=s.refine_iterations))
 
     def prepare(self, values: np.ndarray) -> SteerTarget:
         """values [T, N] in the forward model's metric order."""
@@ -129,7 +155,8 @@ class ForwardSteer:
         filler = inv.cpu_filler(target.allowed)
         if filler is not None:
             chosen[:, filler] = True
-        a, _ = inv.solve(values, restrict=chosen)
+        start = first.effective(np.asarray(compositions, np.float64)) if self.settings.warm_start else None
+        a, _ = inv.solve(values, restrict=chosen if self.settings.restrict else None, start=start)
         a, capped = activity.cap_to_target(a, values, first.metric_names, first.units,
                                            np.asarray(first.idle, np.float64), inv.idle_margins, first.response)
         busy = inv.core_busy_target(values) if inv.settings.hold_core_busy else None

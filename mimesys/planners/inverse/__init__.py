@@ -168,7 +168,8 @@ class InversePlanner:
                     core_busy_target=self.core_busy_target(values) if self.settings.hold_core_busy else None
                     ).validate()
 
-    def solve(self, values: np.ndarray, progress=None, restrict: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    def solve(self, values: np.ndarray, progress=None, restrict: np.ndarray | None = None,
+              start: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K] float32, info.
 
         What needs the whole target is decided once (each metric's scale, the weights, which
@@ -176,12 +177,13 @@ class InversePlanner:
         chunk by chunk (settings.chunk_windows windows, or as many as keep a chunk's arrays near
         chunk_cells entries: 4096 windows for 43 stressors on 2 threads): the working set is a
         chunk's, not T × M × K arrays several times over (gigabytes at /v1/generate's window
-        cap), and `progress(done, T)` after each chunk lets the caller stop it."""
+        cap), and `progress(done, T)` after each chunk lets the caller stop it. `start` [T, M, K]:
+        effective shares to start from (zeros otherwise), e.g. a learned generator's plan."""
         allowed = self.allowed(values)
         if restrict is not None:
             allowed &= restrict
         return self.solver.solve(values, self.target_scales(values), self.fit_mask(values), allowed,
-                                 self.cost(values), progress)
+                                 self.cost(values), progress, start)
 
     def core_busy_target(self, values: np.ndarray) -> np.ndarray | None:
         """float32 [T, K]: the target's busy fraction of each plan thread's core (CoreMatch.busy_target)."""

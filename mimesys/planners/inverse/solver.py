@@ -62,11 +62,12 @@ class Solver:
             ([int(first.host_cpu[0])] if first.host_cpu is not None else [])
 
     def solve(self, values: np.ndarray, scales: np.ndarray, mask: np.ndarray, allowed: np.ndarray,
-              cost: np.ndarray, progress=None) -> tuple[np.ndarray, dict]:
+              cost: np.ndarray, progress=None, init: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Target values [T, N] with each metric's scale [N], fit weights [T, N], the stressors each
         window may use [T, M] and their cost [M] -> compositions [T, M, K] float32, info. Each
         chunk starts from the last window of the one before, which its change term and correction
-        see as the previous window; `progress(done, T)` after each chunk lets the caller stop it."""
+        see as the previous window; `progress(done, T)` after each chunk lets the caller stop it.
+        init [T, M, K]: effective shares the first pass starts from (zeros when None)."""
         first, s = self.model.first, self.settings
         T = values.shape[0]
         y = np.nan_to_num(values / scales, nan=0.0).astype(np.float32)
@@ -81,13 +82,14 @@ class Solver:
             end = min(T, start + chunk)
             prev0 = a[start - 1:start] if start > 0 else np.zeros_like(a[:1])
             a[start:end], e, n = self._solve_chunk(values[start:end], y[start:end], mask[start:end], lam_c[start:end],
-                                                   prev0, start > 0, allowed[start:end], cost, G, scales)
+                                                   prev0, start > 0, allowed[start:end], cost, G, scales,
+                                                   None if init is None else init[start:end])
             err_sq, n_obs = err_sq + e, n_obs + n
             if progress is not None:
                 progress(end, T)
         return a, {"rms": float(np.sqrt(err_sq / max(n_obs, 1)))}
 
-    def _solve_chunk(self, values, y, mask, lam_c, prev0, fixed_left, allowed, cost, G, scales):
+    def _solve_chunk(self, values, y, mask, lam_c, prev0, fixed_left, allowed, cost, G, scales, init=None):
         """One chunk's windows -> (compositions [C, M, K] float32, sum of squared scaled errors of
         its prediction, observed cells). prev0 [1, M, K]: the window before the chunk (idle before
         the plan's first); `fixed_left`: the change term holds the chunk's first window to it."""
@@ -95,7 +97,8 @@ class Solver:
         first = model.first
         C = y.shape[0]
         idle_s = (first.idle / scales).astype(np.float32)
-        a = np.zeros((C, first.M, first.K))
+        a = np.zeros((C, first.M, first.K)) if init is None else \
+            np.asarray(init, np.float64) * allowed[:, :, None]
         corr = np.zeros((C, first.N), np.float32)
         use_corr = model.has_correction and not s.first_order_only
         observed = mask > 0
