@@ -127,8 +127,9 @@ class OnnxGenerator:
                 self._fused = ort.InferenceSession(str(self.model_dir / fused["file"]), opts,
                                                    providers=["CPUExecutionProvider"])
                 self._fused_inputs = {i.name for i in self._fused.get_inputs()}
-                # exports before the batched graph fixed its batch at 1: one window a call
-                self._fused_batched = fused.get("batch") == "B" and stretches
+                # exports before the batched graph fixed its batch at 1: one window a call; with
+                # η > 0 each window's step noise is drawn beside its x_T, in order
+                self._fused_batched = fused.get("batch") == "B" and stretches and self.settings.eta == 0
             # A model that ignores an input (e.g. the no-state ablation, prev_action) has no such graph input.
             self._enc_inputs = {i.name for i in self._enc.get_inputs()}
         except Exception as e:  # onnxruntime raises its own exception types (Fail, InvalidGraph, NoSuchFile, ...)
@@ -304,11 +305,11 @@ class OnnxGenerator:
         A window's composition depends on the one generated before it, so each stretch first
         replays the WARMUP_WINDOWS before its own from idle (their outputs discarded): the
         chain forgets where it started within them, and each stretch then runs on the state
-        the chain in order would have. Window t draws the same x_T (and step noise) whichever
-        stretch generates it, and a trace of one stretch is generated exactly as in order."""
+        the chain in order would have. Window t draws the same x_T whichever stretch generates
+        it (η = 0: nothing else is drawn), and a trace of one stretch is generated exactly as in
+        order."""
         T, M, K, N = values.shape[0], self.stressors, self.threads, values.shape[1]
         x_T = rng.standard_normal((T, M, K), dtype=np.float32)
-        noise = rng.standard_normal((T, self.settings.steps, M, K), dtype=np.float32) if self.settings.eta > 0 else None
         firsts = np.arange(0, T, STRETCH_WINDOWS)                      # each stretch's first own window
         begins = np.maximum(firsts - WARMUP_WINDOWS, 0)                # where it starts (warm-up included)
         ends = np.minimum(firsts + STRETCH_WINDOWS, T)
@@ -320,7 +321,7 @@ class OnnxGenerator:
             rows = np.flatnonzero(begins + j < ends)
             t = begins[rows] + j
             feed = {"target_obs": values[t].astype(np.float32), "prev_obs": obs[t], "prev_action": state[rows],
-                    "x_T": x_T[t], "step_noise": None if noise is None else np.ascontiguousarray(noise[t].swapaxes(0, 1))}
+                    "x_T": x_T[t]}
             a = project_to_valid(self._fused.run(None, {k: v for k, v in feed.items() if k in self._fused_inputs})[0])
             state[rows] = a
             own = t >= firsts[rows]
