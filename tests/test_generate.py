@@ -78,8 +78,10 @@ def test_a_long_trace_is_generated_by_stretches_side_by_side_each_after_its_warm
     x_T = np.random.default_rng(2).standard_normal((trace.T, gen.stressors, gen.threads), dtype=np.float32)
     prev_a = np.zeros((gen.stressors, gen.threads), np.float32)
     for t in range(n - WARMUP_WINDOWS, n + 6):
-        feed = {"target_obs": values[t:t + 1], "prev_obs": values[t - 1:t], "prev_action": prev_a[None], "x_T": x_T[t:t + 1]}
-        prev_a = project_to_valid(gen._fused.run(None, {k: v for k, v in feed.items() if k in gen._fused_inputs})[0][0])
+        feed = {"target_obs": values[t:t + 1], "prev_obs": values[t - 1:t], "prev_action": prev_a[None],
+                "x_T": x_T[t:t + 1]}
+        feed = {k: v for k, v in feed.items() if k in gen._fused_inputs}
+        prev_a = project_to_valid(gen._fused.run(None, feed)[0][0])
         if t >= n:
             assert np.abs(prev_a - plan.compositions[t]).max() < 1e-5, t
 

@@ -69,7 +69,7 @@ from .inverse import InversePlanner, InverseSettings
 class SteerSettings:
     weight: float = 0.0          # share of a full majorized step per DDIM step (0: no nudge; see below)
     inner_steps: int = 2         # gradient steps per DDIM step
-    finish: bool = True          # sized on the model's stressors, magnitude cap, held core busy fraction
+    finish: bool = True          # the solve from the model's plan, the magnitude cap, the held core busy
     support_share: float = 0.005  # a stressor the model runs less than this of a window (all threads) is not chosen
     # (0.02 left a taught x0-prediction model 3-7 of ~20 allowed stressors a window, predicted 0.113 of the
     # targets' own range off on six real mixes; 0.005 leaves it 9-12, predicted 0.076; inverse 0.060)
