@@ -23,7 +23,9 @@ Steps (each reused from --out when already there, so an interrupted run resumes)
      forward model (`mimesys export --forward`): rows diffusion (the base model), steered (base +
      the forward model's guidance and finish), taught (taught data, no guidance), taught-steered,
      ddpo-forward (the taught model aligned by DDPO against the forward model on the synthetic
-     traces, `mimesys align --forward --preset forward`, steered)
+     traces, `mimesys align --forward --preset forward`, steered), ddpo-live (that model aligned
+     further by DDPO with this host's agent executing the rollouts, `mimesys align --fleet`, on
+     the synthetic traces, never the targets: what the forward model misses, steered)
   5. `mimesys evaluate` with every method, --replays times (seeds 0, 1, ...), scoring every
      metric the targets carry (on the device's scale; the target's own scale is in each run's
      `own_scale`, and which added windows the plan itself caused in `idle_windows_added`)
@@ -33,8 +35,9 @@ Phases apart: --prepare-only stops after step 4 (record on a quiet host, replay 
 Prints one JSON line: per method the mean DTW over every scored metric, per metric, per mix,
 the added-activity count, next to the floor; on the target's own scale also each plan's replays
 against each other (`replay_spread`: how far one plan lands from itself, the least difference
-between methods these replays can tell) and inverse − single per mix; writes it and a PNG
-beside the evaluations.
+between methods these replays can tell), inverse − single per mix and, with ddpo-live, live DDPO's
+held-out gain over the model it started from (`ddpo_live_gain`, beside the replay spread: a gain
+inside the spread is none); writes it and a PNG beside the evaluations.
 """
 
 from __future__ import annotations
@@ -248,20 +251,32 @@ def replay_spread(eval_dirs: list[Path], targets: dict, band: int) -> dict:
     return out
 
 
-def method_difference(own: dict, a: str, b: str) -> dict | None:
-    """Per-core CPU of method a minus method b, on the target's own scale: per mix (means over
-    replays), their mean and its standard error over mixes."""
+def method_difference(own: dict, a: str, b: str, key: str = "per_core_cpu") -> dict | None:
+    """`key` (per_core_cpu, resource_mean) of method a minus method b, on the target's own scale:
+    per mix (means over replays), their mean and its standard error over mixes."""
     ma, mb = own["methods"].get(a), own["methods"].get(b)
     if not ma or not mb:
         return None
-    d = {t: ma["by_mix"][t]["per_core_cpu"] - mb["by_mix"][t]["per_core_cpu"] for t in ma["by_mix"]
-         if t in mb["by_mix"] and ma["by_mix"][t]["per_core_cpu"] is not None
-         and mb["by_mix"][t]["per_core_cpu"] is not None}
+    d = {t: ma["by_mix"][t][key] - mb["by_mix"][t][key] for t in ma["by_mix"]
+         if t in mb["by_mix"] and ma["by_mix"][t][key] is not None and mb["by_mix"][t][key] is not None}
     if not d:
         return None
     v = np.array(list(d.values()))
-    return {"methods": [a, b], "by_mix": d, "mean": float(v.mean()),
+    return {"methods": [a, b], "key": key, "by_mix": d, "mean": float(v.mean()),
             "standard_error": float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None}
+
+
+def live_gain(own: dict, spread: dict) -> dict | None:
+    """Live DDPO's held-out gain: ddpo-forward − ddpo-live per key (positive: live DDPO lowered the
+    error), beside the larger of the two plans' replay spreads; a gain inside it is reported as none."""
+    out = {}
+    for key in ("resource_mean", "per_core_cpu"):
+        diff = method_difference(own, "ddpo-forward", "ddpo-live", key)
+        if diff is None:
+            return None
+        noise = max(spread.get(m, {}).get(key) or 0.0 for m in ("ddpo-forward", "ddpo-live"))
+        out[key] = {**diff, "replay_spread": noise, "gain": diff["mean"] if diff["mean"] > noise else None}
+    return out
 
 
 def combine_evaluations(base: Path, update: Path, methods: list[str], out: Path) -> Path:
@@ -458,8 +473,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--replays", type=int, default=2)
     ap.add_argument("--methods", default="single,nearest,knn,diffusion,inverse,select",
                     help="Rows: single, nearest, knn, diffusion (alias model), inverse, inverse-first-order, select, "
-                         "and the diffusion ablation steered, taught, taught-steered, ddpo-forward.")
+                         "and the diffusion ablation steered, taught, taught-steered, ddpo-forward, ddpo-live.")
     ap.add_argument("--ddpo-epochs", type=int, default=30, help="Epochs of DDPO against the forward model.")
+    ap.add_argument("--ddpo-live-epochs", type=int, default=6,
+                    help="Epochs of DDPO on this host's agent (ddpo-live; each executes 8 rollouts of 9 windows).")
     ap.add_argument("--teach-synthetic", type=int, default=200,
                     help="Synthetic phase/burst traces the forward model teaches on (the taught rows).")
     ap.add_argument("--taught-share", type=float, default=0.5,
@@ -570,11 +587,12 @@ def build_models(b: Bench, profile: Path) -> Models:
         score = subprocess.run([*CTL, "forward", "score", str(fm), str(ds), "--json"], cwd=REPO, check=True,
                                capture_output=True, text=True).stdout
         (work / "forward-score.json").write_text(score)
-    taught_model, aligned = work / "model-taught", work / "model-ddpo-forward"
+    taught_model, aligned, live = work / "model-taught", work / "model-ddpo-forward", work / "model-ddpo-live"
     ablation = {"steered": (work / "model", work / "model-onnx-steered", True),
                 "taught": (taught_model, work / "model-onnx-taught", False),
                 "taught-steered": (taught_model, work / "model-onnx-taught-steered", True),
-                "ddpo-forward": (aligned, work / "model-onnx-ddpo-forward", True)}
+                "ddpo-forward": (aligned, work / "model-onnx-ddpo-forward", True),
+                "ddpo-live": (live, work / "model-onnx-ddpo-live", True)}
     return Models(work, ds, samples, onnx, fm, (work / "forward-score.json").read_text(), wanted, ablation)
 
 
@@ -585,7 +603,8 @@ def build_ablation(b: Bench, m: Models) -> None:
     aligned = work / "model-ddpo-forward"
     teaching = json.loads((work / "teaching.json").read_text()) if (work / "teaching.json").exists() else {}
     synthetic = work / "synthetic-targets"
-    if {"taught", "taught-steered", "ddpo-forward"} & set(m.wanted) and not (taught_model / "model.pt").exists():
+    if {"taught", "taught-steered", "ddpo-forward", "ddpo-live"} & set(m.wanted) and \
+            not (taught_model / "model.pt").exists():
         t0 = time.monotonic()
         sh([*CTL, "dataset", "teach", m.ds, "--forward", m.fm, "--synthetic", args.teach_synthetic,
             "--write-synthetic", synthetic, "-o", taught_ds])
@@ -596,11 +615,21 @@ def build_ablation(b: Bench, m: Models) -> None:
             "--seed", s.seed, "--taught-share", args.taught_share, "--overwrite"])
         teaching["train_s"] = round(time.monotonic() - t0, 1)
         (work / "teaching.json").write_text(json.dumps(teaching))
-    if "ddpo-forward" in m.wanted and not (aligned / "model.pt").exists():
+    if {"ddpo-forward", "ddpo-live"} & set(m.wanted) and not (aligned / "model.pt").exists():
         t0 = time.monotonic()
         sh([*CTL, "align", taught_model, "--traces", *sorted(synthetic.glob("*.h5"))[:32], "--forward", m.fm,
             "--preset", "forward", "--epochs", args.ddpo_epochs, "--out", aligned, "--quiet"])
         teaching["ddpo_forward_s"] = round(time.monotonic() - t0, 1)
+        (work / "teaching.json").write_text(json.dumps(teaching))
+    live = work / "model-ddpo-live"
+    if "ddpo-live" in m.wanted and not (live / "model.pt").exists():
+        # Live: the agent executes every rollout (2 segments × 4 noises × (8 + 1) windows an epoch),
+        # sim-fast's step sizes; resumable from its work directory like any align run.
+        t0 = time.monotonic()
+        sh([*CTL, "align", aligned, "--traces", *sorted(synthetic.glob("*.h5"))[:8],
+            "--fleet", b.needs_agent(str(live)).write_fleet(), "--preset", "sim-fast",
+            "--set", "segments_per_epoch=2", "--epochs", args.ddpo_live_epochs, "--out", live, "--quiet"])
+        teaching["ddpo_live_s"] = round(time.monotonic() - t0, 1)
         (work / "teaching.json").write_text(json.dumps(teaching))
     for row, (model_dir, export_dir, steer) in m.ablation.items():
         if row in m.wanted and not (export_dir / "manifest.json").exists():
@@ -658,6 +687,10 @@ def report(summary: dict) -> None:
     if diff:
         print(f"per-core CPU, inverse − single: {diff['mean']:+.5f} (standard error over mixes "
               f"{diff['standard_error']})", file=sys.stderr)
+    for key, g in (own.get("ddpo_live_gain") or {}).items():
+        print(f"live DDPO, {key}: ddpo-forward − ddpo-live {g['mean']:+.4f} (standard error over mixes "
+              f"{g['standard_error']}), replay spread {g['replay_spread']:.4f}: "
+              f"{'a gain' if g['gain'] is not None else 'no gain beyond the spread'}", file=sys.stderr)
     pe = summary["replay_prediction"]
     print(f"forward model on the replayed plans ({pe['runs']} runs): mean |predicted − measured| / full scale, "
           f"median over metrics: corrected {pe['median_over_metrics']['corrected']}, first order "
@@ -680,6 +713,7 @@ def summarize(b: Bench, m: Models, targets: list[Path], eval_dirs: list[Path], u
         summary["own_scale"]["methods"].get(method, {})["idle_windows_added_by_plan"] = per
     summary["own_scale"]["replay_spread"] = replay_spread(eval_dirs, tr, args.band)
     summary["own_scale"]["inverse_minus_single"] = method_difference(summary["own_scale"], "inverse", "single")
+    summary["own_scale"]["ddpo_live_gain"] = live_gain(summary["own_scale"], summary["own_scale"]["replay_spread"])
     summary["replay_prediction"] = replay_prediction_error(m.fm, eval_dirs)
     report(summary)
     summary.update({"bench": "fidelity_real", "label": args.label, "samples": m.samples,

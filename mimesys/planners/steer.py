@@ -42,7 +42,10 @@ off at 1,755 windows/s on 3,000 windows here):
 
 On real replays the model's stressors alone fell short: sized on them the plans drove the
 cores with compression and contended kernels where the inverse planner uses its filler (per-core
-CPU 0.023 against 0.008; bench/results/fidelity/taught-only-2026-11-29).
+CPU 0.023 against 0.008; bench/results/fidelity/taught-only-2026-11-29). Finished from its own plan
+a taught model still drives the cores that way (per-core 0.016 against inverse's 0.011 on six real
+mixes); aligned by DDPO against the forward model first it does not (0.0068), at a resource mean
+beside inverse's (0.069 and 0.072, replay spread 0.03; bench/results/fidelity/ablation-2026-11-29).
 
 The nudge, at each DDIM step (`weight` above 0), moves a sample far less than the solve: a
 taught model nudged and capped only was predicted 0.41 of the targets' own range off on six
