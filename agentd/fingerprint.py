@@ -2,7 +2,7 @@
 can say where it was measured and a plan can be checked against the host it runs on.
 
     fp = host_fingerprint(hostpaths)               # plain JSON-able dict
-    fp = with_calibration(fp, calibration_peaks)   # the agent merges agentd/calibration.py's peaks
+    fp = with_calibration(fp, calibration_peaks)   # the agent merges agentd/calibrator.py's peaks
 
 Sections: cpu (vendor, model, family/model/stepping, sockets, cores, threads, NUMA nodes,
 hypervisor flag), caches (per level, from cpu0's view, with how many CPUs share each),

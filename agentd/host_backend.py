@@ -42,7 +42,7 @@ from mimesys.errors import PlanError, RunnerError, ValidationError
 from mimesys.metrics import MetricSpec
 from mimesys.plan import Plan
 
-from .calibration import pace_rates
+from .calibrator import pace_rates
 from .fingerprint import host_fingerprint, with_calibration
 from .hostlock import DEFAULT_LOCK, host_run_lock
 from .hostpaths import HostPaths

@@ -78,7 +78,7 @@ class RunnerConfig:
     memory_budget_bytes: int = 0           # the runner's private memory (RLIMIT_DATA); 0 = none
     memory_margin_bytes: int = 256 << 20   # MemAvailable the runner leaves to the rest of the host
     oom_score_adj: int = 1000              # under memory pressure the runner goes first
-    # bytes/s per thread of each paced variant (calibration.pace_rates); a plan that runs a
+    # bytes/s per thread of each paced variant (calibrator.pace_rates); a plan that runs a
     # paced variant not in it is refused (PlanError)
     pace_Bps: dict | None = None
 

@@ -158,7 +158,7 @@ def compile_plan(plan: Plan, catalog: Catalog | None = None, *, seed: int | None
                  pace_Bps: dict[str, float] | None = None) -> CompiledSchedule:
     """Validate `plan` against `catalog` and compile it. `seed` overrides plan.seed.
     `pace_Bps`: per-thread bytes/s of each paced variant on this host (from
-    calibration.pace_rates); a plan that runs a paced variant missing from it is refused."""
+    calibrator.pace_rates); a plan that runs a paced variant missing from it is refused."""
     catalog = catalog or load_catalog()
     plan.validate(catalog)
     if repetitions < 1:

@@ -58,7 +58,7 @@ def neighbour_tps(conn: list[str], seconds: int, interval: int) -> list[float]:
 
 def regenerate(work: Path, mixes: list[str], methods: list[str], out: Path) -> Path:
     """Each method's plan for each mix's recorded target, made now through the planner registry."""
-    import controller.planners  # noqa: F401  (registers the dataset baselines)
+    import controller.baselines  # noqa: F401  (registers the dataset baselines)
     from mimesys.planners.registry import load_planner
     from mimesys.trace import Trace
     out.mkdir(parents=True, exist_ok=True)

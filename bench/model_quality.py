@@ -122,7 +122,7 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
 
     from mimesys.planners.diffusion import load_generator
-    from controller.planners.baselines import from_dataset
+    from controller.baselines.from_dataset import from_dataset
     from controller.evaluate.dtw import compare
     from controller.model.data import load_training_data
     from align_sim import app_traces

@@ -3,7 +3,7 @@ base's calibrated one-thread rate through `<base>_pace25|50|75`, then 1.0 = the 
 out), replayed through the agent's host backend and measured by the agent's own samplers
 every 100 ms (plan windows of 0.1 s): achieved / level per 100 ms sample.
 
-Steps: (1) calibrate the four bases on one thread with `agentd.calibration.measure` and
+Steps: (1) calibrate the four bases on one thread with `agentd.calibrator.measure` and
 install the result as the agent's calibration (state_dir/calibration.json), exactly what
 `mimesys-agent calibrate --only BASE` does; (2) run the plan through HostBackend.execute
 (the agent's runner + samplers); (3) run the same plan through the runner alone, whose own
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mimesys.backend import RunOptions  # noqa: E402
-from agentd.calibration import measure, pace_rates  # noqa: E402
+from agentd.calibrator import measure, pace_rates  # noqa: E402
 from mimesys.calibration import write  # noqa: E402
 from mimesys.catalog import load_catalog  # noqa: E402
 from mimesys.plan import Plan  # noqa: E402

@@ -65,7 +65,7 @@ def process_cpu_ns(pid: int) -> int:
 async def pace_rates_now(catalog, cpus, scratch: str) -> dict:
     """The paced variants' rates from a quick one-thread calibration of their bases, as an
     agent resolves them from its calibration file."""
-    from agentd.calibration import measure, pace_rates
+    from agentd.calibrator import measure, pace_rates
     bases = sorted({catalog.stressors[m].pace["base"] for m in catalog.paced()})
     doc = await measure(RunnerConfig(cpus=cpus[:1], scratch_dir=scratch), window_s=0.3, all_threads=False,
                         only=bases, catalog=catalog)

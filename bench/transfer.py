@@ -6,13 +6,13 @@ runs (OUT/hostB/runs: plans/ + executed/, the evaluation's plans run again on B)
 
 For every n in --ns and every repeat (a seeded random subset of n samples from B's fitting
 pool; the same subset for every arm), three arms:
-- adapted: A's model + the adaptation fitted on the n samples (controller/forward/adapt.py, the
+- adapted: A's model + the adaptation fitted on the n samples (controller/forward_fit/adapt.py, the
   code of `mimesys forward adapt`);
 - scratch: the same k-fold ridge selection fitted on the n samples alone, no base;
 - A unadapted: A's model as it is (needs no sample of B);
 - A rehosted / adapted, rehosted (when both hosts' calibration.json are in WORK/hostA and
   WORK/hostB): A's first order carried to B by the ratio of the calibrations
-  (controller/forward/rehost.py, `forward adapt --calibration`), A's correction on top; then
+  (controller/forward_fit/rehost.py, `forward adapt --calibration`), A's correction on top; then
   no sample of B, or the adaptation fitted on the n samples. The calibration is what every
   host runs before its first plan: it costs no sample of B;
 - B profile + fit (context, when B's campaign recorded a solo profile): the product's `forward
@@ -52,9 +52,9 @@ from mimesys.metrics import MetricSpec  # noqa: E402
 from mimesys.plan import Plan  # noqa: E402
 from mimesys.trace import Trace  # noqa: E402
 from controller.dataset import Dataset  # noqa: E402
-from controller.forward.adapt import fit_adaptation, fit_scratch, heldout_error  # noqa: E402
-from controller.forward.burst_score import eval_runs  # noqa: E402
-from controller.forward.fit import _select, holdout_split  # noqa: E402
+from controller.forward_fit.adapt import fit_adaptation, fit_scratch, heldout_error  # noqa: E402
+from controller.forward_fit.burst_score import eval_runs  # noqa: E402
+from controller.forward_fit.fit import _select, holdout_split  # noqa: E402
 
 ARMS = ("adapted", "adapted, rehosted", "scratch", "A unadapted", "A rehosted", "B profile + fit")
 
@@ -73,8 +73,8 @@ def subset(ds, idx, path: Path) -> Path:
 def fit_with_profile(ds, idx, profile: Path, tmp: Path, tag: str):
     """The product's `forward fit` on B: B's own solo profile (~100 profiled windows, not counted
     in n) as first order + the correction fitted on the n samples (no hold-out inside)."""
-    from controller.forward.correction import CorrectionConfig
-    from controller.forward.fit import FitOptions, fit
+    from controller.forward_fit.correction import CorrectionConfig
+    from controller.forward_fit.fit import FitOptions, fit
     p = subset(ds, idx, tmp / f"{tag}.h5")
     return fit(p, profile, tmp / tag, FitOptions(holdout=0.0, correction=CorrectionConfig(members=3)), overwrite=True)
 
@@ -220,7 +220,7 @@ def rehosted(work: Path, b: HostB):
     if not (cal_a.exists() and cal_b.exists()):
         return None, None
     import copy
-    from controller.forward.adapt import rehost_base
+    from controller.forward_fit.adapt import rehost_base
     moved = copy.copy(b.fm)
     rehost_report = rehost_base(moved, cal_a, cal_b)
     moved_base = b.errors(moved)

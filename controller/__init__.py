@@ -3,4 +3,4 @@ evaluation and trace importers. Imports the shared core (mimesys/), never the da
 
 from mimesys import __version__  # noqa: F401  (one version source: mimesys/__init__.py)
 
-from . import planners  # noqa: E402,F401  (registers the dataset baselines with the core's planner registry)
+from . import baselines  # noqa: E402,F401  (registers the dataset baselines with the core's planner registry)

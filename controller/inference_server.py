@@ -34,6 +34,7 @@ from aiohttp import WSMsgType, web
 
 from mimesys import wire
 from mimesys.api import bodies
+from mimesys.api.responses import reply
 from mimesys.api.middleware import MAX_BODY, auth_middleware, errors_middleware
 from mimesys.errors import ConfigError, Conflict, NotImplementedYet, ValidationError
 from mimesys.planners.base import Generator
@@ -99,10 +100,6 @@ class _Slot:
 
     async def __aexit__(self, *exc):
         self.st.decoding.release()
-
-
-def reply(obj: dict, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=wire.pack(obj), content_type=wire.CONTENT_TYPE)
 
 
 # -- handlers ----------------------------------------------------------------------
@@ -220,7 +217,7 @@ def create_app(model_dir: Path | str, *, token: bytes, dataset: Path | str | Non
     methods: dict[str, Generator] = {main.name: main}
     if dataset is not None:
         from controller.model.data import load_training_data
-        from controller.planners import BASELINE_GROUP
+        from controller.baselines import BASELINE_GROUP
         data = load_training_data(dataset)          # read once, shared by every baseline
         methods.update({k: load_planner(k, dataset=data) for k in kinds(group=BASELINE_GROUP)})
     if agent is None and agent_url:

@@ -1,6 +1,6 @@
 """The calibration file: what each stressor achieved on a host and the host's own peaks.
 
-`mimesys-agent calibrate` measures it (agentd/calibration.py) into <state_dir>/calibration.json; the
+`mimesys-agent calibrate` measures it (agentd/calibrator.py) into <state_dir>/calibration.json; the
 agent's /v1/info shows it and the controller reads it (importers' capacity normalisation,
 the forward model's fit).
 
@@ -59,7 +59,7 @@ def capacity_peaks(doc: dict) -> dict:
 
 def segment_dead_s(doc: dict) -> dict[str, float]:
     """Per stressor, the seconds each of its segments moves nothing (`segment.dead_s`, measured
-    for the disk stressors: agentd/calibration.py), where the file has a usable figure."""
+    for the disk stressors: agentd/calibrator.py), where the file has a usable figure."""
     out = {}
     for name, entry in (doc.get("stressors") or {}).items():
         dead = ((entry or {}).get("segment") or {}).get("dead_s") if isinstance(entry, dict) else None

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CatalogError
+from .config import check_known, read_toml
+from .errors import CatalogError, ConfigError
 
 RESOURCE_CLASSES = ("cpu", "cache", "memory", "disk", "network")
 
@@ -92,12 +92,17 @@ class Catalog:
             {**s.canonical(), "description": s.description} for s in self.stressors]}
 
 
+CATALOG_KEYS = ("schema_version", "stressor")
+STRESSOR_KEYS = ("name", "kernel", "class", "description", "params", "pace")
+
+
 def load_catalog(path: Path | str | None = None) -> Catalog:
     path = Path(path) if path else default_catalog_path()
     try:
-        doc = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise CatalogError(f"{path}: cannot read catalog: {e}") from e
+        doc = read_toml(path, "catalog")
+        check_known(doc, CATALOG_KEYS, str(path))
+    except ConfigError as e:
+        raise CatalogError(str(e)) from None
     entries = doc.get("stressor")
     if not isinstance(entries, list) or not entries:
         raise CatalogError(f"{path}: no [[stressor]] entries")
@@ -105,6 +110,10 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     out = []
     for i, e in enumerate(entries):
         where = f"{path}: stressor #{i + 1}"
+        try:
+            check_known(e, STRESSOR_KEYS, where)   # a misspelt key would otherwise be dropped unseen
+        except ConfigError as err:
+            raise CatalogError(str(err)) from None
         for key in ("name", "kernel", "class", "description"):
             if not isinstance(e.get(key), str) or not e[key]:
                 raise CatalogError(f"{where}: missing or empty {key!r}")

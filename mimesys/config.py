@@ -6,7 +6,8 @@ a table becomes a frozen dataclass with `build_section`: an unknown key fails na
 and listing the valid keys, a value of the wrong type names file, table and key (`coerce`
 checks it against the field's annotation; "auto" is None for an optional field), and the
 section's own `validate(where)` checks what types cannot say. The agent's config
-(agentd/config.py) is built this way.
+(agentd/config.py), the campaign's (controller/campaign/campaign.py) and the stressor catalog
+(mimesys/catalog.py) are read this way.
 """
 
 from __future__ import annotations
@@ -90,11 +91,22 @@ def coerce(value: Any, hint: Any, where: str):
             raise ConfigError(f"{where}: expected a path string, got {value!r}")
         return Path(value)
     if origin is tuple:
-        if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        item = (typing.get_args(hint) or (int,))[0]
+        if not isinstance(value, (list, tuple)) or not all(_is_a(x, item) for x in value):
             alt = ' or "auto"' if optional else ''
-            raise ConfigError(f"{where}: expected a list of integers{alt}, got {value!r}")
-        return tuple(value)
+            raise ConfigError(f"{where}: expected a list of {_PLURAL[item]}{alt}, got {value!r}")
+        return tuple(float(x) if item is float else x for x in value)
     raise TypeError(f"config field type {hint} not handled")  # a bug in this file, not in the config
+
+
+_PLURAL = {int: "integers", float: "numbers", str: "strings"}
+
+
+def _is_a(x: Any, item: type) -> bool:
+    """A list element of a `tuple[item, ...]` field: TOML's true is not an integer, 1 is a number."""
+    if isinstance(x, bool):
+        return False
+    return isinstance(x, (int, float)) if item is float else isinstance(x, item)
 
 
 def plain(v: Any) -> Any:

@@ -1,6 +1,6 @@
 /* Host peak probes (`mimesys-runner --probe`): each resource's capacity measured by code
  * that is NOT a catalog kernel, so a gap in the catalog cannot hide itself (calibration
- * compares the best the catalog reaches with these; agentd/calibration.py, "reach").
+ * compares the best the catalog reaches with these; agentd/calibrator.py, "reach").
  * Other mechanisms than the kernels' as well as theirs, and the best of all: unpinned threads
  * doing plain synchronous O_DIRECT pread/pwrite (the queue depth is the thread count), Linux
  * native AIO (io_submit) from one thread or from each CPU's thread, and a ring of its own
@@ -291,7 +291,7 @@ static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io,
  * 2-vCPU VM one shape read 2.6 GB/s while its neighbours made 1.0-1.4): the shapes are
  * screened, then the CONFIRM best run again and the peak is the best of those runs, as the
  * catalog side's figure in a reach run is the best of its two best variants on one thread
- * and on all threads (four runs, calibration.py). */
+ * and on all threads (four runs, agentd/calibrator.py). */
 #define CONFIRM 4
 struct shape { double v; int n, how; uint64_t io; };
 

@@ -35,7 +35,7 @@ def paced_calibration(catalog, tmp_path_factory):
     without one refuses them). runner_helpers.write_calibration(state_dir, doc) installs it."""
     import asyncio
 
-    from agentd.calibration import measure
+    from agentd.calibrator import measure
     from agentd.runner import RunnerConfig
     from runner_helpers import runner_or_skip
     runner_or_skip()

@@ -58,7 +58,7 @@ def test_any_planner_behind_the_guard_adds_no_io_where_the_target_had_none():
 def test_every_baseline_comes_back_guarded(tmp_path, catalog):
     """The dataset baselines keep the rule too (the registry's planners: test_forward's inverse
     tests and the planner specs test go through load_planner)."""
-    from controller.planners.baselines import KINDS, from_dataset
+    from controller.baselines.from_dataset import KINDS, from_dataset
     from test_model_toydata import write_toy_dataset
     toy = write_toy_dataset(tmp_path / "toy.h5", catalog, S=50)
     for kind in KINDS:

@@ -8,7 +8,7 @@ import pytest
 
 from mimesys.planners.base import Generator
 from mimesys.trace import Trace
-from controller.planners.baselines import KnnInterpolation, from_dataset
+from controller.baselines.from_dataset import KnnInterpolation, from_dataset
 from controller.model.data import load_training_data
 from test_model_toydata import TOY_METRICS, write_toy_dataset
 

@@ -235,6 +235,24 @@ def test_hold_max_round_trips_and_is_checked(tmp_path):
         CampaignConfig(hold_max=0)
 
 
+def test_campaign_config_names_the_file_and_key_of_a_wrong_value(tmp_path):
+    from controller.campaign.campaign import CampaignConfig
+    from mimesys.errors import ConfigError
+    p = tmp_path / "campaign.toml"
+    p.write_text('round_size = "many"\n')
+    with pytest.raises(ConfigError, match=r"campaign.toml: round_size: expected an integer, got 'many'"):
+        CampaignConfig.from_toml(p)
+    p.write_text('sweep_intensities = [0.5, "x"]\n')
+    with pytest.raises(ConfigError, match=r"sweep_intensities: expected a list of numbers"):
+        CampaignConfig.from_toml(p)
+    p.write_text('hold_max = 0\n')
+    with pytest.raises(ConfigError, match=r"campaign.toml: hold_max must be >= 1"):
+        CampaignConfig.from_toml(p)
+    p.write_text('sweep_intensities = [1, 0.5]\nkey_metrics = ["cpu.util"]\nthreads = 2\n')
+    c = CampaignConfig.from_toml(p)
+    assert c.sweep_intensities == (1.0, 0.5) and c.key_metrics == ("cpu.util",) and c.threads == 2
+
+
 def test_campaign_refuses_a_fleet_of_other_hardware(tmp_path):
     pytest.importorskip("agentd.api.app", reason="the agent HTTP API is not in this checkout yet")
     from bench.sim_agents import start_agents

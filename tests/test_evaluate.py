@@ -3,7 +3,7 @@ the driver end to end against a real agent on 127.0.0.1 running the SIMULATED ho
 
 The generator used here is a test generator (duty cycle of one CPU stressor matched to each
 core's target utilization), written for this test because it needs no dataset; the product
-methods (the ONNX model, the aligned model, controller/planners/baselines.py) plug into the same
+methods (the ONNX model, the aligned model, controller/baselines/from_dataset.py) plug into the same
 `generate(trace, *, seed) -> Plan` interface."""
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def test_evaluate_cli_errors_are_one_line(tmp_path):
 
 
 def test_cli_evaluates_product_baselines_on_simulated_agent(tmp_path):
-    """`mimesys evaluate` end to end with the real baselines (controller/planners/baselines.py) built from a
+    """`mimesys evaluate` end to end with the real baselines (controller/baselines/from_dataset.py) built from a
     simulated dataset, against a real agent (simulated host) on 127.0.0.1."""
     from click.testing import CliRunner
 

@@ -31,6 +31,19 @@ def test_catalog_rejects_duplicates(tmp_path):
         load_catalog(p)
 
 
+def test_catalog_names_a_misspelt_key_and_the_valid_ones(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[[stressor]]\nname="a"\nkernel="k"\nclass="cpu"\ndescription="d"\nparms={n=1}\n')
+    with pytest.raises(CatalogError, match=r"c.toml: stressor #1: unknown key\(s\) \['parms'\]; valid: name, kernel"):
+        load_catalog(p)
+    p.write_text('stressors=[]\n')
+    with pytest.raises(CatalogError, match=r"unknown key\(s\) \['stressors'\]"):
+        load_catalog(p)
+    p.write_text('[[stressor]\n')
+    with pytest.raises(CatalogError, match="c.toml: not valid TOML"):
+        load_catalog(p)
+
+
 def test_plan_round_trip(tmp_path, catalog):
     plan = _plan(catalog).validate(catalog)
     plan.write(tmp_path / "p.h5")

@@ -1,4 +1,4 @@
-"""The forward model (mimesys/forward, controller/forward) and the planners that use it."""
+"""The forward model (mimesys/forward, controller/forward_fit) and the planners that use it."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_interrupt_work_lands_on_its_core_whichever_thread_asks():
 
 
 def test_two_solo_positions_separate_interrupt_cpu_from_a_partner_thread():
-    from controller.forward.profile import split_landing
+    from controller.forward_fit.profile import split_landing
     own = np.array([0.2, 0.2])
     # row 0: completions on core 1 from either thread; row 1: a partner on the other core
     L0 = np.array([[0.2, 0.3], [0.2, 0.3]])
@@ -123,7 +123,7 @@ def test_two_solo_positions_separate_interrupt_cpu_from_a_partner_thread():
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_profile_rows_are_where_the_profile_plan_put_them(threads):
-    from controller.forward.profile import profile_plan, windows_of
+    from controller.forward_fit.profile import profile_plan, windows_of
     M = 3
     plan = profile_plan(["a", "b", "c"], "sha256:x", threads)
     rows = windows_of(M, plan.provenance["layout"])
@@ -636,9 +636,9 @@ def sim_forward(tmp_path_factory):
     simulated dataset: (dir, profile path, dataset path)."""
     from controller.dataset import simulated_dataset
     from controller.fleet import AgentClient
-    from controller.forward.fit import FitOptions, fit
-    from controller.forward.correction import CorrectionConfig
-    from controller.forward.profile import run_profile
+    from controller.forward_fit.fit import FitOptions, fit
+    from controller.forward_fit.correction import CorrectionConfig
+    from controller.forward_fit.profile import run_profile
 
     tmp = tmp_path_factory.mktemp("forward")
 
@@ -661,7 +661,7 @@ def sim_forward(tmp_path_factory):
 
 def test_fit_writes_a_model_agents_load_and_score_compares_both_parts(sim_forward):
     from mimesys.forward.model import load_forward_model
-    from controller.forward.score import score
+    from controller.forward_fit.score import score
 
     fm_dir, _, ds = sim_forward
     fm = load_forward_model(fm_dir)
@@ -678,7 +678,7 @@ def test_correction_graph_matches_torch(sim_forward, tmp_path):
     """The exported ensemble computes what the trained one does."""
     import torch
     from mimesys.forward.model import feature_dim, load_forward_model
-    from controller.forward.correction import CorrectionConfig, export_ensemble, fit_ensemble
+    from controller.forward_fit.correction import CorrectionConfig, export_ensemble, fit_ensemble
 
     fm = load_forward_model(sim_forward[0])
     F, N = feature_dim(fm.first.M, fm.first.K, fm.first.N), fm.first.N
@@ -778,7 +778,7 @@ def test_inverse_fills_cpu_time_without_unobservable_memory_traffic():
 
 
 def test_a_big_buffer_nobody_can_observe_is_used_only_where_the_target_held_that_memory():
-    from controller.forward.profile import memory_footprint
+    from controller.forward_fit.profile import memory_footprint
     assert memory_footprint([{"params": {"working_set_bytes": 1 << 30, "shared": True}},
                              {"params": {"working_set_bytes": 256 << 20, "shared": False}},
                              {"params": {"working_set_bytes": "llc", "shared": True}}, {"params": {}}], 2) == \
@@ -808,7 +808,7 @@ def test_burst_score_of_predicted_vs_measured_runs(tmp_path):
     """A measured run equal to the prediction scores 0 % MAPE; one whose bursts last twice as
     long scores 100 % on burst duration and is counted, not hidden."""
     from mimesys.forward.prediction import predict_bursts, predicted_trace
-    from controller.forward.burst_score import eval_runs, render, score_runs
+    from controller.forward_fit.burst_score import eval_runs, render, score_runs
 
     fm = toy_model()
     plan = _wave_plan()
@@ -893,7 +893,7 @@ def test_adaptation_learns_a_host_that_does_half_and_keeps_the_base_where_nothin
     samples the adaptation finds it and beats the base on held-out samples; a host equal to A
     keeps the base (θ = 0) where the folds cannot see a gain. From scratch on the same 10
     samples does worse than the adapted model."""
-    from controller.forward.adapt import fit_adaptation, fit_scratch, heldout_error
+    from controller.forward_fit.adapt import fit_adaptation, fit_scratch, heldout_error
 
     rng = np.random.default_rng(0)
     fm = toy_model()
@@ -981,7 +981,7 @@ def test_adaptation_ceiling_round_trips_and_a_capped_device_is_learned():
     """A host whose disk stops at a third of what the base predicts (a throttle): the fitted
     adaptation brings the held-out error down, and its ceiling survives the manifest."""
     from mimesys.forward.adaptation import Adaptation
-    from controller.forward.adapt import fit_adaptation, heldout_error
+    from controller.forward_fit.adapt import fit_adaptation, heldout_error
 
     rng = np.random.default_rng(1)
     fm = toy_model()
@@ -1008,7 +1008,7 @@ def test_adaptation_ceiling_round_trips_and_a_capped_device_is_learned():
 def test_a_profile_recorded_on_a_busy_host_is_called_out():
     """Idle windows with busy cores (other work during the profile) make every CPU response
     look like nothing: the fit says so, naming the cores, instead of passing it on silently."""
-    from controller.forward.profile import busy_host_warnings
+    from controller.forward_fit.profile import busy_host_warnings
     quiet = toy_first_order()
     assert busy_host_warnings(quiet) == []
     busy = toy_first_order()
@@ -1021,8 +1021,8 @@ def test_a_calibration_given_to_fit_corrects_the_cpu_shares_the_profile_recorded
     """A profile carries the CPU shares of the calibration the agent had when it was recorded;
     `forward fit --calibration` with a newer one (a runner that now counts a kernel's helper
     threads) wins where both name a stressor, and the profile's other shares stay."""
-    from controller.forward.fit import FitOptions, fit
-    from controller.forward.correction import CorrectionConfig
+    from controller.forward_fit.fit import FitOptions, fit
+    from controller.forward_fit.correction import CorrectionConfig
     from mimesys.trace import Trace
     _, profile_path, ds_path = sim_forward
     prof = Trace.read(profile_path)
@@ -1047,8 +1047,8 @@ def test_a_disk_stressors_own_core_share_comes_from_the_profile_not_the_runner(s
     time shows (measured: 0.30-0.43 vs 0.27 for the synchronous 4 KiB reader), and targets are
     measured in the core's busy time: a calibration's figure replaces the profile's reading for
     a compute stressor, never for a disk one."""
-    from controller.forward.fit import FitOptions, fit
-    from controller.forward.correction import CorrectionConfig
+    from controller.forward_fit.fit import FitOptions, fit
+    from controller.forward_fit.correction import CorrectionConfig
     from mimesys.trace import Trace
     _, profile_path, ds_path = sim_forward
     names = Trace.read(profile_path).provenance["catalog_names"]
@@ -1068,8 +1068,8 @@ def test_a_calibrations_segment_dead_times_reach_the_fitted_model(sim_forward, t
     """`forward fit --calibration`: each disk stressor's measured dead time per segment (seconds)
     becomes its share of the model's window; stressors without one have none, and a figure that
     is not a number of seconds under one is ignored."""
-    from controller.forward.fit import FitOptions, fit
-    from controller.forward.correction import CorrectionConfig
+    from controller.forward_fit.fit import FitOptions, fit
+    from controller.forward_fit.correction import CorrectionConfig
     from mimesys.trace import Trace
     _, profile_path, ds_path = sim_forward
     prof = Trace.read(profile_path)
@@ -1096,7 +1096,7 @@ def test_rehost_carries_the_first_order_by_the_calibrations_ratios():
     """B's disk reads at a tenth of A's rate up to a tenth of A's peak (a throttle) and gives its
     compute thread half a core (a quota): the rehosted first order predicts that on B's metrics
     only, and a stressor B's calibration lacks keeps A's figures."""
-    from controller.forward.rehost import peak_family, rehost
+    from controller.forward_fit.rehost import peak_family, rehost
     fo = toy_first_order()
     fo.classes = ["cpu", "disk", "disk", "network"]
     cal_a = _calibration({"cpu": {"cpu_fraction": 1.0}, "disk_read": {"bytes_per_s": 600e6, "cpu_fraction": 0.2},
@@ -1124,7 +1124,7 @@ def test_rehost_carries_the_first_order_by_the_calibrations_ratios():
 def test_rehost_takes_the_new_hosts_segment_dead_times():
     """What a short segment misses is how B's device answers: B's measured dead time (seconds,
     as a share of the model's window) replaces A's; a stressor B did not measure keeps A's."""
-    from controller.forward.rehost import rehost
+    from controller.forward_fit.rehost import rehost
     fo = toy_first_order()
     fo.dead = np.array([0.0, 0.002, 0.004, 0.0])
     cal_a = _calibration({"disk_read": {"bytes_per_s": 600e6}}, {})
@@ -1139,8 +1139,8 @@ def test_adapting_from_the_rehosted_first_order_needs_fewer_samples():
     """On a throttled host B: the first order the calibrations carried to B is within the
     noise of B's held-out disk reads with no sample of B (A's model is 9x off), and adapting it
     on 10 samples beats adapting A's model as it is."""
-    from controller.forward.adapt import fit_adaptation, heldout_error
-    from controller.forward.rehost import rehost
+    from controller.forward_fit.adapt import fit_adaptation, heldout_error
+    from controller.forward_fit.rehost import rehost
     rng = np.random.default_rng(3)
     fm = toy_model()
     fm.first.classes = ["cpu", "disk", "disk", "network"]

@@ -119,7 +119,7 @@ def test_segment_dead_time_is_what_the_short_segments_miss_of_the_long_ones_rate
     that moved no more in the long segments than in the short has no figure."""
     from types import SimpleNamespace
 
-    from agentd.calibration import build_segment_plan, summarize_segments
+    from agentd.calibrator import build_segment_plan, summarize_segments
     from mimesys.catalog import load_catalog
     catalog = load_catalog()
     names = ["disk_seq_write_fdatasync", "disk_rand_read_4k"]
@@ -160,7 +160,7 @@ def test_calibration_records_a_variant_this_host_cannot_run(tmp_path):
     others are still measured."""
     import asyncio
 
-    from agentd.calibration import measure
+    from agentd.calibrator import measure
     from mimesys.catalog import load_catalog
     from agentd.runner import RunnerConfig
     from runner_helpers import ROOT_CATALOG

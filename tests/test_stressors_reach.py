@@ -411,7 +411,7 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
     assert best["disk.write_iops"]["stressor"] == "disk_rand_write_4k_qd64"
     # each metric's two best variants ran REACH_DRAWS times in each of the 2 pairs (--reach-repeats
     # 2); catalog_best is the best of all runs
-    from agentd.calibration import REACH_DRAWS
+    from agentd.calibrator import REACH_DRAWS
     from mimesys.calibration import read as read_calibration
     runs = read_calibration(out)["reach_runs"]
     for metric, b in best.items():
@@ -499,7 +499,7 @@ def test_reach_runs_again_the_two_best_variants_per_metric(catalog):
     """The probe keeps the best of many shapes; calibration runs again each metric's two best
     plain variants (a close second can be the better one), never a paced one, never one that
     reached nothing."""
-    from agentd.calibration import reach, reach_candidates
+    from agentd.calibrator import reach, reach_candidates
 
     def entry(one, all_=None, field="bytes_per_s"):
         return {"one_thread": {field: one, "threads": 1}, "all_threads": None if all_ is None else {field: all_, "threads": 2}}
@@ -523,7 +523,7 @@ def test_reach_pairs_compare_each_run_with_the_probe_right_after_it(catalog):
     """A host whose disk halves between two pairs: each pair's ratio is the catalog's best in
     that run over the probe right after it, so the drift cancels (best-of over best-of would
     say 0.5)."""
-    from agentd.calibration import reach_pairs
+    from agentd.calibrator import reach_pairs
 
     def entry(v):
         return {"one_thread": {"bytes_per_s": v, "threads": 1}, "all_threads": None}

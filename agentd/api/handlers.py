@@ -11,18 +11,15 @@ import time
 
 from aiohttp import WSMsgType, web
 
-from mimesys import __version__, tracestream, wire
+from mimesys import __version__, tracestream
 from mimesys.api import bodies
+from mimesys.api.responses import reply
 from mimesys.errors import Conflict, MimesysError, NotImplementedYet, ValidationError
 
 from . import scrape
 from .state import BACKEND, CATALOG, CONFIG, GENERATOR, LOOP_LAG, MONITOR, RUNS, STARTED_AT
 
 log = logging.getLogger(__name__)
-
-
-def reply(obj: dict, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=wire.pack(obj), content_type=wire.CONTENT_TYPE)
 
 
 async def read_body(request: web.Request) -> bytes:

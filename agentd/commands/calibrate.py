@@ -46,7 +46,7 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
 
     from mimesys.calibration import write
 
-    from ..calibration import measure
+    from ..calibrator import measure
     from ..runner import RunnerConfig
 
     try:

@@ -35,14 +35,14 @@ import json
 import logging
 import os
 import time
-import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mimesys.backend import RunOptions
-from mimesys.config import check_known
+from mimesys.config import check_known, coerce, read_toml
 from mimesys.errors import ConfigError, MimesysError
 from mimesys.metrics import MetricSpec
 from mimesys.plan import Plan
@@ -108,20 +108,18 @@ class CampaignConfig:
 
     @classmethod
     def from_toml(cls, path: Path) -> "CampaignConfig":
-        try:
-            doc = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{path}: cannot read campaign config: {e}") from None
-        return cls.from_dict(doc, str(path))
+        return cls.from_dict(read_toml(path, "campaign config"), str(path))
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "campaign config") -> "CampaignConfig":
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        check_known(d, fields, where)
-        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        """Each value checked against its field's type (the typed config reader), then the
+        ranges; every error names `where` and the key."""
+        hints = typing.get_type_hints(cls)
+        check_known(d, hints, where)
+        kw = {k: coerce(v, hints[k], f"{where}: {k}") for k, v in d.items()}
         try:
             return cls(**kw)
-        except TypeError as e:
+        except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
 
 
@@ -527,9 +525,9 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
 
 
 async def profile_host(campaign: Campaign, client, *, progress: bool = True) -> None:
-    """The host's solo profile (controller/forward/profile.py), once per campaign, before round 0:
+    """The host's solo profile (controller/forward_fit/profile.py), once per campaign, before round 0:
     the first-order forward model is read from it (`mimesys forward fit` finds it here)."""
-    from ..forward.profile import run_profile
+    from ..forward_fit.profile import run_profile
 
     tmp = campaign.profile_path.with_name(f".{campaign.profile_path.name}.tmp")
     log.info("solo profile of the host on %s (every stressor alone, then on every thread)", client.name)

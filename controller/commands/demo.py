@@ -80,7 +80,7 @@ REQUIRED_PARTS = {
     "export": "controller.commands.export:export",
     "import": "controller.commands.import_trace:import_trace",
     "evaluate": "controller.commands.evaluate:evaluate",
-    "baselines": "controller.planners.baselines:from_dataset",
+    "baselines": "controller.baselines.from_dataset:from_dataset",
     "agent-side generation": "mimesys.planners.diffusion:OnnxGenerator",
     "forward": "controller.commands.forward:forward",
     "teach": "controller.teach:teach",

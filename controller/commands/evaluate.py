@@ -5,7 +5,7 @@
     mimesys evaluate colocation --app CMD --mix CMD --plan PLAN [--fleet F --agent NAME] [--regex R]
 
 Methods: `NAME=PLANNER` or `PLANNER`, any spec of the planner registry
-(mimesys/planners/registry.py; the dataset baselines of controller/planners/ included); a kind
+(mimesys/planners/registry.py; the dataset baselines of controller/baselines/ included); a kind
 named bare (or `NAME=baseline:KIND`) takes its dataset from `--dataset`. Targets are mimesys
 traces (`mimesys import` converts foreign ones); one recorded on another machine is mapped
 onto the agent's host first.
@@ -24,7 +24,7 @@ from mimesys.planners.registry import help_text, kinds, load_planner
 from mimesys.trace import Trace
 from mimesys.cliopts import json_option, output_option, progress_option
 from mimesys.exitstatus import ERROR, PARTIAL, click_error
-from controller.planners import BASELINE_GROUP
+from controller.baselines import BASELINE_GROUP
 
 from ._agents import agent_options, one_agent
 

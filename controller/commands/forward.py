@@ -1,4 +1,4 @@
-"""`mimesys forward`: the forward model of a host (mimesys/forward, controller/forward).
+"""`mimesys forward`: the forward model of a host (mimesys/forward, controller/forward_fit).
 
     mimesys forward profile [--fleet F] [--agent NAME] -o profile.h5    solo profile of the host
     mimesys forward fit DATASET [--profile profile.h5] -o DIR            first order + correction
@@ -48,7 +48,7 @@ def forward():
 def profile_cmd(fleet_file, agent, token_file, allow_plain_http, output, progress):
     """Run every stressor alone (one thread, then every thread) and record what the host shows.
     (`mimesys collect` records one per campaign before round 0.)"""
-    from controller.forward.profile import run_profile
+    from controller.forward_fit.profile import run_profile
 
     client = one_agent(fleet_file, agent, token_file, allow_plain_http=allow_plain_http)
 
@@ -91,8 +91,8 @@ def profile_cmd(fleet_file, agent, token_file, allow_plain_http, output, progres
 def fit_cmd(dataset, profile_path, output, holdout, members, kind, steps, max_samples, calibration, seed, overwrite,
             progress):
     """First order from the profile, learned correction from DATASET's samples."""
-    from controller.forward.correction import CorrectionConfig
-    from controller.forward.fit import FitOptions, fit
+    from controller.forward_fit.correction import CorrectionConfig
+    from controller.forward_fit.fit import FitOptions, fit
 
     opts = FitOptions(holdout=holdout, seed=seed, max_samples=max_samples, calibration=calibration,
                       correction=CorrectionConfig(kind=kind, members=members, steps=steps, seed=seed))
@@ -173,7 +173,7 @@ def adapt_cmd(base_dir, dataset, output, samples, holdout, folds, calibration, b
     """Carry the forward model BASE_DIR (fitted on host A) to the host DATASET was collected on,
     from a few of its samples: a linear map on BASE's prediction per metric, shrunk toward BASE
     and chosen by k-fold (BASE unchanged where the folds see no gain)."""
-    from controller.forward.adapt import AdaptOptions, adapt
+    from controller.forward_fit.adapt import AdaptOptions, adapt
 
     opts = AdaptOptions(samples=samples, holdout=holdout, folds=folds, seed=seed,
                         calibration=str(calibration) if calibration else None,
@@ -202,8 +202,8 @@ def score_cmd(model_dir, dataset, run_dirs, as_json):
     """Median relative error per metric on held-out samples: first order alone vs corrected; with
     --runs, the burst statistics' MAPE on held-out real runs."""
     from mimesys.forward.model import load_forward_model
-    from controller.forward import burst_score
-    from controller.forward.score import render, score
+    from controller.forward_fit import burst_score
+    from controller.forward_fit.score import render, score
 
     fm = load_forward_model(model_dir)
     doc = score(fm, dataset)

@@ -11,7 +11,7 @@ from mimesys.errors import MimesysError
 from mimesys.cliopts import renamed_option
 from mimesys.exitstatus import click_error
 from mimesys.planners.registry import help_text, kinds
-from controller.planners import BASELINE_GROUP
+from controller.baselines import BASELINE_GROUP
 
 from ._agents import fleet_option, one_agent, plain_http_option
 

@@ -21,16 +21,10 @@ import logging
 
 from aiohttp import web
 
-from .. import wire
 from ..errors import AuthError, MimesysError, PayloadTooLarge
+from .responses import error_response
 
 log = logging.getLogger(__name__)
-
-
-def error_response(status: int, message: str, details: dict | None = None) -> web.Response:
-    headers = {"WWW-Authenticate": 'Bearer realm="mimesys-agent"'} if status == 401 else None
-    return web.Response(status=status, body=wire.pack({"error": message, **(details or {})}),
-                        content_type=wire.CONTENT_TYPE, headers=headers)
 
 
 @web.middleware

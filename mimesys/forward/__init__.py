@@ -12,7 +12,7 @@ modelled where the host has it, and its ensemble spread is the per-metric uncert
 
 The planners that turn it around (a trace → a plan) live in mimesys/planners/. Everything here is NumPy + ONNX
 Runtime: agents load a fitted model without PyTorch. The controller fits it
-(controller/forward/).
+(controller/forward_fit/).
 """
 
 from .firstorder import FirstOrder

@@ -1,5 +1,5 @@
 """The adaptation of a forward model to another host: a small linear map on top of the base
-model's prediction, fitted on a few samples of the new host (controller/forward/adapt.py).
+model's prediction, fitted on a few samples of the new host (controller/forward_fit/adapt.py).
 
 For metric n, in scaled units (value / full scale), with b_n the base model's prediction
 (first order + its correction) and φ(a) = [each stressor's total over threads (M), each

@@ -1,6 +1,6 @@
 """The first-order forward model: a host's solo profile turned into a prediction.
 
-Parameters (all measured by running the stressors alone, controller/forward/profile.py):
+Parameters (all measured by running the stressors alone, controller/forward_fit/profile.py):
 
 - idle [N]: the metrics with nothing running.
 - response R [M, N]: what one thread running stressor m for the whole window adds to idle.

@@ -1,6 +1,6 @@
 """A fitted forward model on disk, and its prediction: first order + learned correction.
 
-Directory layout (written by controller/forward/fit.py)::
+Directory layout (written by controller/forward_fit/fit.py)::
 
     manifest.json     format "mimesys.forward-model", version 1: metric names and units, the
                       per-metric scales, catalog names + hash, threads, window_s, the host

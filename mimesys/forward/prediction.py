@@ -5,7 +5,7 @@
 
 Thresholds are relative to the model's full scale per metric (1 for fractions, else the host's
 capacity as the solo profile and calibration measured it): the same peaks `model_peaks` gives
-to the measured side when the prediction is scored (controller/forward/burst_score.py).
+to the measured side when the prediction is scored (controller/forward_fit/burst_score.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ behind one registry.
     inverse/       the forward model (mimesys/forward/) inverted (solver, segments, CPU first)
     select.py      the diffusion model proposes, the forward model disposes
 
-The controller adds the dataset baselines (controller/planners/) to the same registry.
+The controller adds the dataset baselines (controller/baselines/) to the same registry.
 """
 
 from .registry import Kind, guarded, help_text, kinds, load_planner, register, specs_for

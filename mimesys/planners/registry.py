@@ -15,7 +15,7 @@ no-invented-activity guard (mimesys/activity.py): no plan runs a stressor that d
 resource in a window where its target left that resource idle.
 
 The agent's kinds are registered at the bottom of this file; the controller registers its
-dataset baselines on top of them when it is imported (controller/planners/), so an agent
+dataset baselines on top of them when it is imported (controller/baselines/), so an agent
 never loads torch or controller code. Loaders are imported on first use: registering costs
 nothing.
 """

@@ -1,4 +1,4 @@
-"""Calibration: what each stressor achieves on this host, measured by running it. The file it
+"""The calibrator: what each stressor achieves on this host, measured by running it. The file it
 writes (format, reading, the capacity peaks) is the core's: mimesys/calibration.py.
 
 `measure()` builds one plan in which every stressor runs alone for one window on one

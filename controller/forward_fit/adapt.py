@@ -16,7 +16,7 @@ each a ridge regression of B's residual against the base, shrunk toward θ = 0 w
 from `LAMBDAS`, least squares plain or relative (residuals divided by the measured value);
 "affine+mix" only with at least four times as many samples as it has terms. The chosen
 candidate has the lowest cross-validated median relative error (the measure of
-controller/forward/score.py, so the choice optimizes what the score reports), pooled over
+controller/forward_fit/score.py, so the choice optimizes what the score reports), pooled over
 k-fold repeated with 3 permutations (one split of a dozen samples is a coin toss). Anything
 but the base must beat the base's own cross-validated error by 5 % plus 1/√n (the best of 20
 candidates on n samples looks better than it is; the extra margin pays for that), so with

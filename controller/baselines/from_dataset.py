@@ -1,6 +1,6 @@
 """The dataset baselines the planners are compared with (the MIMESYS paper §7.2), behind the
 Generator interface of every planner (mimesys/planners/base.py), registered as kinds of the
-planner registry by controller/planners/__init__.py (spec `KIND:DATASET`).
+planner registry by controller/baselines/__init__.py (spec `KIND:DATASET`).
 
 - nearest: for each target window, the composition of the dataset sample whose measured
   metrics are closest (search-based baseline).
@@ -36,7 +36,7 @@ from ..model.data import TrainingData, load_training_data
 from ..model.layout import MetricLayout, Normalizer
 from . import BASELINE_GROUP as GROUP
 
-KINDS = tuple(kinds(group=GROUP))    # registered by controller/planners/__init__.py before this module loads
+KINDS = tuple(kinds(group=GROUP))    # registered by controller/baselines/__init__.py before this module loads
 
 
 def _neighbour_index(k: int, z: np.ndarray):

@@ -30,7 +30,7 @@ from .profile import LAYOUTS as PROFILE_LAYOUTS
 from .profile import busy_host_warnings, fit_first_order, metric_scales
 
 CORRECTION_FILE = "correction.onnx"
-SCORE_FLOOR = 0.01   # as controller/forward/score.py
+SCORE_FLOOR = 0.01   # as controller/forward_fit/score.py
 
 
 @dataclass(frozen=True)

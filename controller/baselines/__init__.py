@@ -1,15 +1,15 @@
-"""The controller's side of the planner wing (mimesys/planners/): the dataset baselines, built
-from a training dataset (`mimesys dataset build`) with controller code, registered as kinds of
+"""The dataset baselines (the MIMESYS paper §7.2), the controller's side of the planner wing
+(mimesys/planners/): built from a training dataset (`mimesys dataset build`) with controller code, registered as kinds of
 the one planner registry when the controller is imported (controller/__init__.py). Agents
 never see them; every caller reaches them by spec (`KIND:DATASET`, or a bare KIND with
 `dataset=`), never by name.
 
-    baselines.py   nearest, knn, single (the MIMESYS paper §7.2)
+    from_dataset.py   nearest, knn, single
 """
 
 from mimesys.planners.registry import Kind, register
 
-_BASELINES = "controller.planners.baselines"
+_BASELINES = "controller.baselines.from_dataset"
 BASELINE_GROUP = "baseline"
 
 register(Kind("nearest", f"{_BASELINES}:nearest", ("dataset",), "the nearest dataset sample's composition",
