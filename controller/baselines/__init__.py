@@ -1,8 +1,8 @@
 """The dataset baselines (the MIMESYS paper §7.2), the controller's side of the planner wing
-(mimesys/planners/): built from a training dataset (`mimesys dataset build`) with controller code, registered as kinds of
-the one planner registry when the controller is imported (controller/__init__.py). Agents
-never see them; every caller reaches them by spec (`KIND:DATASET`, or a bare KIND with
-`dataset=`), never by name.
+(mimesys/planners/): built from a training dataset (`mimesys dataset build`) with controller
+code, registered as kinds of the one planner registry when the controller is imported
+(controller/__init__.py). Agents never see them; every caller reaches them by spec
+(`KIND:DATASET`, or a bare KIND with `dataset=`), never by name.
 
     from_dataset.py   nearest, knn, single
 """
