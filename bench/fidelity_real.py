@@ -599,8 +599,8 @@ def build_models(b: Bench, profile: Path) -> Models:
 def build_ablation(b: Bench, m: Models) -> None:
     """The diffusion ablation's models (taught, DDPO against the forward model) and their exports."""
     args, work, s = b.args, m.work, DemoSettings()
-    taught_ds, taught_model = work / "dataset-taught.h5", work / "model-taught"
-    aligned = work / "model-ddpo-forward"
+    taught_ds = work / "dataset-taught.h5"
+    taught_model, aligned, live = (m.ablation[row][0] for row in ("taught", "ddpo-forward", "ddpo-live"))
     teaching = json.loads((work / "teaching.json").read_text()) if (work / "teaching.json").exists() else {}
     synthetic = work / "synthetic-targets"
     if {"taught", "taught-steered", "ddpo-forward", "ddpo-live"} & set(m.wanted) and \
@@ -621,7 +621,6 @@ def build_ablation(b: Bench, m: Models) -> None:
             "--preset", "forward", "--epochs", args.ddpo_epochs, "--out", aligned, "--quiet"])
         teaching["ddpo_forward_s"] = round(time.monotonic() - t0, 1)
         (work / "teaching.json").write_text(json.dumps(teaching))
-    live = work / "model-ddpo-live"
     if "ddpo-live" in m.wanted and not (live / "model.pt").exists():
         # Live: the agent executes every rollout (2 segments × 4 noises × (8 + 1) windows an epoch),
         # sim-fast's step sizes; resumable from its work directory like any align run.

@@ -96,13 +96,20 @@ CATALOG_KEYS = ("schema_version", "stressor")
 STRESSOR_KEYS = ("name", "kernel", "class", "description", "params", "pace")
 
 
+def _refuse_unknown(table: dict, valid: tuple[str, ...], where: str) -> None:
+    try:
+        check_known(table, valid, where)
+    except ConfigError as e:
+        raise CatalogError(str(e)) from None
+
+
 def load_catalog(path: Path | str | None = None) -> Catalog:
     path = Path(path) if path else default_catalog_path()
     try:
         doc = read_toml(path, "catalog")
-        check_known(doc, CATALOG_KEYS, str(path))
     except ConfigError as e:
         raise CatalogError(str(e)) from None
+    _refuse_unknown(doc, CATALOG_KEYS, str(path))
     entries = doc.get("stressor")
     if not isinstance(entries, list) or not entries:
         raise CatalogError(f"{path}: no [[stressor]] entries")
@@ -110,10 +117,7 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
     out = []
     for i, e in enumerate(entries):
         where = f"{path}: stressor #{i + 1}"
-        try:
-            check_known(e, STRESSOR_KEYS, where)   # a misspelt key would otherwise be dropped unseen
-        except ConfigError as err:
-            raise CatalogError(str(err)) from None
+        _refuse_unknown(e, STRESSOR_KEYS, where)   # a misspelt key would otherwise be dropped unseen
         for key in ("name", "kernel", "class", "description"):
             if not isinstance(e.get(key), str) or not e[key]:
                 raise CatalogError(f"{where}: missing or empty {key!r}")
