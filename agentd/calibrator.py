@@ -261,7 +261,8 @@ def pace_rates(catalog: Catalog, doc: dict) -> dict[str, float]:
 
 async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = True,
                   only: list[str] | None = None, catalog: Catalog | None = None, progress=None,
-                  probe_seconds: float = 0.0, reach_repeats: int = 3, segments: bool = True) -> dict:
+                  probe_seconds: float = 0.0, reach_repeats: int = 3, segments: bool = True,
+                  segment_pairs: int = SEGMENT_PAIRS) -> dict:
     """Run every stressor (or `only` these) on this host; return the calibration document.
     `progress(done_windows, total_windows)` is called as windows complete. probe_seconds > 0:
     also measure the host's own peaks (probe_host_peaks, that long per probe shape, before the
@@ -273,7 +274,7 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     Paced variants run in a second pass, one thread each, at the rate resolved from the
     first pass (their base must be measured in it, or already in `config.pace_Bps`): what
     they record is what they achieved, not the fraction assumed. With `segments`, the disk
-    stressors then run short and long segments (module docstring; SEGMENT_PAIRS pairs each)."""
+    stressors then run short and long segments (module docstring; `segment_pairs` pairs each)."""
     from mimesys.errors import RunnerError
     from .hostpaths import online_cpus
     from .runner import RunnerConfig
@@ -289,7 +290,7 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     seg_names = [n for n in names if catalog.stressors[catalog.index(n)].resource_class in SEGMENT_CLASSES] \
         if segments else []
     tick = _Ticks(len(plain) + (n_bw if all_threads and len(cpus) > 1 else 0) + len(paced) +
-                  len(seg_names) * (1 + 2 * (SEGMENT_PAIRS + 1)), progress)
+                  len(seg_names) * (1 + 2 * (segment_pairs + 1)), progress)
 
     unavailable: dict[str, str] = {}
     # the host's peaks are probed before and after the stressors and the higher figure kept:
@@ -303,7 +304,7 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
         await _paced_pass(catalog, config, doc, paced, window_s, tick, unavailable, cpus)
     seg_names = [n for n in seg_names if n not in unavailable]
     if seg_names:
-        await _segment_pass(catalog, config, doc, seg_names, tick, unavailable, cpus)
+        await _segment_pass(catalog, config, doc, seg_names, tick, unavailable, cpus, segment_pairs)
     for name, reason in unavailable.items():
         s = catalog.stressors[catalog.index(name)]
         doc["stressors"][name] = {"class": s.resource_class, "kernel": s.kernel, "unavailable": reason,
@@ -347,12 +348,12 @@ async def _paced_pass(catalog: Catalog, config, doc: dict, paced: list[str], win
 
 
 async def _segment_pass(catalog: Catalog, config, doc: dict, seg_names: list[str], tick: _Ticks,
-                        unavailable: dict[str, str], cpus: list[int]) -> None:
+                        unavailable: dict[str, str], cpus: list[int], pairs: int = SEGMENT_PAIRS) -> None:
     """The disk stressors in short and long segments: each one's "segment" entry in doc."""
     rates = {**(config.pace_Bps or {}), **pace_rates(catalog, doc)}
     splan, swins, _ = await _run_pass(catalog, replace(config, pace_Bps=rates), seg_names, SEGMENT_WINDOW_S,
                                       False, tick, unavailable,
-                                      build=lambda ns: build_segment_plan(catalog, len(cpus), ns))
+                                      build=lambda ns: build_segment_plan(catalog, len(cpus), ns, pairs))
     if splan is not None:
         for n, seg in summarize_segments(catalog, splan, swins).items():
             doc["stressors"][n]["segment"] = seg

@@ -87,6 +87,7 @@ class HostBackend(Backend):
         self._schema = samplers.schema()
         self._fingerprint: dict | None = None
         self._calibration_warned = ""
+        self._calibration_doc: dict | None = None   # use_calibration's, over the state's file
         self.boundary_lag_ns: list[int] = []   # last run: how late each boundary sample was
 
     @classmethod
@@ -154,8 +155,15 @@ class HostBackend(Backend):
             raise PlanError(f"plan holds {held / 2**20:.0f} MiB of memory in window {t}, over this agent's memory "
                             f"budget of {self.memory_budget_bytes >> 20} MiB (agent.memory_budget_mib)")
 
+    def use_calibration(self, doc: dict) -> None:
+        """Run with this calibration instead of the state's file: `calibrate` records the solo
+        profile with the calibration it has just measured, wherever that was written."""
+        self._calibration_doc = doc
+
     def _calibration(self) -> dict:
         """state_dir/calibration.json as written by `mimesys-agent calibrate`; {} when absent."""
+        if self._calibration_doc is not None:
+            return self._calibration_doc
         if self.state_dir is None:
             return {}
         path = Path(self.state_dir) / "calibration.json"

@@ -340,7 +340,7 @@ def test_controller_json_output_is_only_json(tmp_path, monkeypatch):
     assert r.exit_code == exitstatus.ERROR
     doc = json.loads(r.stdout)
     assert doc["ok"] is False and doc["failed_step"] == "preflight" and "absent.txt" in doc["error"]
-    assert doc["out"] == str((tmp_path / "d").resolve()) and "[1/13] preflight" in r.stderr
+    assert doc["out"] == str((tmp_path / "d").resolve()) and "[1/14] preflight" in r.stderr
     assert doc["paths"] == {} and doc["mean_dtw"] is None
     # ... and a finished one's paths and mean DTW per trace and method
     d = demo_cmd.Demo(tmp_path / "done", demo_cmd.DemoSettings(), prepared=True)

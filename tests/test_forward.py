@@ -123,7 +123,7 @@ def test_two_solo_positions_separate_interrupt_cpu_from_a_partner_thread():
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_profile_rows_are_where_the_profile_plan_put_them(threads):
-    from controller.forward_fit.profile import profile_plan, windows_of
+    from mimesys.solo_profile import profile_plan, windows_of
     M = 3
     plan = profile_plan(["a", "b", "c"], "sha256:x", threads)
     rows = windows_of(M, plan.provenance["layout"])
@@ -778,7 +778,7 @@ def test_inverse_fills_cpu_time_without_unobservable_memory_traffic():
 
 
 def test_a_big_buffer_nobody_can_observe_is_used_only_where_the_target_held_that_memory():
-    from controller.forward_fit.profile import memory_footprint
+    from mimesys.solo_profile import memory_footprint
     assert memory_footprint([{"params": {"working_set_bytes": 1 << 30, "shared": True}},
                              {"params": {"working_set_bytes": 256 << 20, "shared": False}},
                              {"params": {"working_set_bytes": "llc", "shared": True}}, {"params": {}}], 2) == \

@@ -107,6 +107,22 @@ async def get_run_trace(request: web.Request) -> web.StreamResponse:
         await asyncio.to_thread(messages.close)
 
 
+async def get_profile(request: web.Request) -> web.StreamResponse:
+    """The host's solo profile as `calibrate` recorded it with the agent's calibration
+    (agentd/profile_recorder.py), as bounded msgpack messages; 404 naming why when there is
+    none this host can use."""
+    from ..profile_recorder import stored_profile
+
+    app = request.app
+    trace = await asyncio.to_thread(stored_profile, app[CONFIG].agent.state_dir, app[CATALOG], app[BACKEND].info())
+    resp = web.StreamResponse(headers={"Content-Type": tracestream.CONTENT_TYPE})
+    await resp.prepare(request)
+    for msg in tracestream.trace_messages(trace):
+        await resp.write(msg)
+    await resp.write_eof()
+    return resp
+
+
 async def _websocket(request: web.Request) -> web.WebSocketResponse:
     cfg = request.app[CONFIG]
     ws = web.WebSocketResponse(max_msg_size=cfg.api.max_ws_message_kib * 1024, heartbeat=30.0)

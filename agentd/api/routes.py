@@ -16,6 +16,7 @@ def setup_routes(app: web.Application) -> None:
         web.get("/v1/runs/{run_id}/trace.msgpack", handlers.get_run_trace),
         web.get("/v1/runs/{run_id}/trace", handlers.run_trace_ws),      # WebSocket
         web.get("/v1/monitor", handlers.monitor_ws),                    # WebSocket
+        web.get("/v1/profile", handlers.get_profile),
         web.post("/v1/generate", handlers.generate),
         web.get("/healthz", handlers.healthz),
         web.get("/metrics", handlers.metrics),

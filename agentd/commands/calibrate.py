@@ -1,5 +1,8 @@
-"""`mimesys-agent calibrate`: measure every stressor's throughput on this host with the
-real runner and write the calibration file the agent shows in /v1/info."""
+"""`mimesys-agent calibrate`: the host's one solo measurement. Every stressor's throughput by
+the real runner (the calibration file the agent shows in /v1/info), then the solo profile of
+the host with the same calibration (what each stressor alone does to every sampled metric,
+agentd/profile_recorder.py), written beside it as profile.h5; `--import` installs both from
+another agent's state on the same hardware (the demo keeps its copy)."""
 
 from __future__ import annotations
 
@@ -33,11 +36,19 @@ from ..hostpaths import online_cpus, parse_cpu_list
               help="With probes: run the catalog's two best variants for each reach metric this many more times, "
                    "each run followed by the probes; reach is the median over these pairs (a shared host's disk "
                    "moves by 20 % within a minute: only side-by-side figures compare).")
+@click.option("--segment-pairs", type=click.IntRange(1, 16), default=None,
+              help="Short/long segment pairs per disk stressor for its dead time (default: the calibrator's).")
+@click.option("--profile/--no-profile", "with_profile", default=None,
+              help="Also record the solo profile (profile.h5 beside the calibration file) through the agent's "
+                   "samplers [default: when writing the agent's own state].")
+@click.option("--profile-hold", type=click.IntRange(1, 16), default=None,
+              help="Windows of 1 s per profile step (default 2: the window read comes a window after each "
+                   "switch; 1 takes ~4 × stressors windows instead of ~7 ×, reading the first window after it).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print host_peaks, reach, catalog_best and peaks as one JSON line (no progress bar).")
 @progress_option
 def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_only, only, probe_seconds, reach_repeats,
-              as_json, progress):
+              segment_pairs, with_profile, profile_hold, as_json, progress):
     """Run each stressor alone (one thread; all threads for bandwidth classes) and record ops/s,
     bytes/s and per-class peaks, and what a short segment of each disk stressor loses (its dead
     time, which the forward model plans around); probe the host's own peaks (code that is not a
@@ -49,9 +60,13 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
     from ..calibrator import measure
     from ..runner import RunnerConfig
 
+    if with_profile is None:
+        with_profile = out_path is None and not only
+    if with_profile and only:
+        raise click.UsageError("--profile needs every stressor: it cannot be combined with --only")
     try:
         cfg = None
-        if out_path is None or cpus is None or config_path is not None:
+        if out_path is None or cpus is None or config_path is not None or with_profile:
             from ..config import load_config
             cfg = load_config(config_path)
         if out_path is None:
@@ -67,10 +82,13 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
             # the agent's catalog (agent.catalog), which is what its plans use
             from mimesys.catalog import load_catalog
             catalog = load_catalog(cfg.agent.catalog) if cfg is not None else None
+            more = {"segment_pairs": segment_pairs} if segment_pairs else {}
             doc = asyncio.run(measure(rcfg, window_s=window_s, all_threads=not one_thread_only, catalog=catalog,
                                       only=list(only) or None, progress=advance, probe_seconds=probe_seconds,
-                                      reach_repeats=reach_repeats))
+                                      reach_repeats=reach_repeats, **more))
         write(doc, out_path)
+        profile_file = _record_profile(cfg, doc, out_path, profile_hold, progress and not as_json) \
+            if with_profile else None
     except ValueError as e:
         raise click.ClickException(f"--cpus {cpus!r}: {e}") from None
     except MimesysError as e:
@@ -78,8 +96,43 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
     if as_json:
         click.echo(json.dumps({k: doc.get(k) for k in ("host_peaks", "reach", "reach_pairs", "catalog_best", "peaks",
                                                         "host_peaks_method", "created", "catalog_hash")}
-                              | {"path": str(out_path)}, sort_keys=True))
+                              | {"path": str(out_path), "profile": str(profile_file) if profile_file else None},
+                              sort_keys=True))
         return
+    _print_calibration(doc)
+    if profile_file is not None:
+        click.echo(f"wrote {profile_file} (the solo profile)")
+    click.echo(f"wrote {out_path}")
+
+
+def _record_profile(cfg, doc: dict, out_path: Path, hold: int | None, progress: bool) -> Path:
+    """The solo profile through the agent's own backend with `doc` as its calibration, written
+    beside the calibration file."""
+    from tqdm import tqdm
+
+    from ..host_backend import HostBackend
+    from ..profile_recorder import PROFILE_FILE, record_profile
+    from mimesys.solo_profile import HOLD
+
+    path = out_path.parent / PROFILE_FILE
+    Path(cfg.agent.scratch_dir).mkdir(parents=True, exist_ok=True)   # `serve` makes it; calibrate may run first
+    backend = HostBackend.from_config(cfg)
+
+    async def run():
+        try:
+            with tqdm(desc="solo profile", unit="window", disable=not progress) as bar:
+                def advance(done, total):
+                    bar.total = total
+                    bar.update(done - bar.n)
+                return await record_profile(backend, doc, hold=hold or HOLD, progress=advance)
+        finally:
+            await backend.close()
+
+    asyncio.run(run()).write(path)
+    return path
+
+
+def _print_calibration(doc: dict) -> None:
     for name, e in doc["stressors"].items():
         if e.get("unavailable"):
             click.echo(f"{name:28s} unavailable: {e['unavailable']}")
@@ -103,4 +156,3 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
             click.echo(f"host peak {metric:16s} not measured: {how}")
     for name, note in doc["notes"].items():
         click.echo(f"note: {name}: {note}")
-    click.echo(f"wrote {out_path}")

@@ -525,12 +525,29 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
 
 
 async def profile_host(campaign: Campaign, client, *, progress: bool = True) -> None:
-    """The host's solo profile (controller/forward_fit/profile.py), once per campaign, before round 0:
-    the first-order forward model is read from it (`mimesys forward fit` finds it here)."""
+    """The host's solo profile, once per campaign, before round 0: the first-order forward model
+    is read from it (`mimesys forward fit` finds it here). The one the agent's `calibrate`
+    recorded with its calibration is taken as it is (the host's one solo measurement); only
+    where the agent has none this campaign can use is it run here, and the log says why."""
+    from mimesys.errors import TraceError
+
+    from ..fleet import AgentError
     from ..forward_fit.profile import run_profile
 
+    try:
+        trace = await client.solo_profile()
+        unusable = _profile_mismatch(campaign.binding, trace)
+    except (AgentError, TraceError) as e:
+        trace, unusable = None, str(e)
+    if trace is not None and not unusable:
+        trace.provenance = {**trace.provenance, "agent": getattr(client, "url", "")}
+        await asyncio.to_thread(trace.write, campaign.profile_path)
+        log.info("solo profile: the one %s recorded with its calibration of %s (%d windows) -> %s", client.name,
+                 trace.provenance.get("calibration_created"), trace.T, campaign.profile_path)
+        return
     tmp = campaign.profile_path.with_name(f".{campaign.profile_path.name}.tmp")
-    log.info("solo profile of the host on %s (every stressor alone, then on every thread)", client.name)
+    log.info("solo profile of the host on %s (every stressor alone, then on every thread): the agent's own "
+             "cannot be used: %s", client.name, unusable)
     t0 = time.monotonic()
     bar = _progress(progress, 1, "solo profile")
     try:
@@ -542,6 +559,18 @@ async def profile_host(campaign: Campaign, client, *, progress: bool = True) -> 
         bar.close()
     os.replace(tmp, campaign.profile_path)
     log.info("solo profile: %d windows in %.0f s -> %s", trace.T, time.monotonic() - t0, campaign.profile_path)
+
+
+def _profile_mismatch(binding: HostBinding, trace) -> str:
+    """Why an agent's stored profile cannot be this campaign's ('' when it can)."""
+    prov = trace.provenance or {}
+    if prov.get("catalog_hash") != binding.catalog_hash or prov.get("catalog_names") != binding.catalog_names:
+        return "it was recorded for another stressor catalog"
+    if len(prov.get("thread_cores") or []) != binding.threads:
+        return f"it ran {len(prov.get('thread_cores') or [])} threads, the campaign {binding.threads}"
+    if [m.name for m in trace.metrics] != [m.name for m in binding.metrics]:
+        return "its metrics differ from the campaign's"
+    return ""
 
 
 def _progress(enabled: bool, total: int, desc: str):

@@ -10,24 +10,30 @@ produced:
                    --probe`), as the controller never imports the daemon
   2. agent         `mimesys-agent serve` on 127.0.0.1 with the real host backend, a fresh
                    token and a temporary state directory
-  3. calibrate     `mimesys-agent calibrate` into the agent's state: each stressor's solo rates
-                   (the paced variants' rates come from them) and the host's probed peaks
-  4. collect       `mimesys collect`: the host's solo profile, then a short novelty-guided campaign
+  3. calibrate     `mimesys-agent calibrate` into the agent's state: the host's one solo
+                   measurement -- each stressor's rates (the paced variants' rates come from
+                   them), the host's probed peaks, then the solo profile (each stressor alone on
+                   one thread, a second and every thread, sampled by the agent); both kept in
+                   --out/calibration
+  4. collect       `mimesys collect`: the campaign takes the agent's solo profile and its windows
+                   as round 0, then a short novelty-guided round
   5. dataset       `mimesys dataset build`
-  6. forward       `mimesys forward fit` (first order from the solo profile `collect` recorded
-                   before round 0, correction from the samples) and `mimesys forward score`
+  6. forward       `mimesys forward fit` (first order from the solo profile, correction from the
+                   samples) and `mimesys forward score`
   7. teach         `mimesys dataset teach`: the campaign's chains and synthetic phase/burst
                    traces planned by the inverse planner, beside the measured samples
   8. train         `mimesys train` (a small model, CPU) on the measured and taught samples
-  9. export        `mimesys export -o --forward`: the model, steered and finished by the forward model
- 10. import        `mimesys import` of a real trace (--trace; by default one from --traces-dir,
+  9. align         `mimesys align --forward`: DDPO against the forward model on the synthetic
+                   traces (the reward is the forward model's prediction; --ddpo-epochs 0 skips it)
+ 10. export        `mimesys export -o --forward`: the model, finished by the forward model
+ 11. import        `mimesys import` of a real trace (--trace; by default one from --traces-dir,
                    $MIMESYS_SHARED_TRACES or ../shared/traces beside the checkout) onto this host
- 11. record        a real local application (gzip, sqlite, sort) run while
+ 12. record        a real local application (gzip, sqlite, sort) run while
                    `mimesys-agent record` samples the host
- 12. evaluate      `mimesys evaluate`: generate plans for both traces with every planner the
-                   registry builds from the model, the forward model and the dataset, replay
-                   each on the agent, DTW per metric, PNG overlays
- 13. summary       the DTW table and what took how long
+ 13. evaluate      `mimesys evaluate`: generate plans for both traces with --methods (the
+                   diffusion model, inverse, single), replay each on the agent, DTW per metric,
+                   PNG overlays
+ 14. summary       the DTW table and what took how long
 
 A missing part stops the demo at preflight, naming it; no step is ever simulated or skipped
 silently. Everything lands under --output (default ./demo-out); the agent's temporary state is
@@ -77,6 +83,7 @@ REQUIRED_PARTS = {
     "collect": "controller.commands.collect:collect",
     "dataset": "controller.commands.dataset:dataset",
     "train": "controller.commands.train:train",
+    "align": "controller.commands.align:align",
     "export": "controller.commands.export:export",
     "import": "controller.commands.import_trace:import_trace",
     "evaluate": "controller.commands.evaluate:evaluate",
@@ -127,30 +134,39 @@ def missing_agent_commands(commands: Sequence[str] = AGENT_COMMANDS) -> list[str
 
 @dataclass(frozen=True)
 class DemoSettings:
-    """Sized for ≤ 20 minutes on a 2-core host; each knob is a command-line option."""
+    """Sized for ≤ 12 minutes from a fresh clone on a 2-core host; each knob is a command-line option."""
 
-    rounds: int = 1                     # novelty rounds after the one-hot sweep (round 0)
-    round_size: int = 32                # compositions per novelty round
+    # The solo measurement: calibration, then the solo profile with one window per step
+    # (`calibrate --profile-hold 1`: 4 × 48 + 1 windows instead of 7 × 48 + 1), disk dead times
+    # from two segment pairs, the host's peaks probed without reach pairs (an operator's
+    # `mimesys-agent calibrate` measures the reach: three pairs, ~3 min more).
+    profile_hold: int = 1
+    segment_pairs: int = 2
+    probe_seconds: float = 0.25
+    # The campaign: round 0 is the solo profile's own windows (no sweep is run), then one novelty
+    # round of `round_size` compositions.
+    rounds: int = 1
+    round_size: int = 16                # compositions per novelty round
     chain_len: int = 16                 # windows per chained plan
     repetitions: int = 2                # every chain runs this many times (spread filter)
-    # Round-0 one-hot sweep intensities. One level: with 39 catalog variants two levels made the
-    # sweep ~5 min of a ~22 min demo on a quiet 2-core host; the solo profile already holds
-    # every stressor at full intensity on one and on all threads.
-    sweep_intensities: str = "1.0"
     # Samples whose repetitions differ by more than this share of the observed range are
     # dropped as unstable. The campaign default is 0.10; on a small shared VM most samples
     # fail it and the model would see a dozen, so the demo states and uses 0.25.
     spread_threshold: float = 0.25
-    train_steps: int = 400              # optimizer steps of the small model (~0.2-0.4 s each here)
+    train_steps: int = 400              # optimizer steps of the small model (~0.05 s each here)
     teach_synthetic: int = 100          # synthetic phase/burst traces the forward model teaches on (seconds)
     taught_share: float = 0.5           # share of each training batch from taught samples
     train_batch: int = 64
     train_hidden: int = 64              # token width (the library default is 128)
     train_blocks: int = 2               # denoiser blocks (default 3)
-    app_seconds: int = 30               # length of the recorded application run (every method replays it)
-    # windows of the imported trace that are replayed: every method replays it, so each 15 windows
-    # cost ~1.5 min of the demo (45 here and 45 s of application made it 20.1 min on a quiet 2-core host)
-    import_windows: int = 30
+    ddpo_epochs: int = 30               # DDPO against the forward model on the synthetic traces (0: none)
+    # The methods evaluate replays (each replays both traces): the diffusion model beside the
+    # forward model's inverse planner and the fixed-level baseline. `select`, `nearest` and `knn`
+    # are left to `mimesys evaluate` (each would add two replays, ~1 min).
+    methods: str = "diffusion,inverse,single"
+    app_seconds: int = 24               # length of the recorded application run (every method replays it)
+    # windows of the imported trace that are replayed: every method replays it
+    import_windows: int = 24
     seed: int = 0
 
 
@@ -158,10 +174,13 @@ class DemoSettings:
 class DemoPaths:
     """Where the steps write, all under --out (the JSON summary lists those that exist)."""
 
+    calibration: Path
     campaign: Path
     dataset: Path
     taught: Path
+    synthetic: Path
     model: Path
+    aligned: Path
     onnx: Path
     forward: Path
     imported_trace: Path
@@ -176,8 +195,9 @@ class DemoPaths:
     @classmethod
     def under(cls, out: Path) -> "DemoPaths":
         traces, evaluation = out / "traces", out / "evaluation"
-        return cls(campaign=out / "campaign", dataset=out / "dataset.h5", taught=out / "dataset-taught.h5",
-                   model=out / "model", onnx=out / "model-onnx", forward=out / "forward",
+        return cls(calibration=out / "calibration", campaign=out / "campaign", dataset=out / "dataset.h5",
+                   taught=out / "dataset-taught.h5", synthetic=out / "synthetic-traces", model=out / "model",
+                   aligned=out / "model-aligned", onnx=out / "model-onnx", forward=out / "forward",
                    imported_trace=traces / "imported.h5", import_report=traces / "import-report.json",
                    recorded_trace=traces / "app-recorded.h5", app_log=traces / "app.log", evaluation=evaluation,
                    results_json=evaluation / "results.json", results_csv=evaluation / "results.csv",
@@ -444,11 +464,19 @@ def start_agent(d: Demo) -> str:
 
 
 def calibrate(d: Demo) -> str:
-    # Without it the agent refuses the paced variants (their rate is a share of the base's
-    # calibrated rate) and the campaign could not profile them. One reach pair, not the
-    # default three: the demo shows the reach, an operator measures it (107 s instead of 189 s).
-    d.run(AGENT_CLI, ["calibrate", "--config", d.agent.config_file, "--reach-repeats", "1"], step="calibrate")
-    return f"{d.agent.tmp / 'state' / 'calibration.json'} (removed with the agent)"
+    # The host's one solo measurement: each stressor's rates (without them the agent refuses the
+    # paced variants), the host's peaks, then the solo profile the campaign and the forward model
+    # read. Kept in --out: the agent's state goes with it, and another agent on this host can take
+    # both (`mimesys-agent calibrate --import`).
+    s = d.settings
+    d.run(AGENT_CLI, ["calibrate", "--config", d.agent.config_file, "--reach-repeats", "0",
+                      "--probe-seconds", s.probe_seconds, "--segment-pairs", s.segment_pairs,
+                      "--profile-hold", s.profile_hold], step="calibrate")
+    kept = d.paths.calibration
+    kept.mkdir(parents=True, exist_ok=True)
+    for name in ("calibration.json", "profile.h5"):
+        shutil.copy2(d.agent.tmp / "state" / name, kept / name)
+    return f"{kept} (calibration.json, profile.h5)"
 
 
 def collect(d: Demo) -> str:
@@ -474,7 +502,8 @@ def fit_forward(d: Demo) -> str:
 def teach(d: Demo) -> str:
     p = d.paths
     d.run(CONTROLLER_CLI, ["dataset", "teach", p.dataset, "--forward", p.forward,
-                           "--synthetic", d.settings.teach_synthetic, "-o", p.taught], step="teach")
+                           "--synthetic", d.settings.teach_synthetic, "--write-synthetic", p.synthetic,
+                           "-o", p.taught], step="teach")
     return f"{p.taught}"
 
 
@@ -487,10 +516,21 @@ def train(d: Demo) -> str:
     return f"{p.model}"
 
 
+def align(d: Demo) -> str:
+    s, p = d.settings, d.paths
+    if s.ddpo_epochs == 0:
+        return "skipped (--ddpo-epochs 0): the trained model is exported as it is"
+    traces = sorted(p.synthetic.glob("*.h5"))[:32]
+    d.run(CONTROLLER_CLI, ["align", p.model, "--traces", *traces, "--forward", p.forward, "--preset", "forward",
+                           "--epochs", s.ddpo_epochs, "--out", p.aligned, "--quiet"], step="align")
+    return f"{p.aligned} ({len(traces)} synthetic traces, {s.ddpo_epochs} epochs; the reward is the forward model's)"
+
+
 def export(d: Demo) -> str:
     p = d.paths
-    d.run(CONTROLLER_CLI, ["export", p.model, "-o", p.onnx, "--forward", p.forward, "--overwrite"], step="export")
-    return f"{p.onnx}"
+    model = p.aligned if (p.aligned / "model.pt").is_file() else p.model
+    d.run(CONTROLLER_CLI, ["export", model, "-o", p.onnx, "--forward", p.forward, "--overwrite"], step="export")
+    return f"{p.onnx} (from {model.name})"
 
 
 def import_trace(d: Demo) -> str:
@@ -513,7 +553,12 @@ def evaluate(d: Demo) -> str:
 
     p, agent = d.paths, d.agent
     planners = specs_for({"model": p.onnx, "forward": p.forward, "dataset": p.dataset})   # every method these make
-    methods = [a for name, spec in planners.items() for a in ("--method", f"{name}={spec}")]
+    wanted = [m.strip() for m in d.settings.methods.split(",") if m.strip()]
+    unknown = [m for m in wanted if m not in planners]
+    if unknown:
+        raise DemoFailed(f"step 'evaluate': --methods {', '.join(unknown)}: not a method the demo builds "
+                         f"(it builds {', '.join(planners)})")
+    methods = [a for name in wanted for a in ("--method", f"{name}={planners[name]}")]
     d.run(CONTROLLER_CLI, ["evaluate", "--fleet", agent.fleet_file, "--agent", agent.NAME,
                            "--trace", p.imported_trace, "--trace", p.recorded_trace, *methods,
                            "--seed", d.settings.seed, "-o", p.evaluation], step="evaluate")
@@ -530,17 +575,19 @@ def summary(d: Demo) -> str:
 STEPS: tuple[Step, ...] = (
     Step("preflight", "every part of the path is present", preflight),
     Step("agent", "mimesys-agent serve on 127.0.0.1 (host backend, temporary token and state)", start_agent),
-    Step("calibrate", "each stressor alone and the host's own peaks, into the agent's state", calibrate),
-    Step("collect", "a short novelty-guided campaign on this host", collect),
+    Step("calibrate", "the host's one solo measurement: each stressor alone (rates, then the solo profile) "
+                      "and the host's own peaks", calibrate),
+    Step("collect", "the campaign: round 0 from the solo profile, {s.rounds} novelty round(s)", collect),
     Step("dataset", "training samples from the campaign", build_dataset),
     Step("forward", "the forward model: first order from the campaign's solo profile, learned correction",
          fit_forward),
     Step("teach", "target-like traces planned by the inverse planner, as training samples", teach),
     Step("train", "a small conditional diffusion model on CPU, measured and taught samples", train),
+    Step("align", "DDPO against the forward model on the synthetic traces ({s.ddpo_epochs} epochs)", align),
     Step("export", "ONNX graphs + manifest for agent-side generation, steered by the forward model", export),
     Step("import", "{trace_file.name} mapped onto this host", import_trace),
     Step("record", "a real application (gzip, sqlite, sort) recorded for {s.app_seconds} s", record),
-    Step("evaluate", "generate with every method, replay on the agent, DTW", evaluate),
+    Step("evaluate", "generate with {s.methods}, replay each on the agent, DTW", evaluate),
     Step("summary", "DTW per metric (each on the target's own peak, in [0,1], lower is closer)", summary),
 )
 
@@ -577,18 +624,25 @@ def run_steps(d: Demo, steps: Sequence[Step] = STEPS) -> None:
               help="Length of the recorded application run.")
 @click.option("--import-windows", type=click.IntRange(5), default=DemoSettings.import_windows, show_default=True,
               help="Windows of the imported trace to replay.")
+@click.option("--ddpo-epochs", type=click.IntRange(0), default=DemoSettings.ddpo_epochs, show_default=True,
+              help="Epochs of DDPO against the forward model before the export (0: export the trained model).")
+@click.option("--methods", default=DemoSettings.methods, show_default=True,
+              help="Comma-separated methods to replay (any of diffusion, inverse, select, nearest, knn, single).")
+@click.option("--profile-hold", type=click.IntRange(1, 16), default=DemoSettings.profile_hold, show_default=True,
+              help="Windows per step of the solo profile (2: a window of settling before each reading).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resume", is_flag=True, help="Keep a previous demo's output: its campaign resumes where it stopped.")
 @json_option(help="Print only one JSON object on stdout, at the end: the output directory, each step's status "
                   "and seconds, the paths written and the mean DTW per trace and method (also when a step "
                   "fails); the steps, the commands' output and the tables go to stderr.")
 def demo(out, traces_dir, trace_file, trace_format, rounds, round_size, repetitions, spread_threshold, train_steps,
-         app_seconds, import_windows, seed, resume, as_json):
+         app_seconds, import_windows, ddpo_epochs, methods, profile_hold, seed, resume, as_json):
     """Run the whole path on this host: agent, campaign, training, export, a real trace
     imported and a real application recorded, both replayed, DTW against the baselines."""
     settings = DemoSettings(rounds=rounds, round_size=round_size, repetitions=repetitions,
                             spread_threshold=spread_threshold, train_steps=train_steps,
-                            app_seconds=app_seconds, import_windows=import_windows, seed=seed)
+                            app_seconds=app_seconds, import_windows=import_windows, ddpo_epochs=ddpo_epochs,
+                            methods=methods, profile_hold=profile_hold, seed=seed)
     out = out.resolve()
     d = Demo(out, settings, trace_file=trace_file or traces_dir / DEFAULT_TRACE_NAME, trace_format=trace_format,
              resume=resume, json_stdout=as_json)
@@ -646,13 +700,13 @@ def write_campaign_config(campaign: Path, s: DemoSettings) -> None:
     if path.exists():
         return
     campaign.mkdir(parents=True, exist_ok=True)
-    intensities = ", ".join(str(float(x)) for x in s.sweep_intensities.split(","))
     path.write_text("# written by `mimesys demo` (see DemoSettings in controller/commands/demo.py)\n"
                     'strategy = "novelty"\n'
                     f"round_size = {s.round_size}\n"
                     f"chain_len = {s.chain_len}\n"
                     f"repetitions = {s.repetitions}\n"
-                    f"sweep_intensities = [{intensities}]\n"
+                    "# the one-hot sweep runs only where the solo profile cannot stand for round 0\n"
+                    "sweep_intensities = [1.0]\n"
                     f"spread_threshold = {s.spread_threshold}\n"
                     f"seed = {s.seed}\n")
 

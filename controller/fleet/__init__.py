@@ -43,8 +43,10 @@ identified by the job id, however many agents ran it.
     scheduler.py   Fleet: probe, check_hosts, run_jobs
 """
 
+from mimesys.hardware import VOLATILE_FINGERPRINT_KEYS, hardware_identity  # noqa: F401
+
 from .client import (MAX_FRAME_BYTES, MAX_REPLY_BYTES, MAX_TRACE_BYTES, AgentClient, RunResult,  # noqa: F401
                      _window_from_frame)
 from .config import AGENT_KEYS, AgentSpec, FleetConfig  # noqa: F401
 from .errors import AgentBusy, AgentError, FleetError, RunFailed, TLSIdentityError  # noqa: F401
-from .scheduler import VOLATILE_FINGERPRINT_KEYS, Fleet, Job, JobsReport, Probe, hardware_identity  # noqa: F401
+from .scheduler import Fleet, Job, JobsReport, Probe  # noqa: F401

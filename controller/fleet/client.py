@@ -123,17 +123,31 @@ class AgentClient:
 
     async def recorded_trace(self, run_id: str) -> Trace:
         """The run's recorded trace, streamed as bounded msgpack messages (mimesys/tracestream.py)."""
-        what = f"GET the trace of run {run_id}"
+        return await self._get_trace(f"/v1/runs/{run_id}/trace.msgpack", f"the trace of run {run_id}")
+
+    async def solo_profile(self) -> Trace:
+        """The host's solo profile as the agent's `calibrate` recorded it (AgentError with status
+        404, naming why, when the agent has none this host can use)."""
+        return await self._get_trace("/v1/profile", "the solo profile")
+
+    async def _get_trace(self, path: str, what_trace: str) -> Trace:
+        what = f"GET {what_trace}"
         try:
-            async with self.session().get(f"{self.url}/v1/runs/{run_id}/trace.msgpack", headers=self.headers,
+            async with self.session().get(f"{self.url}{path}", headers=self.headers,
                                           timeout=aiohttp.ClientTimeout(total=120), ssl=self.ssl) as resp:
                 if resp.status != 200:
-                    raise AgentError(self.name, f"{what}: HTTP {resp.status}", resp.status)
+                    raw = await _read_bounded(resp, MAX_REPLY_BYTES, f"{self.name} {what} reply")
+                    try:
+                        detail = wire.unpack(raw, where=f"{self.name} {what} reply").get("error", "") if raw else ""
+                    except MimesysError:
+                        detail = raw[:200].decode(errors="replace")
+                    raise AgentError(self.name, f"{what}: HTTP {resp.status}: {detail}", resp.status)
                 return await tracestream.read_stream(resp.content.iter_chunked(1 << 16),
-                                                     f"the trace of run {run_id} from {self.name}",
-                                                     max_bytes=MAX_TRACE_BYTES)
+                                                     f"{what_trace} from {self.name}", max_bytes=MAX_TRACE_BYTES)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             self._raise_tls(e, what)
+            raise AgentError(self.name, f"{what}: {e}") from None
+        except ValidationError as e:
             raise AgentError(self.name, f"{what}: {e}") from None
         except ValidationError as e:
             raise AgentError(self.name, f"{what}: {e}") from None

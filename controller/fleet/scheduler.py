@@ -14,6 +14,7 @@ import aiohttp
 
 from mimesys.backend import RunOptions
 from mimesys.errors import MimesysError
+from mimesys.hardware import hardware_identity
 from mimesys.plan import Plan
 
 from .client import AgentClient, RunResult
@@ -22,21 +23,9 @@ from .errors import AgentBusy, AgentError, FleetError, RunFailed
 
 log = logging.getLogger(__name__)
 
-# Fingerprint keys that differ between machines of the same hardware (or between two
-# calibrations of one machine); everything else must match for a dataset to mix hosts.
-VOLATILE_FINGERPRINT_KEYS = frozenset({"calibrated_peaks", "hostname", "boot_id", "uptime_s", "collected_at",
-                                       "catalog_hash", "online_cpus"})
-
-
-
-def hardware_identity(fingerprint: dict) -> dict:
-    """The part of a fingerprint that says what hardware this is (volatile keys removed)."""
-    return {k: v for k, v in (fingerprint or {}).items() if k not in VOLATILE_FINGERPRINT_KEYS}
-
 
 def _diff_keys(a: dict, b: dict) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-
 
 
 @dataclass

@@ -19,14 +19,14 @@ import numpy as np
 from mimesys.errors import ValidationError
 from mimesys.forward.model import MANIFEST, ForwardModel, feature_dim, features, load_forward_model
 from mimesys.fsutil import staged_dir
+from mimesys.solo_profile import FORMAT as PROFILE_FORMAT
+from mimesys.solo_profile import LAYOUTS as PROFILE_LAYOUTS
 from mimesys.trace import Trace
 
 from ..dataset import Dataset
 from ..model.checkpoint import git_revision
 from ..model.data import file_sha256
 from .correction import CorrectionConfig, export_ensemble, fit_ensemble
-from .profile import FORMAT as PROFILE_FORMAT
-from .profile import LAYOUTS as PROFILE_LAYOUTS
 from .profile import busy_host_warnings, fit_first_order, metric_scales
 
 CORRECTION_FILE = "correction.onnx"
@@ -95,7 +95,7 @@ def calibration_dead_times(path) -> dict:
 def catalog_footprint(names: list[str], threads: int) -> list[float] | None:
     """Memory footprints from this build's catalog, for a profile that did not record them."""
     from mimesys.catalog import load_catalog
-    from .profile import memory_footprint
+    from mimesys.solo_profile import memory_footprint
     try:
         cat = load_catalog()
     except ValidationError:

@@ -1,11 +1,7 @@
-"""The solo profile: every stressor alone on one thread, then on every thread, measured by the
-agent — the calibration the first-order forward model is read from (mimesys/forward/firstorder.py).
-
-Plan (HOLD windows per step, only the last window of each step is read, so the previous
-step's after-effects have settled):
-
-    for each stressor m: idle × 1, m on thread 0 × HOLD, m on thread 1 × HOLD (hosts with
-    two plan threads or more), m on every thread × HOLD;  idle × 1
+"""The solo profile fitted: the first-order forward model (mimesys/forward/firstorder.py) read off
+the windows in which each stressor ran alone on one thread, on a second thread and on every
+thread (the layout: mimesys/solo_profile.py; recorded by `mimesys-agent calibrate` beside its
+calibration, or by `run_profile` here through an agent's API).
 
 The step on thread 1 says where a stressor's kernel-side work lands: a device's completions
 run on the CPUs its interrupt is routed to, whichever thread asked for the IO (on the
@@ -14,63 +10,21 @@ thread that feeds it. Two positions separate the two (`split_landing`).
 
 The idle level is the median over the M + 1 idle windows spread through the run, so a burst
 of other work on a shared host (or the writeback of the previous block) moves it little.
-About 7 × M + 1 windows (≈ 6 min for a 48-stressor catalog at W = 1 s). The executed trace is
-kept as an ordinary trace file with the plan's layout in its provenance, so a profile can be
-fitted again later (`mimesys forward fit --profile`).
+The executed trace is kept as an ordinary trace file with the plan's layout in its
+provenance, so a profile can be fitted again later (`mimesys forward fit --profile`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mimesys.calibration import segment_dead_s
 from mimesys.errors import ValidationError
 from mimesys.forward.firstorder import FirstOrder, core_index
-from mimesys.plan import Plan
+from mimesys.solo_profile import LAYOUT_ONE_THREAD, hold_of, profile_plan, provenance, windows_of
 from mimesys.trace import Trace
 
-HOLD = 2
-LAYOUT = "interleaved-idle-t1"      # the profile's row layout (windows_of): solo on thread 0 and 1
-LAYOUT_ONE_THREAD = "interleaved-idle"   # one plan thread, and every profile before the thread-1 step
-LAYOUTS = (LAYOUT, LAYOUT_ONE_THREAD)
-FORMAT = "mimesys.solo-profile"
 COMPUTE_CLASSES = ("cpu", "cache", "memory")
 PROFILE_SHARE_CLASSES = ("disk",)   # own-core share from the profile, not the runner (fit_first_order)
-
-
-def layout_for(threads: int) -> str:
-    return LAYOUT if threads >= 2 else LAYOUT_ONE_THREAD
-
-
-def _steps(layout: str) -> int:
-    return 3 if layout == LAYOUT else 2
-
-
-def profile_plan(catalog_names: list[str], catalog_hash: str, threads: int, window_s: float = 1.0) -> Plan:
-    M, layout = len(catalog_names), layout_for(threads)
-    block = 1 + _steps(layout) * HOLD
-    a = np.zeros((block * M + 1, M, threads), np.float32)
-    for m in range(M):
-        t = block * m + 1
-        a[t:t + HOLD, m, 0] = 1.0
-        if layout == LAYOUT:
-            t += HOLD
-            a[t:t + HOLD, m, 1] = 1.0
-        a[t + HOLD:t + 2 * HOLD, m, :] = 1.0
-    return Plan(a, list(catalog_names), catalog_hash, window_s=window_s, seed=0,
-                provenance={"by": FORMAT, "layout": layout, "hold": HOLD})
-
-
-def windows_of(M: int, layout: str = LAYOUT_ONE_THREAD) -> dict:
-    """Which trace rows to read: idle rows, and per stressor its solo row (thread 0), its row
-    on thread 1 (None in a one-thread layout) and its all-thread row."""
-    steps = _steps(layout)
-    block = 1 + steps * HOLD
-    idle = [block * m for m in range(M + 1)]
-    solo = [block * m + HOLD for m in range(M)]
-    solo1 = [block * m + 2 * HOLD for m in range(M)] if steps == 3 else None
-    full = [block * m + steps * HOLD for m in range(M)]
-    return {"idle": idle, "solo": solo, "solo1": solo1, "all": full}
 
 
 def split_landing(L0: np.ndarray, L1: np.ndarray, own: np.ndarray, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -115,7 +69,7 @@ def fit_first_order(trace: Trace, catalog_names: list[str], thread_cores: list[i
     `metric_names` (default: every metric the trace measured). segment_dead_s: per stressor name,
     the seconds each segment moves nothing (the agent's calibration; FirstOrder.dead)."""
     M = len(catalog_names)
-    rows = windows_of(M, (trace.provenance or {}).get("layout") or LAYOUT_ONE_THREAD)
+    rows = windows_of(M, (trace.provenance or {}).get("layout") or LAYOUT_ONE_THREAD, hold_of(trace.provenance))
     if trace.T < rows["all"][-1] + 1:
         raise ValidationError(f"profile trace has {trace.T} windows; a {M}-stressor profile has "
                               f"{rows['all'][-1] + 1}")
@@ -210,18 +164,6 @@ def busy_host_warnings(first: FirstOrder) -> list[str]:
             f"(`mimesys forward profile`) and refit"]
 
 
-def memory_footprint(entries: list[dict], threads: int) -> list[float]:
-    """Bytes each catalog entry holds for a whole run once a plan uses it (its big buffer: a
-    numeric working_set_bytes / table_bytes, once if shared, else per thread; sizes named after
-    a cache level are small and count as 0). Scratch files are on disk, not in memory."""
-    from mimesys.catalog import buffer_of
-    out = []
-    for e in entries:
-        size, shared = buffer_of(e.get("params") or {})
-        out.append(size * (1 if shared else threads))
-    return out
-
-
 def metric_scales(first: FirstOrder) -> np.ndarray:
     """Full scale per metric: 1 for fractions, else the host's capacity on it."""
     s = np.where(first.fraction, 1.0, first.capacity)
@@ -230,34 +172,28 @@ def metric_scales(first: FirstOrder) -> np.ndarray:
     return np.where(s > 0, s, 1.0)
 
 
-async def run_profile(client, out_path, *, progress=None) -> Trace:
-    """Run the solo profile on an agent (controller/fleet.AgentClient) and write its trace."""
+async def run_profile(client, out_path, *, progress=None, hold: int | None = None) -> Trace:
+    """Run the solo profile on an agent (controller/fleet.AgentClient) and write its trace
+    (`hold`: windows per step, mimesys/solo_profile.py's default when None)."""
     from mimesys.backend import RunOptions
+    from mimesys.solo_profile import HOLD
 
     info = await client.info()
     catalog = info.get("catalog") or {}
-    names = [s["name"] for s in catalog.get("stressors", [])]
-    classes = [str(s.get("class", "")) for s in catalog.get("stressors", [])]
+    entries = list(catalog.get("stressors", []))
+    names = [s["name"] for s in entries]
     if not names:
         raise ValidationError(f"agent {getattr(client, 'url', '')}: /v1/info has no catalog")
     fp = info.get("fingerprint") or {}
     threads = int(info.get("max_threads") or len(fp.get("agent_cpus") or []) or 1)
     cores = [int(c) for c in (fp.get("agent_cpus") or range(threads))][:threads]
-    plan = profile_plan(names, catalog["hash"], threads)
+    plan = profile_plan(names, catalog["hash"], threads, hold=hold or HOLD)
     # Another process's plan on this host (a replay, a second agent) is waited for, not an error.
     res = await client.run_when_host_free(plan, RunOptions(repetitions=1, warmup_windows=1, record=False, seed=0),
                                           on_window=(lambda w: progress(w.window + 1, plan.T)) if progress else None)
     trace = res.trace
-    cal = info.get("calibration") or {}
-    fractions = {name: ((e or {}).get("one_thread") or {}).get("cpu_fraction")
-                 for name, e in (cal.get("stressors") or {}).items()}
-    peaks = dict(cal.get("host_peaks") or {}) | {k: v for k, v in (cal.get("peaks") or {}).items()
-                                                  if k not in (cal.get("host_peaks") or {})}
-    trace.provenance = {"by": FORMAT, "catalog_names": names, "catalog_classes": classes,
-                        "catalog_footprint_B": memory_footprint(catalog.get("stressors", []), threads),
-                        "catalog_hash": catalog["hash"], "thread_cores": cores,
-                        "host_peaks": peaks, "cpu_fraction": {k: v for k, v in fractions.items() if v},
-                        "segment_dead_s": segment_dead_s(cal),
-                        "agent": getattr(client, "url", ""), "layout": plan.provenance["layout"], "hold": HOLD}
+    trace.provenance = provenance(entries, catalog["hash"], cores, info.get("calibration") or {},
+                                  layout=plan.provenance["layout"], hold=plan.provenance["hold"],
+                                  recorded_by=getattr(client, "url", ""))
     trace.write(out_path)
     return trace
