@@ -81,3 +81,40 @@ def stored_profile(state_dir: Path | str | None, catalog, info) -> Trace:
         raise NotFound(f"the stored solo profile was measured on other hardware (fingerprint keys differ: "
                        f"{', '.join(diff)}): {again}")
     return trace
+
+
+def import_measurement(src: Path | str, state_dir: Path | str, catalog, info) -> tuple[Path, Path]:
+    """Install another agent's solo measurement (calibration.json and profile.h5 in `src`, as
+    `calibrate` wrote them into its state or the demo keeps them) into `state_dir`, if it was
+    measured on this hardware (info: this host's BackendInfo, without a calibration) for this
+    catalog, and the two belong together. ValidationError naming what differs otherwise."""
+    from mimesys import calibration as calfile
+    from mimesys.errors import ValidationError
+    from mimesys.hardware import identity_diff
+
+    src = Path(src)
+    cal_path, prof_path = src / "calibration.json", src / PROFILE_FILE
+    for p in (cal_path, prof_path):
+        if not p.is_file():
+            raise ValidationError(f"--import {src}: {p.name} not found (a directory holding calibration.json and "
+                                  f"{PROFILE_FILE}, as `mimesys-agent calibrate` writes them)")
+    doc = calfile.read(cal_path)
+    trace = Trace.read(prof_path)
+    prov = trace.provenance or {}
+    if prov.get("by") != FORMAT:
+        raise ValidationError(f"--import {prof_path}: not a solo profile")
+    if doc.get("catalog_hash") != catalog.hash or prov.get("catalog_hash") != catalog.hash:
+        raise ValidationError(f"--import {src}: measured for another stressor catalog than this agent's "
+                              f"({catalog.hash})")
+    if prov.get("calibration_created") != doc.get("created"):
+        raise ValidationError(f"--import {src}: the profile was recorded with another calibration "
+                              f"({prov.get('calibration_created')}) than the one beside it ({doc.get('created')})")
+    diff = identity_diff(trace.host_fingerprint, info.fingerprint)
+    if diff:
+        raise ValidationError(f"--import {src}: measured on other hardware (fingerprint keys differ: "
+                              f"{', '.join(diff)}); calibrate this host instead")
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    calfile.write(doc, state_dir / "calibration.json")
+    trace.write(profile_path(state_dir))
+    return state_dir / "calibration.json", profile_path(state_dir)

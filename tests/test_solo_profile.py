@@ -97,5 +97,31 @@ def test_calibrate_records_the_profile_the_agent_serves_and_a_campaign_takes(tmp
         finally:
             await client.close()
 
+    kept = tmp_path / "kept"                 # as the demo keeps them, before the next calibration
+    kept.mkdir()
+    for name in ("calibration.json", "profile.h5"):
+        (kept / name).write_bytes((state / name).read_bytes())
     with start_agent(tmp_path, cfg) as agent:
         asyncio.run(main(agent.url))
+
+    # another agent on this host takes the kept measurement instead of measuring again ...
+    other = tmp_path / "other"
+    other.mkdir()
+    cfg2 = write_config(other)
+    cfg2.write_text(cfg2.read_text().replace("[agent]\n", f'[agent]\ncatalog = "{tmp_path / "cat.toml"}"\n'))
+    r = subprocess.run([sys.executable, "-m", "agentd.cli", "calibrate", "--config", str(cfg2), "--import", str(kept)],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(Trace.read(other / "state" / "profile.h5").values, profile.values)
+    assert json.loads((other / "state" / "calibration.json").read_text())["created"] == cal["created"]
+    # ... but not a pair that does not belong together, nor one for another catalog
+    doc = json.loads((kept / "calibration.json").read_text())
+    (kept / "calibration.json").write_text(json.dumps({**doc, "created": "2020-01-01T00:00:00+00:00"}))
+    r = subprocess.run([sys.executable, "-m", "agentd.cli", "calibrate", "--config", str(cfg2), "--import", str(kept)],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode != 0 and "recorded with another calibration" in r.stderr, r.stderr
+    cfg2.write_text(cfg2.read_text().replace(f'catalog = "{tmp_path / "cat.toml"}"\n', ""))
+    (kept / "calibration.json").write_text(json.dumps(doc))
+    r = subprocess.run([sys.executable, "-m", "agentd.cli", "calibrate", "--config", str(cfg2), "--import", str(kept)],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode != 0 and "another stressor catalog" in r.stderr, r.stderr

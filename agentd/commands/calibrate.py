@@ -44,11 +44,15 @@ from ..hostpaths import online_cpus, parse_cpu_list
 @click.option("--profile-hold", type=click.IntRange(1, 16), default=None,
               help="Windows of 1 s per profile step (default 2: the window read comes a window after each "
                    "switch; 1 takes ~4 × stressors windows instead of ~7 ×, reading the first window after it).")
+@click.option("--import", "import_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="Measure nothing: install the calibration.json and profile.h5 in this directory (another "
+                   "agent's state, or a demo's demo-out/calibration) into this agent's state, if they were "
+                   "measured on this hardware for this catalog.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print host_peaks, reach, catalog_best and peaks as one JSON line (no progress bar).")
 @progress_option
 def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_only, only, probe_seconds, reach_repeats,
-              segment_pairs, with_profile, profile_hold, as_json, progress):
+              segment_pairs, with_profile, profile_hold, import_dir, as_json, progress):
     """Run each stressor alone (one thread; all threads for bandwidth classes) and record ops/s,
     bytes/s and per-class peaks, and what a short segment of each disk stressor loses (its dead
     time, which the forward model plans around); probe the host's own peaks (code that is not a
@@ -60,6 +64,9 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
     from ..calibrator import measure
     from ..runner import RunnerConfig
 
+    if import_dir is not None:
+        _import(import_dir, config_path, out_path)
+        return
     if with_profile is None:
         with_profile = out_path is None and not only
     if with_profile and only:
@@ -103,6 +110,28 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
     if profile_file is not None:
         click.echo(f"wrote {profile_file} (the solo profile)")
     click.echo(f"wrote {out_path}")
+
+
+def _import(src: Path, config_path, out_path) -> None:
+    """--import: checked against this host and its agent's catalog, then copied into its state."""
+    from ..config import load_config
+    from ..host_backend import HostBackend
+    from ..profile_recorder import import_measurement
+
+    if out_path is not None:
+        raise click.UsageError("--import installs into the agent's state directory; it takes no --output")
+    try:
+        cfg = load_config(config_path)
+        backend = HostBackend.from_config(cfg)
+        try:
+            backend.use_calibration({})        # this host's fingerprint, whatever its state holds
+            written = import_measurement(src, cfg.agent.state_dir, backend.catalog, backend.info())
+        finally:
+            asyncio.run(backend.close())
+    except MimesysError as e:
+        raise click_error(e) from None
+    for path in written:
+        click.echo(f"wrote {path}")
 
 
 def _record_profile(cfg, doc: dict, out_path: Path, hold: int | None, progress: bool) -> Path:
