@@ -262,7 +262,7 @@ def pace_rates(catalog: Catalog, doc: dict) -> dict[str, float]:
 async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = True,
                   only: list[str] | None = None, catalog: Catalog | None = None, progress=None,
                   probe_seconds: float = 0.0, reach_repeats: int = 3, segments: bool = True,
-                  segment_pairs: int = SEGMENT_PAIRS) -> dict:
+                  segment_pairs: int = SEGMENT_PAIRS, solo=None) -> dict:
     """Run every stressor (or `only` these) on this host; return the calibration document.
     `progress(done_windows, total_windows)` is called as windows complete. probe_seconds > 0:
     also measure the host's own peaks (probe_host_peaks, that long per probe shape, before the
@@ -274,7 +274,10 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     Paced variants run in a second pass, one thread each, at the rate resolved from the
     first pass (their base must be measured in it, or already in `config.pace_Bps`): what
     they record is what they achieved, not the fraction assumed. With `segments`, the disk
-    stressors then run short and long segments (module docstring; `segment_pairs` pairs each)."""
+    stressors then run short and long segments (module docstring; `segment_pairs` pairs each).
+    `solo`: what measures each stressor alone (solo_pass's signature; default solo_pass: this
+    runner's own plan; agentd/profile_recorder.ProfilePass: the host's solo profile, read once for
+    both the calibration and the profile)."""
     from mimesys.errors import RunnerError
     from .hostpaths import online_cpus
     from .runner import RunnerConfig
@@ -296,12 +299,8 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     # the host's peaks are probed before and after the stressors and the higher figure kept:
     # on a shared host one burst of someone else's work must not pass for the host's capacity
     probes = [await probe_host_peaks(config, seconds=probe_seconds)] if probe_seconds else []
-    cplan, windows, notes = await _run_pass(catalog, config, plain, window_s, all_threads, tick, unavailable)
-    if cplan is None and not paced:
-        raise RunnerError(f"no stressor can run on this host: {unavailable}")
-    doc = summarize(catalog, cplan, windows, notes, cpus) if cplan else summarize_empty(catalog, cpus, window_s)
-    if paced:
-        await _paced_pass(catalog, config, doc, paced, window_s, tick, unavailable, cpus)
+    solo = solo or solo_pass
+    doc = await solo(catalog, config, plain, paced, window_s, all_threads, tick, unavailable, cpus)
     seg_names = [n for n in seg_names if n not in unavailable]
     if seg_names:
         await _segment_pass(catalog, config, doc, seg_names, tick, unavailable, cpus, segment_pairs)
@@ -312,6 +311,21 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     if probe_seconds:
         await _reach_and_peaks(catalog, config, doc, probes, window_s, all_threads, len(cpus), tick,
                                probe_seconds, reach_repeats)
+    return doc
+
+
+async def solo_pass(catalog: Catalog, config, plain: list[str], paced: list[str], window_s: float,
+                    all_threads: bool, tick, unavailable: dict[str, str], cpus: list[int]) -> dict:
+    """Each plain stressor alone for one window (one thread; every thread for the bandwidth
+    classes), then the paced variants at their bases' rates: the calibration document."""
+    from mimesys.errors import RunnerError
+
+    cplan, windows, notes = await _run_pass(catalog, config, plain, window_s, all_threads, tick, unavailable)
+    if cplan is None and not paced:
+        raise RunnerError(f"no stressor can run on this host: {unavailable}")
+    doc = summarize(catalog, cplan, windows, notes, cpus) if cplan else summarize_empty(catalog, cpus, window_s)
+    if paced:
+        await _paced_pass(catalog, config, doc, paced, window_s, tick, unavailable, cpus)
     return doc
 
 

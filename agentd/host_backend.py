@@ -244,7 +244,9 @@ class HostBackend(Backend):
                         continue  # warm-up window (only if the runner reports them): not part of the trace
                     yield ExecutedWindow(repetition=key[0], window=key[1], start_ns=start_ns, values=values,
                                          ran_ns=np.asarray(d.ran_ns, np.int64), ops=np.asarray(d.ops, np.int64),
-                                         planned_ns=np.asarray(d.planned_ns, np.int64))
+                                         planned_ns=np.asarray(d.planned_ns, np.int64),
+                                         bytes=np.asarray(d.bytes, np.int64),
+                                         thread_cpu_ns=np.asarray(d.thread_cpu_ns, np.int64))
         finally:
             if handle.exit is None:
                 await handle.stop()

@@ -1,14 +1,15 @@
-"""The solo profile recorded by `mimesys-agent calibrate`, beside the calibration it ran with.
+"""The solo profile recorded by `mimesys-agent calibrate`: each stressor alone measured once, for
+both the calibration and the profile.
 
-The calibration measures what each stressor achieves by the runner's own counts; the profile
-measures what it does to the host (every metric the samplers read) alone on one thread, on
-a second and on every thread (layout: mimesys/solo_profile.py). Recording both in one command
-makes them one measurement per host: the agent keeps `profile.h5` in its state directory,
-stamped with the host's fingerprint and the catalog's hash, serves it (GET /v1/profile), and a
-campaign takes it instead of profiling again (controller/campaign) while both still match.
-The plan runs through the host backend exactly as a campaign's would (same samplers, same
-window alignment, the host run lock), with the calibration just measured for the paced
-variants' rates.
+The calibration needs what each stressor achieves by the runner's own counts; the profile needs
+what it does to the host (every metric the samplers read) alone on one thread, on a second and
+on every thread (layout: mimesys/solo_profile.py). ProfilePass is calibrator.measure's solo pass
+that reads both off one run of the profile plan through the host backend (same samplers, same
+window alignment, the host run lock as a campaign's runs): the runner's counts in each step's
+reading window are the calibration's rates, the sampled windows are the profile. The agent keeps
+`profile.h5` in its state directory beside calibration.json, stamped with the host's fingerprint,
+the catalog's hash and the calibration's creation time; it serves it (GET /v1/profile) and a
+campaign takes it instead of profiling again (controller/campaign) while all three still match.
 """
 
 from __future__ import annotations
@@ -28,27 +29,85 @@ log = logging.getLogger(__name__)
 PROFILE_FILE = "profile.h5"
 
 
-async def record_profile(backend, calibration: dict, *, hold: int = HOLD, progress=None) -> Trace:
-    """Run the solo profile on `backend` (a HostBackend) with `calibration` and return its trace."""
+class ProfilePass:
+    """calibrator.measure's solo pass that reads each stressor alone once, for both files: the
+    paced variants' bases run first (their rates pace the paced variants), then the solo profile
+    runs through `backend` with every stressor, and the calibration's one-thread and all-thread
+    rates are the runner's counts in the profile's reading windows. `trace` is the profile
+    afterwards (its provenance completed by `finish` once the calibration is whole). Where the
+    profile cannot hold every stressor (one this host cannot run), the runner's own pass
+    measures them and no profile is recorded (`trace` None, `why` says so)."""
+
+    def __init__(self, backend, hold: int = HOLD):
+        self.backend, self.hold = backend, hold
+        self.trace: Trace | None = None
+        self.why = ""
+
+    async def __call__(self, catalog, config, plain, paced, window_s, all_threads, tick, unavailable, cpus) -> dict:
+        from mimesys.errors import RunnerError
+        from mimesys.solo_profile import windows_of
+
+        from .calibrator import (BANDWIDTH_CLASSES, CalibrationPlan, _run_pass, pace_rates, solo_pass, summarize,
+                                 summarize_empty)
+
+        if set(catalog.names) != set(plain) | set(paced):
+            raise RunnerError("the solo profile needs every stressor of the catalog (not --only)")
+        bases = sorted({catalog.stressors[catalog.index(n)].pace["base"] for n in paced})
+        tick.total -= len(plain) + len(paced)      # the runner's own pass would have run these
+        bplan, bwins, bnotes = await _run_pass(catalog, config, bases, window_s, False, tick, unavailable)
+        base_doc = summarize(catalog, bplan, bwins, bnotes, cpus) if bplan else summarize_empty(catalog, cpus,
+                                                                                                 window_s)
+        rates = pace_rates(catalog, base_doc)
+        missing = sorted(set(unavailable) | {n for n in paced if n not in rates})
+        if missing:
+            self.why = f"the solo profile needs every stressor, and this host cannot run {', '.join(missing)}"
+            tick.total += len(plain) + len(paced)
+            return await solo_pass(catalog, config, plain, paced, window_s, all_threads, tick, unavailable, cpus)
+        plan = profile_plan(catalog.names, catalog.hash, len(cpus), window_s=1.0, hold=self.hold)
+        tick.total += plan.T
+        values, starts, windows = await run_profile_plan(self.backend, plan, base_doc, progress=tick)
+        rows = windows_of(len(catalog), plan.provenance["layout"], self.hold)
+        K = len(cpus)
+        bw = {m for m, s in enumerate(catalog.stressors) if s.resource_class in BANDWIDTH_CLASSES and s.pace is None}
+        cplan = CalibrationPlan(plan, {m: rows["solo"][m] for m in range(len(catalog))},
+                                {m: rows["all"][m] for m in bw} if all_threads and K > 1 else {})
+        doc = summarize(catalog, cplan, windows, {}, cpus)
+        for n in paced:
+            doc["stressors"][n]["pace_Bps"] = rates[n]
+        doc["solo_profile"] = {"hold": self.hold, "windows": plan.T, "window_s": plan.window_s}
+        self.trace = Trace(values, self.backend.metric_schema(), window_s=plan.window_s, window_start_ns=starts,
+                           simulated=False, provenance={"layout": plan.provenance["layout"], "hold": self.hold})
+        return doc
+
+    def finish(self, calibration: dict) -> Trace:
+        """The profile trace with its provenance, once `calibration` (the document measure
+        returned) is whole."""
+        catalog = self.backend.catalog
+        self.backend.use_calibration(calibration)
+        prov = provenance([s.canonical() for s in catalog.stressors], catalog.hash, list(self.backend.cpus),
+                          calibration, layout=self.trace.provenance["layout"], hold=self.hold,
+                          recorded_by="mimesys-agent calibrate")
+        prov["calibration_created"] = calibration.get("created")
+        self.trace.provenance = prov
+        self.trace.host_fingerprint = self.backend.info().fingerprint
+        return self.trace
+
+
+async def run_profile_plan(backend, plan, calibration: dict, *, progress=None):
+    """Execute the profile plan on `backend` (a HostBackend) with `calibration`'s pace rates:
+    (values [T, N], window starts [T], the executed windows with the runner's counts)."""
     backend.use_calibration(calibration)
-    catalog = backend.catalog
-    info = backend.info()
-    cores = list(backend.cpus)
-    plan = profile_plan(catalog.names, catalog.hash, len(cores), window_s=1.0, hold=hold)
-    schema = backend.metric_schema()
-    values = np.full((plan.T, len(schema)), np.nan, np.float32)
+    values = np.full((plan.T, len(backend.metric_schema())), np.nan, np.float32)
     starts = np.zeros(plan.T, np.int64)
+    windows = []
     t0 = time.monotonic()
     async for w in backend.execute(plan, RunOptions(repetitions=1, warmup_windows=1, record=False, seed=0)):
         values[w.window], starts[w.window] = w.values, w.start_ns
+        windows.append(w)
         if progress:
-            progress(w.window + 1, plan.T)
+            progress(w)
     log.info("solo profile: %d windows in %.0f s", plan.T, time.monotonic() - t0)
-    prov = provenance([s.canonical() for s in catalog.stressors], catalog.hash, cores, calibration,
-                      layout=plan.provenance["layout"], hold=hold, recorded_by="mimesys-agent calibrate")
-    prov["calibration_created"] = calibration.get("created")
-    return Trace(values, schema, window_s=plan.window_s, window_start_ns=starts, host_fingerprint=info.fingerprint,
-                 provenance=prov, simulated=False)
+    return values, starts, windows
 
 
 def profile_path(state_dir: Path | str) -> Path:

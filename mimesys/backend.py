@@ -45,6 +45,8 @@ class ExecutedWindow:
     # int64 [M, K] what the runner set out to run: the compiled durations, a held compute tail
     # as the runner sized it (agentd/schedule.py, "The hold"); None for sim
     planned_ns: np.ndarray | None = None
+    bytes: np.ndarray | None = None          # int64 [M, K] bytes moved (the runner's count; None for sim)
+    thread_cpu_ns: np.ndarray | None = None  # int64 [K] CPU time of each worker thread (None for sim)
 
 
 @dataclass

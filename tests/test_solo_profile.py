@@ -20,7 +20,7 @@ from test_daemon import ROOT, TOKEN, start_agent, write_config
 pytestmark = pytest.mark.skipif(not (ROOT / "stressors" / "build" / "mimesys-runner").exists(),
                                 reason="mimesys-runner not built (make -C stressors)")
 
-NAMES = ("cpu_int_crc32", "disk_seq_read_direct", "net_tcp_loopback")
+NAMES = ("cpu_int_crc32", "disk_seq_read_direct", "net_tcp_loopback", "net_tcp_loopback_pace50")
 
 
 def small_catalog(path: Path) -> Path:
@@ -34,6 +34,8 @@ def small_catalog(path: Path) -> Path:
                 lines.append(f"{key} = {json.dumps(e[key])}")
             params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in e.get("params", {}).items())
             lines.append(f"params = {{ {params} }}")
+            if "pace" in e:
+                lines.append(f'pace = {{ base = "{e["pace"]["base"]}", fraction = {e["pace"]["fraction"]} }}')
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -74,6 +76,17 @@ def test_calibrate_records_the_profile_the_agent_serves_and_a_campaign_takes(tmp
         assert busy(rows["solo1"][crc], prov["thread_cores"][1]) > 0.8
     disk = NAMES.index("disk_seq_read_direct")
     assert float(profile.values[rows["solo"][disk], profile.names.index("disk.read_Bps")]) > 1e6
+    # one measurement: the calibration's rates are the runner's counts in the profile's windows
+    assert cal["solo_profile"] == {"hold": 1, "windows": profile.T, "window_s": 1.0} and cal["window_s"] == 1.0
+    one = {n: cal["stressors"][n]["one_thread"] for n in NAMES}
+    assert one["cpu_int_crc32"]["ran_s"] == pytest.approx(1.0, abs=0.1)
+    assert one["disk_seq_read_direct"]["bytes_per_s"] > 1e6
+    if K >= 2:
+        assert cal["stressors"]["net_tcp_loopback"]["all_threads"]["threads"] == K
+    # the paced variant ran in the profile at half its base's rate (the base measured just before)
+    paced = cal["stressors"]["net_tcp_loopback_pace50"]
+    assert 0.3 < one["net_tcp_loopback_pace50"]["bytes_per_s"] / paced["pace_Bps"] < 1.2
+    assert one["net_tcp_loopback_pace50"]["bytes_per_s"] < 0.8 * one["net_tcp_loopback"]["bytes_per_s"]
 
     async def main(url):
         client = AgentClient(url, TOKEN)

@@ -1,8 +1,9 @@
-"""`mimesys-agent calibrate`: the host's one solo measurement. Every stressor's throughput by
-the real runner (the calibration file the agent shows in /v1/info), then the solo profile of
-the host with the same calibration (what each stressor alone does to every sampled metric,
-agentd/profile_recorder.py), written beside it as profile.h5; `--import` installs both from
-another agent's state on the same hardware (the demo keeps its copy)."""
+"""`mimesys-agent calibrate`: the host's one solo measurement. Every stressor alone, once: with an
+agent configuration the solo profile is run through the agent's own backend and both the
+calibration (the runner's counts: the file the agent shows in /v1/info) and the profile (every
+sampled metric: profile.h5 beside it) are read off it (agentd/profile_recorder.py); then the disk
+stressors' short segments, the host's peaks and the reach. `--import` installs both from another
+agent's state on the same hardware (the demo keeps its copy)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from ..hostpaths import online_cpus, parse_cpu_list
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Agent config (for the default --output, CPUs and scratch directory).")
 @click.option("--window-s", type=click.FloatRange(0.05, 10), default=0.5, show_default=True,
-              help="How long each stressor runs in each measurement.")
+              help="How long each stressor runs in each measurement without the profile (--no-profile, --only); "
+                   "the profile's windows are 1 s.")
 @click.option("--cpus", default=None, help="CPUs to use, e.g. 0-1 (default: the agent's CPUs).")
 @click.option("--scratch-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--one-thread-only", is_flag=True, help="Skip the all-threads bandwidth measurements.")
@@ -53,15 +55,14 @@ from ..hostpaths import online_cpus, parse_cpu_list
 @progress_option
 def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_only, only, probe_seconds, reach_repeats,
               segment_pairs, with_profile, profile_hold, import_dir, as_json, progress):
-    """Run each stressor alone (one thread; all threads for bandwidth classes) and record ops/s,
-    bytes/s and per-class peaks, and what a short segment of each disk stressor loses (its dead
-    time, which the forward model plans around); probe the host's own peaks (code that is not a
-    catalog stressor) and report each metric's reach = catalog best / host peak."""
-    from tqdm import tqdm
-
+    """Run each stressor alone (one thread, a second thread, all threads: the solo profile, with the
+    agent's samplers) and record ops/s, bytes/s and per-class peaks, and what a short segment of
+    each disk stressor loses (its dead time, which the forward model plans around); probe the
+    host's own peaks (code that is not a catalog stressor) and report each metric's reach =
+    catalog best / host peak."""
     from mimesys.calibration import write
 
-    from ..calibrator import measure
+    from ..profile_recorder import PROFILE_FILE
     from ..runner import RunnerConfig
 
     if import_dir is not None:
@@ -82,20 +83,21 @@ def calibrate(out_path, config_path, window_s, cpus, scratch_dir, one_thread_onl
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
         rcfg = RunnerConfig(cpus=cpu_list, scratch_dir=str(scratch_dir) if scratch_dir else None)
-        with tqdm(desc="calibrate", unit="window", disable=not progress or as_json) as bar:
-            def advance(done, total):
-                bar.total = total
-                bar.update(done - bar.n)
-            # the agent's catalog (agent.catalog), which is what its plans use
-            from mimesys.catalog import load_catalog
-            catalog = load_catalog(cfg.agent.catalog) if cfg is not None else None
-            more = {"segment_pairs": segment_pairs} if segment_pairs else {}
-            doc = asyncio.run(measure(rcfg, window_s=window_s, all_threads=not one_thread_only, catalog=catalog,
-                                      only=list(only) or None, progress=advance, probe_seconds=probe_seconds,
-                                      reach_repeats=reach_repeats, **more))
+        # the agent's catalog (agent.catalog), which is what its plans use
+        from mimesys.catalog import load_catalog
+        catalog = load_catalog(cfg.agent.catalog) if cfg is not None else None
+        more = {"segment_pairs": segment_pairs} if segment_pairs else {}
+        doc, profile = asyncio.run(_measure(cfg if with_profile else None, profile_hold, progress and not as_json,
+                                            rcfg, window_s=window_s, all_threads=not one_thread_only,
+                                            catalog=catalog, only=list(only) or None, probe_seconds=probe_seconds,
+                                            reach_repeats=reach_repeats, **more))
         write(doc, out_path)
-        profile_file = _record_profile(cfg, doc, out_path, profile_hold, progress and not as_json) \
-            if with_profile else None
+        profile_file = None
+        if profile is not None and profile.trace is not None:
+            profile_file = out_path.parent / PROFILE_FILE
+            profile.finish(doc).write(profile_file)
+        elif profile is not None:
+            click.echo(f"no solo profile recorded: {profile.why}", err=True)
     except ValueError as e:
         raise click.ClickException(f"--cpus {cpus!r}: {e}") from None
     except MimesysError as e:
@@ -134,31 +136,31 @@ def _import(src: Path, config_path, out_path) -> None:
         click.echo(f"wrote {path}")
 
 
-def _record_profile(cfg, doc: dict, out_path: Path, hold: int | None, progress: bool) -> Path:
-    """The solo profile through the agent's own backend with `doc` as its calibration, written
-    beside the calibration file."""
+async def _measure(cfg, hold: int | None, progress: bool, rcfg, **kw):
+    """measure() with the bar; with an agent config `cfg`, reading each stressor alone once for
+    both the calibration and the solo profile, through the agent's own backend (ProfilePass)."""
     from tqdm import tqdm
 
-    from ..host_backend import HostBackend
-    from ..profile_recorder import PROFILE_FILE, record_profile
     from mimesys.solo_profile import HOLD
 
-    path = out_path.parent / PROFILE_FILE
-    Path(cfg.agent.scratch_dir).mkdir(parents=True, exist_ok=True)   # `serve` makes it; calibrate may run first
-    backend = HostBackend.from_config(cfg)
+    from ..calibrator import measure
+    from ..host_backend import HostBackend
+    from ..profile_recorder import ProfilePass
 
-    async def run():
-        try:
-            with tqdm(desc="solo profile", unit="window", disable=not progress) as bar:
-                def advance(done, total):
-                    bar.total = total
-                    bar.update(done - bar.n)
-                return await record_profile(backend, doc, hold=hold or HOLD, progress=advance)
-        finally:
-            await backend.close()
-
-    asyncio.run(run()).write(path)
-    return path
+    profile = None
+    if cfg is not None:
+        Path(cfg.agent.scratch_dir).mkdir(parents=True, exist_ok=True)   # `serve` makes it; calibrate may run first
+        profile = ProfilePass(HostBackend.from_config(cfg), hold or HOLD)
+    try:
+        with tqdm(desc="calibrate", unit="window", disable=not progress) as bar:
+            def advance(done, total):
+                bar.total = total
+                bar.update(done - bar.n)
+            doc = await measure(rcfg, progress=advance, solo=profile, **kw)
+    finally:
+        if profile is not None:
+            await profile.backend.close()
+    return doc, profile
 
 
 def _print_calibration(doc: dict) -> None:
