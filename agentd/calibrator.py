@@ -279,7 +279,7 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     runner's own plan; agentd/profile_recorder.ProfilePass: the host's solo profile, read once for
     both the calibration and the profile)."""
     from mimesys.errors import RunnerError
-    from .hostpaths import online_cpus
+    from mimesys.hostpaths import online_cpus
     from .runner import RunnerConfig
 
     catalog = catalog or load_catalog()

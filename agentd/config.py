@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from mimesys.config import build_section, plain, read_toml, toml_value
 from mimesys.errors import ConfigError
 
-from .hostpaths import HostPaths, online_cpus
+from mimesys.hostpaths import HostPaths, online_cpus
 from .samplers.registry import SamplersConfig
 
 DEFAULT_PATH = Path("/etc/mimesys/agent.toml")

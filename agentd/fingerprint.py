@@ -21,7 +21,7 @@ import os
 import platform
 from pathlib import Path
 
-from .hostpaths import HostPaths, online_cpus, parse_cpu_list
+from mimesys.hostpaths import HostPaths, online_cpus, parse_cpu_list
 
 FINGERPRINT_VERSION = 1
 

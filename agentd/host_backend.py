@@ -45,7 +45,7 @@ from mimesys.plan import Plan
 from .calibrator import pace_rates
 from .fingerprint import host_fingerprint, with_calibration
 from .hostlock import DEFAULT_LOCK, host_run_lock
-from .hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 from .schedule import paces_for
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from mimesys.catalog import Catalog, load_catalog
 from mimesys.errors import RunnerError
 from mimesys.plan import Plan
 
-from .hostpaths import online_cpus
+from mimesys.hostpaths import online_cpus
 from .schedule import CompiledSchedule, compile_plan
 
 RUNNER_NAME = "mimesys-runner"

@@ -190,7 +190,7 @@ def main() -> None:
         return
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    from agentd.hostpaths import HostPaths
+    from mimesys.hostpaths import HostPaths
     from agentd.samplers.gpu import GpuSampler
     sampler = GpuSampler(HostPaths.from_env())
     specs = sampler.probe()

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mimesys.catalog import load_catalog  # noqa: E402
-from agentd.hostpaths import online_cpus  # noqa: E402
+from mimesys.hostpaths import online_cpus  # noqa: E402
 from mimesys.plan import Plan  # noqa: E402
 from agentd.runner import RunnerConfig, WindowDone, WindowStarted, start_runner  # noqa: E402
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .hostpaths import HostPaths
+
 RESOURCES = ("disk.read", "disk.write", "net.lo", "net.nic")
 
 # The operation each kernel performs, so a planner without a forward model knows it too.
@@ -50,13 +52,14 @@ KERNEL_DRIVES: dict[str, tuple[str, ...]] = {
 KERNEL_DELAYED: dict[str, tuple[str, ...]] = {"pagecache_rw": ("disk.write",)}
 
 
-def writeback_horizon_s(vm: str = "/proc/sys/vm") -> float:
+def writeback_horizon_s(hp: HostPaths | None = None) -> float:
     """Seconds after which dirty pages are surely on the disk: dirty_expire + dirty_writeback
     (35 s with the kernel's defaults, and where /proc/sys/vm cannot be read)."""
+    hp = hp or HostPaths.from_env()
+
     def centisecs(name: str, default: int) -> int:
         try:
-            with open(f"{vm}/{name}") as fh:
-                return max(0, int(fh.read().strip()))
+            return max(0, int(hp.p(f"sys/vm/{name}").read_text().strip()))
         except (OSError, ValueError):
             return default
     return (centisecs("dirty_expire_centisecs", 3000) + centisecs("dirty_writeback_centisecs", 500)) / 100.0

@@ -86,7 +86,7 @@ import sys
 sys.path.insert(0, "/usr/lib/mimesys/vendor")
 import numpy as np
 from mimesys.catalog import load_catalog
-from agentd.hostpaths import online_cpus
+from mimesys.hostpaths import online_cpus
 from mimesys.plan import Plan
 cat = load_catalog()
 a = np.zeros((3, len(cat), len(online_cpus())), np.float32)

@@ -199,7 +199,7 @@ import sys
 sys.path.insert(0, "/usr/lib/mimesys/vendor")
 import numpy as np
 from mimesys.catalog import load_catalog
-from agentd.hostpaths import online_cpus
+from mimesys.hostpaths import online_cpus
 from mimesys.plan import Plan
 name, windows, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 cat = load_catalog()

@@ -71,13 +71,14 @@ def test_page_cache_writes_run_only_where_the_writes_go_on_until_writeback(tmp_p
     only where the target keeps writing over that horizon; a writer that syncs itself only where
     the target writes."""
     from mimesys import activity
+    from mimesys.hostpaths import HostPaths
 
-    vm = tmp_path / "vm"
-    vm.mkdir()
+    vm = tmp_path / "proc" / "sys" / "vm"
+    vm.mkdir(parents=True)
     (vm / "dirty_expire_centisecs").write_text("300\n")
     (vm / "dirty_writeback_centisecs").write_text("100\n")
-    assert activity.writeback_horizon_s(str(vm)) == 4.0
-    assert activity.writeback_horizon_s(str(tmp_path / "absent")) == 35.0   # the kernel's defaults
+    assert activity.writeback_horizon_s(HostPaths(proc=tmp_path / "proc")) == 4.0
+    assert activity.writeback_horizon_s(HostPaths(proc=tmp_path / "absent")) == 35.0   # the kernel's defaults
     quiet = np.array([1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], bool)
     assert activity.quiet_ahead(quiet, 4).tolist() == [1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0]
     drives = activity.stressor_drives(["pagecache_rw", "disk_seq_write", "int_crc32"])

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from agentd.fingerprint import cpuinfo_fields, host_fingerprint, parse_size, summary, with_calibration
-from agentd.hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 
 FIX = Path(__file__).parent / "fixtures"
 VM = HostPaths(FIX / "vm/t0/proc", FIX / "vm/sys")

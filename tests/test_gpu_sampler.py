@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from agentd.hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 from agentd.samplers import SamplerSet, SamplersConfig
 from agentd.samplers import gpu as gpu_mod
 

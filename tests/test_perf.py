@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 from agentd.perf import abi
 from agentd.perf.events import (GROUP_READ_FORMAT, HW_CPU_CYCLES, SW_CONTEXT_SWITCHES, SW_CPU_MIGRATIONS,
                                 SW_PAGE_FAULTS, CounterGroup, EventSpec, PerfEventError, PerfPermissionError,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mimesys.errors import ConfigError
-from agentd.hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 from mimesys.metrics import Availability
 from agentd.samplers import NoData, RawSample, SamplerSet, SamplersConfig, derive_values, sampler_names
 from agentd.samplers.cpu import USER_HZ, CpuSampler

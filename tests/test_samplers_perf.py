@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mimesys.errors import ConfigError
-from agentd.hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 from mimesys.metrics import Availability
 from agentd.perf.events import GROUP_READ_FORMAT
 from agentd.perf.readformat import parse_read
@@ -278,7 +278,7 @@ def test_unprivileged_system_wide_perf_is_permission_denied_with_the_paranoid_hi
         pytest.skip("perf_event_paranoid <= 0 lets everyone count system-wide")
     code = ("import os\n"  # import first: the interpreter's files may not be readable by nobody
             "from agentd.samplers.perf_sw import PerfSoftwareSampler\n"
-            "from agentd.hostpaths import HostPaths\n"
+            "from mimesys.hostpaths import HostPaths\n"
             "s = PerfSoftwareSampler(HostPaths())\n"
             "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
             "m = s.probe()[0]\n"

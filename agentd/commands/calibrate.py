@@ -17,7 +17,7 @@ from mimesys.cliopts import output_option, progress_option
 from mimesys.errors import MimesysError
 from mimesys.exitstatus import click_error
 
-from ..hostpaths import online_cpus, parse_cpu_list
+from mimesys.hostpaths import online_cpus, parse_cpu_list
 
 
 @click.command("calibrate")

@@ -15,7 +15,7 @@ from mimesys.cliopts import json_option, progress_option
 from mimesys.errors import MimesysError
 from mimesys.exitstatus import WORKLOAD, click_error
 
-from ..hostpaths import online_cpus, parse_cpu_list
+from mimesys.hostpaths import online_cpus, parse_cpu_list
 
 
 def summarize(result, catalog, window_ns: int, plan=None) -> dict:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hostpaths import HostPaths, parse_cpu_list
+from mimesys.hostpaths import HostPaths, parse_cpu_list
 from .events import EventSpec
 
 _UNIT_BYTES = {"B": 1, "Bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 1000, "MB": 10**6,

@@ -19,7 +19,7 @@ import time
 
 import click
 
-from ..hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 from .registry import SamplersConfig, sampler_names
 from .samplerset import SamplerSet
 

@@ -23,7 +23,7 @@ from typing import ClassVar, Mapping, Union
 
 from mimesys.metrics import Availability, MetricSpec
 
-from ..hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 
 # Raw counters of one sampler for one tick: name -> number, or a tuple of numbers (e.g. all
 # fields of one /proc/stat cpu line). Plain msgpack/JSON types so raw samples can be recorded.

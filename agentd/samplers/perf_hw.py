@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from mimesys.metrics import Availability
 
-from ..hostpaths import online_cpus
+from mimesys.hostpaths import online_cpus
 from ..perf.events import (HW_CACHE_MISSES, HW_CACHE_REFERENCES, HW_CPU_CYCLES, HW_INSTRUCTIONS, PerfEventError,
                            PerfPermissionError, probe_event)
 from .perfgroups import GroupSet, PerfGroupSampler

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mimesys.metrics import Availability
 
-from ..hostpaths import online_cpus
+from mimesys.hostpaths import online_cpus
 from ..perf.events import SW_CONTEXT_SWITCHES, SW_CPU_MIGRATIONS, SW_PAGE_FAULTS, PerfEventError, PerfPermissionError
 from .perfgroups import GroupSet, PerfGroupSampler
 from .registry import register

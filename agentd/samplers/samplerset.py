@@ -22,7 +22,7 @@ import numpy as np
 from mimesys.errors import ConfigError
 from mimesys.metrics import Availability, MetricSpec
 
-from ..hostpaths import HostPaths
+from mimesys.hostpaths import HostPaths
 from . import registry
 from .base import NoData, Raw, Sampler
 from .registry import SamplersConfig

@@ -1,4 +1,5 @@
-"""Every host path goes through one object, so tests run on recorded fixture trees."""
+"""Every host path goes through one object, so tests run on recorded fixture trees: the agent's
+samplers and fingerprint, and the core's reading of the kernel's writeback settings."""
 
 from __future__ import annotations
 
