@@ -112,11 +112,12 @@ COLLECT = [sys.executable, "-m", "controller.cli", "collect"]
 SMALL = ["--round-size", "24", "--chain-len", "8", "--sweep-intensities", "1.0", "--no-progress"]
 
 
-def small_campaign(path):
+def small_campaign(path, **config):
     """A campaign directory configured small (a lighter surrogate than the defaults: fast tests)."""
     from controller.campaign.campaign import CampaignConfig
     path.mkdir(parents=True)
-    cfg = CampaignConfig(round_size=24, chain_len=8, hold_max=3, sweep_intensities=(1.0,), pool=400, trees=16)
+    cfg = CampaignConfig(**{"round_size": 24, "chain_len": 8, "hold_max": 3, "sweep_intensities": (1.0,), "pool": 400,
+                            "trees": 16, **config})
     (path / "campaign.toml").write_text(cfg.to_toml())
     return path
 
@@ -135,6 +136,7 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "round 1:" in out.stdout and "SIMULATED" in out.stdout
+    assert re.search(r"^round 0: \d+ samples from the solo profile \(", out.stdout, re.M), out.stdout
     summary = json.loads(out.stdout.strip().splitlines()[-1].split(" (SIMULATED")[0])
     assert summary["samples"] > 0 and summary["simulated"] is True
     assert (camp / "reports" / "coverage_round_0001.png").stat().st_size > 10_000
@@ -154,14 +156,17 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     assert built["dataset"] == str(ds_path) and built["samples"] == ds.S and built["simulated"] is True
     assert ds.simulated and ds.S == summary["samples"] - ds.provenance["dropped_unstable"]
     assert set(np.unique(ds.round)) <= {0, 1}
+    # round 0 came from the solo profile (one repetition: the spread filter keeps every sample)
+    assert hist[0]["proposal"]["from_profile"] > 0 and "sweep" not in hist[0]["proposal"]
+    assert ds.provenance["from_profile"] == (ds.round == 0).sum() == hist[0]["proposal"]["from_profile"] - 1
     # the solo profile was recorded before round 0, and `forward fit` finds it through the dataset
     assert (camp / "profile.h5").exists() and "solo profile" in (camp / "logs" / "collect.log").read_text()
     out = CliRunner().invoke(mimesys, ["forward", "fit", str(ds_path), "-o", str(tmp_path / "fm"), "--members", "2",
                                        "--steps", "50"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output.strip().splitlines()[-1])["simulated"] is True
-    # compositions are held for 1..3 windows: steady transitions next to changes
-    steady = (ds.prev_action == ds.action).all(axis=(1, 2))
+    # round 1's compositions are held for 1..3 windows: steady transitions next to changes
+    steady = (ds.prev_action == ds.action).all(axis=(1, 2))[ds.round == 1]
     assert 0.15 < steady.mean() < 0.85, steady.mean()
     # the campaign refuses a contradicting option on resume
     out = CliRunner().invoke(mimesys, ["collect", str(camp), "--rounds", "1", "--fleet", str(agents),
@@ -171,7 +176,7 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
 
 def _acked(camp):
     text = (camp / "logs" / "collect.log").read_text() if (camp / "logs" / "collect.log").exists() else ""
-    return re.findall(r"acknowledged (r\d+/c\d+)", text)
+    return re.findall(r"acknowledged (r\d+/(?:c\d+|profile))", text)
 
 
 def _kill_when(camp, agents, pred, timeout=90):
@@ -191,10 +196,12 @@ def _kill_when(camp, agents, pred, timeout=90):
     return set(_acked(camp))
 
 
-def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, agents):
-    camp = small_campaign(tmp_path / "camp")
-    # kill 1: in round 0, after three chains were acknowledged
-    acked1 = _kill_when(camp, agents, lambda a: len(a) >= 3)
+@pytest.mark.parametrize("round0", ["profile", "sweep"])
+def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, agents, round0):
+    camp = small_campaign(tmp_path / "camp", round0=round0)
+    # kill 1: in round 0, once its samples from the solo profile, or three of its sweep chains,
+    # were acknowledged
+    acked1 = _kill_when(camp, agents, lambda a: "r0/profile" in a if round0 == "profile" else len(a) >= 3)
     # kill 2: in round 1, once one of its chains was acknowledged (its proposals are on disk)
     acked2 = _kill_when(camp, agents, lambda a: any(k.startswith("r1/") for k in a))
     assert (camp / "rounds" / "round_0001.npz").exists()
@@ -211,7 +218,16 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
     c = Campaign.open(camp, create=False)
     for r in range(3):
         with np.load(c.round_path(r)) as z:
-            expected = c.chains(z["compositions"])
+            proposed, info = z["compositions"], json.loads(str(z["info"]))
+        if r == 0:
+            assert ("from_profile" in info) == (round0 == "profile") and ("sweep" in info) == (round0 == "sweep")
+        if "from_profile" in info:                                       # one record: the profile, once
+            assert [k for k in keys if k.startswith("r0/")] == ["r0/profile"]
+            [rec] = [rec for rec in c.chain_records() if rec["round"] == 0]
+            assert rec["shape"][:2] == [1, len(proposed)]
+            assert np.array_equal(np.frombuffer(rec["comps"], "<f4"), proposed.ravel())
+            continue
+        expected = c.chains(proposed)
         got = sorted(int(k.split("/c")[1]) for k in keys if k.startswith(f"r{r}/"))
         assert got == list(range(len(expected))), f"round {r}"          # every chain exactly once
         for rec in c.chain_records():                                    # and it ran what was proposed
@@ -220,11 +236,184 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
                 assert np.array_equal(comps, expected[rec["chain"]].reshape(len(comps), -1))
     assert c.next_round() == 3
     started = [r for r in c.store if r["type"] == "run_started"]
-    assert len(started) >= len(keys) and c.orphan_runs() == set()       # every run noted; none left over
+    ran = [k for k in keys if k != "r0/profile"]                         # the profile's record ran nothing
+    assert len(started) >= len(ran) and c.orphan_runs() == set()        # every run noted; none left over
     total = sum(r["shape"][1] - 1 for r in c.chain_records())
     s = c.samples(filtered=False)
     assert len(s["action"]) == total
     c.close()
+
+
+TINY = {"round_size": 8, "chain_len": 4, "sweep_intensities": [1.0], "pool": 100, "trees": 8}
+
+
+def _with_sim_agents(tmp_path, body, n=1):
+    """Run `await body(urls)` against n simulated agents (2 CPUs each) in this event loop."""
+    pytest.importorskip("agentd.api.app", reason="the agent HTTP API is not in this checkout yet")
+    from bench.sim_agents import start_agents
+
+    async def main():
+        urls, runners = await start_agents(n, TOKEN.encode(), tmp_path / "agents", n_cpus=2)
+        try:
+            await body(urls)
+        finally:
+            for r in runners:
+                await r.cleanup()
+    asyncio.run(main())
+
+
+def _chain_keys(camp, r):
+    return [rec["key"] for rec in camp.chain_records() if rec["round"] == r]
+
+
+def test_round0_takes_its_samples_from_the_solo_profile_once(tmp_path, caplog):
+    """Round 0 of a novelty campaign is the solo profile's executed windows, one chain record
+    with its compositions and values; rounds 1+ fit their surrogate on it; nothing is recorded
+    twice, even after a crash between round 0's proposal and its record."""
+    import logging
+    import shutil
+
+    from controller.campaign.campaign import PROFILE_KEY, Campaign, run_campaign
+    from controller.fleet import Fleet
+    from controller.forward_fit.profile import profile_plan
+    from mimesys.trace import Trace
+    caplog.set_level(logging.INFO, logger="mimesys.collect")
+
+    async def body(urls):
+        async with Fleet.from_urls(urls, TOKEN) as fl:
+            camp = Campaign.open(tmp_path / "a", TINY)
+            [s0] = await run_campaign(camp, fl, 0, progress=False)
+            b, trace = camp.binding, Trace.read(camp.profile_path)
+            plan = profile_plan(b.catalog_names, b.catalog_hash, b.threads)
+            M, K, N = len(b.catalog_names), b.threads, len(b.metrics)
+            assert trace.T == plan.T == (1 + 3 * trace.provenance["hold"]) * M + 1 and K == 2
+            # one chain: the profile's compositions and values, one repetition, every sample kept
+            assert _chain_keys(camp, 0) == [PROFILE_KEY]
+            [rec] = camp.chain_records()
+            assert rec["shape"] == [1, plan.T, M, K, N]
+            assert np.array_equal(np.frombuffer(rec["comps"], "<f4").reshape(plan.T, M, K), plan.compositions)
+            assert np.array_equal(np.frombuffer(rec["obs"], "<f4").reshape(plan.T, N), trace.values,
+                                  equal_nan=True)
+            assert (s0.chains, s0.samples, s0.kept, s0.dropped) == (1, plan.T - 1, plan.T - 1, 0)
+            assert s0.proposal["from_profile"] == plan.T and "sweep" not in s0.proposal
+            hist = json.loads((camp.root / "reports" / "coverage.json").read_text())
+            assert hist[0]["proposal"]["from_profile"] == plan.T
+            assert (camp.root / "reports" / "coverage_round_0000.png").exists()
+            assert not [r for r in camp.store if r["type"] == "run_started"]       # nothing ran for round 0
+            ds = camp.dataset()
+            assert ds.S == plan.T - 1 and ds.provenance["from_profile"] == plan.T - 1
+            assert np.array_equal(ds.action, plan.compositions[1:])
+            # rounds 1+: the novelty surrogate is fitted on the profile's samples
+            [s1] = await run_campaign(camp, fl, 1, progress=False)
+            assert s1.chains > 0 and s1.samples > 0 and "novelty" in s1.proposal
+            assert await run_campaign(camp, fl, 1, progress=False) == []
+            assert _chain_keys(camp, 0) == [PROFILE_KEY] and camp.store.duplicates == 0
+            assert camp.dataset().provenance["from_profile"] == plan.T - 1
+            camp.close()
+            # a crash after round 0 was proposed from the profile, before its record: on resume it
+            # is proposed again and recorded once
+            (tmp_path / "b").mkdir()
+            for name in ("host.json", "profile.h5"):
+                shutil.copy(tmp_path / "a" / name, tmp_path / "b" / name)
+            crashed = Campaign.open(tmp_path / "b", TINY)
+            comps, info = crashed.proposals_for(0)
+            assert info["from_profile"] == plan.T and np.array_equal(comps, plan.compositions)
+            crashed.close()
+            resumed = Campaign.open(tmp_path / "b", create=False)
+            [r0] = await run_campaign(resumed, fl, 0, progress=False)
+            assert r0.samples == plan.T - 1 and _chain_keys(resumed, 0) == [PROFILE_KEY]
+            resumed.close()
+        text = caplog.text
+        assert text.count(f"acknowledged {PROFILE_KEY} ({plan.T - 1} samples) from the solo profile") == 2
+        assert f"round 0: {plan.T} windows of the solo profile give {plan.T - 1} samples; the one-hot sweep " \
+               "is not run" in text
+
+    _with_sim_agents(tmp_path, body)
+
+
+def test_round0_runs_the_sweep_when_asked_or_when_the_profile_differs(tmp_path, caplog):
+    """`round0 = "sweep"` is the one-hot sweep as before; a profile measured otherwise than the
+    campaign measures (here: another window length) is not taken as samples, and the log says why."""
+    import logging
+    import shutil
+
+    from controller.campaign import proposals
+    from controller.campaign.campaign import PROFILE_KEY, Campaign, ProfileUnusable, run_campaign
+    from controller.fleet import Fleet
+    from mimesys.trace import Trace
+    caplog.set_level(logging.INFO, logger="mimesys.collect")
+
+    def sweep_round(camp, s0):
+        b = camp.binding
+        sweep = proposals.one_hot_sweep(len(b.catalog_names), b.threads, (1.0,))
+        with np.load(camp.round_path(0)) as z:
+            comps = z["compositions"]
+        assert s0.proposal["sweep"] == len(sweep) == len(comps) and "from_profile" not in s0.proposal
+        assert sorted(c.tobytes() for c in comps) == sorted(c.tobytes() for c in sweep)
+        chains = camp.chains(comps)
+        assert _chain_keys(camp, 0) == [f"r0/c{c}" for c in range(len(chains))]
+        assert s0.samples == sum(len(c) - 1 for c in chains) == len(sweep) - len(chains)
+        assert camp.samples(filtered=False)["from_profile"] == 0
+
+    async def body(urls):
+        async with Fleet.from_urls(urls, TOKEN) as fl:
+            old = Campaign.open(tmp_path / "sweep", {**TINY, "round0": "sweep"})
+            [s0] = await run_campaign(old, fl, 0, progress=False)
+            sweep_round(old, s0)
+            assert "profile_unusable" not in s0.proposal and old.profile_path.exists()
+            assert old.dataset().provenance["from_profile"] == 0
+            old.close()
+            # the same host's profile, recorded at another window length
+            (tmp_path / "w").mkdir()
+            shutil.copy(tmp_path / "sweep" / "host.json", tmp_path / "w" / "host.json")
+            tr = Trace.read(tmp_path / "sweep" / "profile.h5")
+            tr.window_s = 2.0
+            tr.write(tmp_path / "w" / "profile.h5")
+            camp = Campaign.open(tmp_path / "w", TINY)
+            [s0] = await run_campaign(camp, fl, 0, progress=False)
+            sweep_round(camp, s0)
+            assert s0.proposal["profile_unusable"] == "window_s 2, the campaign's 1"
+            assert PROFILE_KEY not in camp.store
+            # a resumed round 0 stays the sweep it was proposed as, even with a usable profile now
+            shutil.copy(tmp_path / "sweep" / "profile.h5", camp.profile_path)
+            assert camp.proposals_for(0)[1]["sweep"] == s0.proposal["sweep"]
+            # every difference is named (one line)
+            tr = Trace.read(tmp_path / "sweep" / "profile.h5")
+            tr.provenance = {**tr.provenance, "catalog_hash": "other", "thread_cores": [0]}
+            tr.metrics = tr.metrics[::-1]
+            tr.values = np.ascontiguousarray(tr.values[:, ::-1])
+            tr.write(camp.profile_path)
+            with pytest.raises(ProfileUnusable) as e:
+                camp.profile_chain()
+            first = tr.metrics[0].name
+            assert str(e.value) == (f"its {len(tr.metrics)} metrics are not the campaign's {len(tr.metrics)} (first "
+                                    f"difference at 0: {first!r} vs {tr.metrics[-1].name!r}); catalog other of "
+                                    f"{len(camp.binding.catalog_names)} stressors, the campaign's "
+                                    f"{camp.binding.catalog_hash} of {len(camp.binding.catalog_names)}; 1 threads, "
+                                    f"the campaign's 2")
+            camp.close()
+        assert ("round 0: the solo profile cannot serve as samples (window_s 2, the campaign's 1); running the "
+                "one-hot sweep") in caplog.text
+
+    _with_sim_agents(tmp_path, body)
+
+
+def test_the_profile_compositions_follow_its_layout_and_hold():
+    from controller.forward_fit.profile import (HOLD, LAYOUT, LAYOUT_ONE_THREAD, profile_compositions,
+                                                profile_plan, windows_of)
+    from mimesys.errors import ValidationError
+    a = profile_compositions(3, 2, LAYOUT, 1)            # per stressor: idle, thread 0, thread 1, every thread
+    assert a.shape == (13, 3, 2)
+    assert [np.argwhere(a[t]).tolist() for t in range(1, 5)] == [[[0, 0]], [[0, 1]], [[0, 0], [0, 1]], []]
+    assert not a[0].any() and not a[12].any()
+    b = profile_compositions(3, 2, LAYOUT_ONE_THREAD, 2)  # older profiles: no thread-1 step
+    assert b.shape == (16, 3, 2) and b[1:3, 0, 0].all() and b[3:5, 0].all() and not b[1:3, 0, 1].any()
+    assert np.array_equal(profile_plan(["x", "y", "z"], "h", 2).compositions, profile_compositions(3, 2, LAYOUT, HOLD))
+    rows = windows_of(3, LAYOUT)
+    assert len(profile_compositions(3, 2, LAYOUT, HOLD)) == rows["idle"][-1] + 1
+    for bad in ((3, 1, LAYOUT, 2), (3, 2, "other", 2), (3, 2, LAYOUT, 0)):
+        with pytest.raises(ValidationError):
+            profile_compositions(*bad)
 
 
 def test_hold_max_round_trips_and_is_checked(tmp_path):
@@ -248,6 +437,15 @@ def test_campaign_config_names_the_file_and_key_of_a_wrong_value(tmp_path):
     p.write_text('hold_max = 0\n')
     with pytest.raises(ConfigError, match=r"campaign.toml: hold_max must be >= 1"):
         CampaignConfig.from_toml(p)
+    p.write_text('round0 = "sweeps"\n')
+    with pytest.raises(ConfigError, match=r"campaign.toml: round0 'sweeps'; valid: profile, sweep"):
+        CampaignConfig.from_toml(p)
+    p.write_text('round0 = 0\n')
+    with pytest.raises(ConfigError, match=r"campaign.toml: round0: expected a string"):
+        CampaignConfig.from_toml(p)
+    assert CampaignConfig().round0 == "profile"
+    p.write_text(CampaignConfig(round0="sweep").to_toml())
+    assert CampaignConfig.from_toml(p).round0 == "sweep"
     p.write_text('sweep_intensities = [1, 0.5]\nkey_metrics = ["cpu.util"]\nthreads = 2\n')
     c = CampaignConfig.from_toml(p)
     assert c.sweep_intensities == (1.0, 0.5) and c.key_metrics == ("cpu.util",) and c.threads == 2

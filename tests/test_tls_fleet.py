@@ -105,10 +105,13 @@ def test_tls_init_writes_a_0600_key_and_prints_the_certificates_sha256(tmp_path)
 
 def test_collect_evaluate_and_import_from_one_tls_fleet_file(tmp_path, tls_fleet):
     fleet, agents = tls_fleet
-    # collect: every agent of the fleet executes chains over TLS.
+    # collect: every agent of the fleet executes chains over TLS (round 0 as the one-hot sweep: the
+    # solo profile that round 0 takes by default runs on one agent only).
     camp = tmp_path / "camp"
-    out = mimesys("collect", camp, "--rounds", "0", "--fleet", fleet, "--round-size", "12", "--chain-len", "4",
-                  "--repetitions", "2", "--sweep-intensities", "1.0", "--no-progress")
+    camp.mkdir()
+    (camp / "campaign.toml").write_text('round0 = "sweep"\nround_size = 12\nchain_len = 4\nrepetitions = 2\n'
+                                        'sweep_intensities = [1.0]\n')
+    out = mimesys("collect", camp, "--rounds", "0", "--fleet", fleet, "--no-progress")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1].split(" (SIMULATED")[0])
     assert summary["samples"] > 0 and summary["simulated"] is True

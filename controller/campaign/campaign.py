@@ -15,8 +15,16 @@ resumed round runs exactly the chains that have no record yet: no acknowledged s
 lost and none is collected twice. Round completion (and the spread filter's range) is a
 record too.
 
-Rounds: round 0 is the one-hot sweep (`--strategy random`: random compositions of the same
-count); rounds 1+ are the hybrid novelty proposal or random compositions. With hold_max > 1
+Rounds: before round 0 the campaign records the host's solo profile (profile.h5: each stressor
+alone on thread 0, on thread 1, on every thread, an idle window before each). Round 0 takes its
+samples from it (`round0 = "profile"`, the default): the profile's executed windows, their
+compositions rebuilt from its provenance (layout, hold), become one chain record ("r0/profile",
+one repetition, so a spread of 0 that the filter always keeps), and nothing runs. Only a profile
+measured as the campaign measures serves (the same metrics in the same order, window_s, catalog
+names and hash, thread count, simulated or not); otherwise, and with `round0 = "sweep"`, round 0
+runs the one-hot sweep (each stressor alone at `sweep_intensities` on `sweep_thread_counts`),
+and collect.log names what differed. `--strategy random` keeps random compositions of the
+sweep's count. Rounds 1+ are the hybrid novelty proposal or random compositions. With hold_max > 1
 each proposed composition is held for 1..hold_max consecutive windows (drawn uniformly), so
 the dataset also holds steady transitions (a_{t-1} = a_t), which generation meets in a
 trace's phases; on the simulated host that did not improve the model at an equal window
@@ -33,6 +41,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import os
 import time
 import typing
@@ -55,6 +64,8 @@ from .store import RecordLog, atomic_write_bytes
 log = logging.getLogger("mimesys.collect")
 
 STRATEGIES = ("novelty", "random")
+ROUND0 = ("profile", "sweep")     # where the novelty strategy's round 0 comes from
+PROFILE_KEY = "r0/profile"        # the record key of round 0's samples from the solo profile
 MIN_SURROGATE_SAMPLES = 8
 
 
@@ -62,9 +73,14 @@ class CampaignError(MimesysError):
     """The campaign directory or its configuration cannot be used as asked."""
 
 
+class ProfileUnusable(CampaignError):
+    """The solo profile cannot serve as round 0's samples; the message names what differs."""
+
+
 @dataclass(frozen=True)
 class CampaignConfig:
     strategy: str = "novelty"
+    round0: str = "profile"          # novelty round 0: the solo profile's windows ("profile") or the sweep
     round_size: int = 128            # compositions proposed per round (rounds 1+)
     chain_len: int = 16              # windows per chain (L - 1 samples each)
     hold_max: int = 1                # each composition runs for 1..hold_max consecutive windows
@@ -87,6 +103,8 @@ class CampaignConfig:
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
+        if self.round0 not in ROUND0:
+            raise ConfigError(f"round0 {self.round0!r}; valid: {', '.join(ROUND0)}")
         for name, lo in (("round_size", 2), ("chain_len", 2), ("hold_max", 1), ("repetitions", 1), ("pool", 10),
                          ("trees", 2), ("coverage_grid", 2)):
             if getattr(self, name) < lo:
@@ -269,25 +287,28 @@ class Campaign:
 
     def samples(self, upto_round: int | None = None, *, filtered: bool = True) -> dict:
         """Every sample of the store (through `upto_round`), with the spread filter applied as
-        recorded at each round's end (the current range for an unfinished round)."""
+        recorded at each round's end (the current range for an unfinished round). Beside the
+        arrays: "dropped" (by the filter) and "from_profile" (samples kept from the solo profile)."""
         recs = self.chain_records(upto_round)
         b = self.binding
         M, K, N = len(b.catalog_names), b.threads, len(b.metrics)
-        parts, rounds = [], []
+        parts, rounds, profiled = [], [], []
         for rec in recs:
             R, L = rec["shape"][0], rec["shape"][1]
             comps = np.frombuffer(rec["comps"], "<f4").reshape(L, M, K)
             obs = np.frombuffer(rec["obs"], "<f4").reshape(R, L, N)
             parts.append(samples_from_chain(comps, obs))
             rounds.append(np.full(L - 1, rec["round"], np.int32))
+            profiled.append(np.full(L - 1, rec["key"] == PROFILE_KEY))
         if not parts:
             z = np.zeros((0, M, K), np.float32)
             zn = np.zeros((0, N), np.float32)
             return {"prev_action": z, "action": z, "prev_obs": zn, "obs": zn, "obs_spread": zn,
-                    "round": np.zeros(0, np.int32), "dropped": 0}
+                    "round": np.zeros(0, np.int32), "dropped": 0, "from_profile": 0}
         cols = [np.concatenate(x) for x in zip(*parts)]
         out = dict(zip(("prev_action", "action", "prev_obs", "obs", "obs_spread"), cols))
         out["round"] = np.concatenate(rounds)
+        profiled = np.concatenate(profiled)
         keep = np.ones(len(out["round"]), bool)
         if filtered:
             ki, _, units = self.key_index()
@@ -301,6 +322,7 @@ class Campaign:
                 keep[sel] = self._stable(out["obs_spread"][sel][:, ki], lo, hi, units)
         out = {k: v[keep] for k, v in out.items()}
         out["dropped"] = int((~keep).sum())
+        out["from_profile"] = int(profiled[keep].sum())
         return out
 
     @staticmethod
@@ -329,7 +351,8 @@ class Campaign:
                        window_s=self.config.window_s, host_fingerprint=b.fingerprint, simulated=b.simulated,
                        provenance={"kind": "campaign", "campaign": str(self.root.resolve()),
                                    "strategy": self.config.strategy, "rounds": self.next_round(),
-                                   "dropped_unstable": s["dropped"], "config": json.loads(
+                                   "dropped_unstable": s["dropped"], "from_profile": s["from_profile"],
+                                   "config": json.loads(
                                        json.dumps(dataclasses.asdict(self.config)))})
 
     # -- proposing ----------------------------------------------------------------------
@@ -347,7 +370,11 @@ class Campaign:
         path = self.round_path(r)
         if path.exists():
             with np.load(path, allow_pickle=False) as z:
-                return z["compositions"], json.loads(str(z["info"]))
+                comps, info = z["compositions"], json.loads(str(z["info"]))
+            if not (info.get("from_profile") and PROFILE_KEY not in self.store):
+                return comps, info
+            # proposed from the solo profile, not yet recorded (a crash in between): nothing of
+            # round 0 is acknowledged, so it is proposed again from the profile as it is now
         cfg, b = self.config, self.binding
         M, K = len(b.catalog_names), b.threads
         rng = np.random.default_rng([cfg.seed, r, 0x6E6F76])
@@ -358,6 +385,18 @@ class Campaign:
             comps = proposals.random_compositions(rng, n, M, K)
             info["random"] = n
         elif r == 0:
+            if cfg.round0 == "profile":
+                try:
+                    comps, _ = self.profile_chain()
+                except ProfileUnusable as e:
+                    log.warning("round 0: the solo profile cannot serve as samples (%s); running the one-hot "
+                                "sweep", e)
+                    info["profile_unusable"] = str(e)
+                else:
+                    # the profile's windows in their executed order: no shuffle, no holds
+                    info.update(from_profile=len(comps), compositions=len(comps), windows=len(comps))
+                    atomic_write_bytes(path, _npz_bytes(compositions=comps, info=np.array(json.dumps(info))))
+                    return comps, info
             comps = sweep
             info["sweep"] = len(sweep)
         else:
@@ -374,7 +413,8 @@ class Campaign:
                 info["surrogate_on_unstable"] = True
             if len(s["action"]) < MIN_SURROGATE_SAMPLES:
                 raise CampaignError(f"round {r}: only {len(s['action'])} samples so far; the surrogate needs "
-                                    f"{MIN_SURROGATE_SAMPLES} (a larger round 0: more sweep intensities)")
+                                    f"{MIN_SURROGATE_SAMPLES} (a larger round 0: the solo profile, or more sweep "
+                                    f"intensities)")
             X = s["action"]
             hi = metric_bounds([b.metrics[i].name for i in ki], units, s["obs"][:, ki], b.peaks())
             Y = normalize(s["obs"][:, ki], hi)
@@ -391,6 +431,78 @@ class Campaign:
         buf = _npz_bytes(compositions=comps.astype(np.float32), info=np.array(json.dumps(info)))
         atomic_write_bytes(path, buf)
         return comps, info
+
+    def profile_chain(self) -> tuple[np.ndarray, np.ndarray]:
+        """The solo profile as one chain: (compositions [L, M, K], values [1, L, N]), the
+        compositions rebuilt from the trace's provenance (layout, hold), one repetition.
+        Raises ProfileUnusable naming everything that differs from how this campaign measures."""
+        from mimesys.trace import Trace
+
+        from ..forward_fit.profile import FORMAT, LAYOUT_ONE_THREAD, profile_compositions
+
+        path, b, cfg = self.profile_path, self.binding, self.config
+        if not path.exists():
+            raise ProfileUnusable(f"there is no solo profile at {path}")
+        try:
+            trace = Trace.read(path)
+        except MimesysError as e:
+            raise ProfileUnusable(f"{path} cannot be read: {e}") from None
+        prov = trace.provenance or {}
+        differs = []
+        if prov.get("by") != FORMAT:
+            differs.append(f"it is not a solo profile (provenance.by {prov.get('by')!r})")
+        names, want = [m.name for m in trace.metrics], [m.name for m in b.metrics]
+        if names != want:
+            at = next((i for i, (x, y) in enumerate(zip(names, want)) if x != y), min(len(names), len(want)))
+            ours, theirs = (names + [None])[at], (want + [None])[at]
+            differs.append(f"its {len(names)} metrics are not the campaign's {len(want)} (first difference at "
+                           f"{at}: {ours!r} vs {theirs!r})")
+        if not math.isclose(float(trace.window_s), cfg.window_s, rel_tol=1e-9):
+            differs.append(f"window_s {trace.window_s:g}, the campaign's {cfg.window_s:g}")
+        cat_names = prov.get("catalog_names")
+        if cat_names != b.catalog_names or prov.get("catalog_hash") != b.catalog_hash:
+            differs.append(f"catalog {prov.get('catalog_hash')} of {len(cat_names or [])} stressors, the campaign's "
+                           f"{b.catalog_hash} of {len(b.catalog_names)}")
+        threads = len(prov.get("thread_cores") or [])
+        if threads != b.threads:
+            differs.append(f"{threads} threads, the campaign's {b.threads}")
+        if bool(trace.simulated) != b.simulated:
+            differs.append(f"{'simulated' if trace.simulated else 'real'} host, the campaign's "
+                           f"{'simulated' if b.simulated else 'real'}")
+        if differs:
+            raise ProfileUnusable("; ".join(differs))
+        # the layout as fit_first_order reads it; every profile has named its hold
+        layout, hold = prov.get("layout") or LAYOUT_ONE_THREAD, prov.get("hold")
+        if isinstance(hold, bool) or not isinstance(hold, int) or hold < 1:
+            raise ProfileUnusable(f"its provenance.hold {hold!r} is not a window count")
+        try:
+            comps = profile_compositions(len(b.catalog_names), threads, layout, hold)
+        except MimesysError as e:
+            raise ProfileUnusable(str(e)) from None
+        if len(comps) != trace.T:
+            raise ProfileUnusable(f"{trace.T} windows where its layout {layout} with hold {hold} has {len(comps)}")
+        return comps, np.asarray(trace.values, np.float32)[None]
+
+    def record_profile(self, comps: np.ndarray) -> int:
+        """Round 0 from the solo profile: its windows as one chain record (acknowledged when this
+        returns; once only, under PROFILE_KEY). `comps` are round 0's proposals, which the
+        profile must still match. Returns the samples."""
+        L = len(comps)
+        if PROFILE_KEY in self.store:
+            return L - 1
+        chain, obs = self.profile_chain()
+        if not np.array_equal(chain, comps):
+            raise CampaignError(f"{self.profile_path} changed after round 0 was proposed from it; run collect "
+                                f"again to propose round 0 anew")
+        b = self.binding
+        self.store.append([{"key": PROFILE_KEY, "type": "chain", "round": 0, "chain": 0, "agent": "solo profile",
+                            "run_id": "", "t": time.time(),
+                            "shape": [1, L, len(b.catalog_names), b.threads, len(b.metrics)],
+                            "comps": np.ascontiguousarray(comps, "<f4").tobytes(),
+                            "obs": np.ascontiguousarray(obs, "<f4").tobytes()}])
+        log.info("acknowledged %s (%d samples) from the solo profile %s: one repetition, so a spread of 0 that "
+                 "the spread filter keeps", PROFILE_KEY, L - 1, self.profile_path)
+        return L - 1
 
     def chains(self, comps: np.ndarray) -> list[np.ndarray]:
         L = self.config.chain_len
@@ -484,8 +596,9 @@ def _npz_bytes(**arrays) -> bytes:
 # ------------------------------------------------------------------------------------------
 async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool = True,
                        on_round=None) -> list[RoundSummary]:
-    """Run rounds 0..`rounds` (round 0 = the initial sweep, then `rounds` proposal rounds),
-    resuming from the store. Returns the summaries of the rounds run by this call."""
+    """Run rounds 0..`rounds` (round 0 = the solo profile's windows or the initial sweep, then
+    `rounds` proposal rounds), resuming from the store. Returns the summaries of the rounds run
+    by this call."""
     probes = await fleet.probe()
     for p in probes:
         if not p.ok:
@@ -502,26 +615,38 @@ async def run_campaign(campaign: Campaign, fleet, rounds: int, *, progress: bool
     for r in range(campaign.next_round(), rounds + 1):
         t0 = time.monotonic()
         comps, info = await asyncio.to_thread(campaign.proposals_for, r)
-        jobs = campaign.jobs(r, comps)
-        total = sum(j.plan.T - 1 for j in jobs)
-        log.info("round %d: %d compositions over %d windows, %d chains to run (%d samples), %d agents", r,
-                 info.get("compositions", len(comps)), len(comps), len(jobs), total, len(agents))
-        bar = _progress(progress, total, f"round {r}")
-        t_profile = time.monotonic()
-        try:
-            async def on_result(job, result):
-                n = campaign.record_chain(r, job, result)
-                bar.update(n)
-            await fleet.run_jobs(jobs, on_result, agents=agents,
-                                 on_start=lambda job, client, run_id: campaign.record_start(job, client.name, run_id))
-        finally:
-            bar.close()
-        t_profile = time.monotonic() - t_profile
-        summary = await asyncio.to_thread(campaign.finish_round, r, time.monotonic() - t0, info, t_profile)
+        if info.get("from_profile"):
+            n = await asyncio.to_thread(campaign.record_profile, comps)
+            log.info("round 0: %d windows of the solo profile give %d samples; the one-hot sweep is not run",
+                     len(comps), n)
+            t_run = 0.0
+        else:
+            t_run = await _run_chains(campaign, fleet, agents, r, comps, info, progress)
+        summary = await asyncio.to_thread(campaign.finish_round, r, time.monotonic() - t0, info, t_run)
         summaries.append(summary)
         if on_round is not None:
             on_round(summary)
     return summaries
+
+
+async def _run_chains(campaign: Campaign, fleet, agents, r: int, comps: np.ndarray, info: dict,
+                      progress: bool) -> float:
+    """Run round r's chains that have no record yet on the fleet; returns the seconds it took."""
+    jobs = campaign.jobs(r, comps)
+    total = sum(j.plan.T - 1 for j in jobs)
+    log.info("round %d: %d compositions over %d windows, %d chains to run (%d samples), %d agents", r,
+             info.get("compositions", len(comps)), len(comps), len(jobs), total, len(agents))
+    bar = _progress(progress, total, f"round {r}")
+    t0 = time.monotonic()
+    try:
+        async def on_result(job, result):
+            n = campaign.record_chain(r, job, result)
+            bar.update(n)
+        await fleet.run_jobs(jobs, on_result, agents=agents,
+                             on_start=lambda job, client, run_id: campaign.record_start(job, client.name, run_id))
+    finally:
+        bar.close()
+    return time.monotonic() - t0
 
 
 async def profile_host(campaign: Campaign, client, *, progress: bool = True) -> None:

@@ -84,7 +84,8 @@ def collect(campaign, rounds, fleet_file, agents, allow_plain_http, strategy, ro
     elapsed = time.monotonic() - t0
     done = sum(s.samples for s in summaries)
     for s in summaries:   # with --json these go to stderr: stdout is the one JSON document
-        click.echo(f"round {s.round}: {s.samples} samples ({s.kept} kept, {s.dropped} dropped as unstable), "
+        source = " from the solo profile" if s.proposal.get("from_profile") else ""
+        click.echo(f"round {s.round}: {s.samples} samples{source} ({s.kept} kept, {s.dropped} dropped as unstable), "
                    f"coverage {s.coverage['occupied_cells']} cells, {s.samples_per_s:.2f} samples/s", err=as_json)
     label = " (SIMULATED host)" if camp.binding is not None and camp.binding.simulated else ""
     doc = {"campaign": str(campaign), "rounds_run": len(summaries), "samples": done, "seconds": round(elapsed, 2),
