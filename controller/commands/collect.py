@@ -20,7 +20,8 @@ from ._agents import plain_http_option
 @click.command()
 @click.argument("campaign", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--rounds", type=click.IntRange(0), required=True,
-              help="Proposal rounds after the initial sweep (round 0); a resumed campaign runs what is missing.")
+              help="Proposal rounds after round 0 (the solo profile's windows, or the one-hot sweep); a resumed "
+                   "campaign runs what is missing.")
 @click.option("--fleet", "fleet_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Fleet file (TOML: agent URLs + token files). Default: CAMPAIGN/fleet.toml.")
 @click.option("--agent", "agents", multiple=True, metavar="NAME",

@@ -614,7 +614,7 @@ def run_steps(d: Demo, steps: Sequence[Step] = STEPS) -> None:
               help="A real foreign trace to import onto this host.")
 @click.option("--trace-format", default=DEFAULT_TRACE_FORMAT, show_default=True, help="Its importer.")
 @click.option("--rounds", type=click.IntRange(0), default=DemoSettings.rounds, show_default=True,
-              help="Novelty rounds after the one-hot sweep.")
+              help="Novelty rounds after round 0 (the solo profile's windows).")
 @click.option("--round-size", type=click.IntRange(1), default=DemoSettings.round_size, show_default=True)
 @click.option("--repetitions", type=click.IntRange(1), default=DemoSettings.repetitions, show_default=True)
 @click.option("--spread-threshold", type=click.FloatRange(0, min_open=True), default=DemoSettings.spread_threshold,
