@@ -59,9 +59,11 @@ async def collect(work: Path, args) -> dict:
     from controller.fleet import Fleet
 
     round_size = args.agents * args.chains_per_agent * args.chain_len
+    # round0 "sweep": with --strategy novelty, round 0's samples are executed chains too (from the solo
+    # profile they would arrive without running anything, and say nothing of the fleet's throughput)
     camp = Campaign.open(work / "camp", {"strategy": args.strategy, "round_size": round_size,
                                          "chain_len": args.chain_len, "repetitions": args.repetitions,
-                                         "sweep_intensities": [1.0]})
+                                         "sweep_intensities": [1.0], "round0": "sweep"})
     me = psutil.Process()
     cpu0, t0 = me.cpu_times(), time.monotonic()
     async with Fleet.from_file(work / "fleet.toml") as fl:

@@ -41,8 +41,10 @@ async def run(args) -> dict:
     urls, runners = await start_agents(2 * args.agents, TOKEN.encode(), work / "agents", seed=args.seed)
     camps, t = {}, {}
     try:
+        # round 0 as the sweep, not the solo profile: both strategies' samples are then executed chains
+        # of the same count, as in the results this bench has published
         common = {"round_size": args.round_size, "chain_len": args.chain_len, "repetitions": args.repetitions,
-                  "seed": args.seed}
+                  "seed": args.seed, "round0": "sweep"}
 
         async def one(strategy, agent_urls):
             camp = Campaign.open(work / strategy, {**common, "strategy": strategy})
