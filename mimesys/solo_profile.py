@@ -50,7 +50,22 @@ def hold_of(provenance: dict | None) -> int:
 
 def profile_plan(catalog_names: list[str], catalog_hash: str, threads: int, window_s: float = 1.0,
                  hold: int = HOLD) -> Plan:
-    M, layout = len(catalog_names), layout_for(threads)
+    layout = layout_for(threads)
+    a = profile_compositions(len(catalog_names), threads, layout, hold)
+    return Plan(a, list(catalog_names), catalog_hash, window_s=window_s, seed=0,
+                provenance={"by": FORMAT, "layout": layout, "hold": hold})
+
+
+def profile_compositions(M: int, threads: int, layout: str, hold: int) -> np.ndarray:
+    """The profile's compositions [block × M + 1, M, threads] for a layout and hold (a profile's
+    provenance names both: a campaign's round 0 rebuilds the executed windows from them)."""
+    from .errors import ValidationError
+    if layout not in LAYOUTS:
+        raise ValidationError(f"profile layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    if hold < 1:
+        raise ValidationError(f"profile hold {hold}: at least one window per step")
+    if layout == LAYOUT and threads < 2:
+        raise ValidationError(f"profile layout {layout!r} needs two plan threads, got {threads}")
     block = 1 + _steps(layout) * hold
     a = np.zeros((block * M + 1, M, threads), np.float32)
     for m in range(M):
@@ -60,8 +75,7 @@ def profile_plan(catalog_names: list[str], catalog_hash: str, threads: int, wind
             t += hold
             a[t:t + hold, m, 1] = 1.0
         a[t + hold:t + 2 * hold, m, :] = 1.0
-    return Plan(a, list(catalog_names), catalog_hash, window_s=window_s, seed=0,
-                provenance={"by": FORMAT, "layout": layout, "hold": hold})
+    return a
 
 
 def windows_of(M: int, layout: str = LAYOUT_ONE_THREAD, hold: int = HOLD) -> dict:

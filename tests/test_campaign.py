@@ -275,7 +275,7 @@ def test_round0_takes_its_samples_from_the_solo_profile_once(tmp_path, caplog):
 
     from controller.campaign.campaign import PROFILE_KEY, Campaign, run_campaign
     from controller.fleet import Fleet
-    from controller.forward_fit.profile import profile_plan
+    from mimesys.solo_profile import profile_plan
     from mimesys.trace import Trace
     caplog.set_level(logging.INFO, logger="mimesys.collect")
 
@@ -399,9 +399,8 @@ def test_round0_runs_the_sweep_when_asked_or_when_the_profile_differs(tmp_path, 
 
 
 def test_the_profile_compositions_follow_its_layout_and_hold():
-    from controller.forward_fit.profile import (HOLD, LAYOUT, LAYOUT_ONE_THREAD, profile_compositions,
-                                                profile_plan, windows_of)
     from mimesys.errors import ValidationError
+    from mimesys.solo_profile import HOLD, LAYOUT, LAYOUT_ONE_THREAD, profile_compositions, profile_plan, windows_of
     a = profile_compositions(3, 2, LAYOUT, 1)            # per stressor: idle, thread 0, thread 1, every thread
     assert a.shape == (13, 3, 2)
     assert [np.argwhere(a[t]).tolist() for t in range(1, 5)] == [[[0, 0]], [[0, 1]], [[0, 0], [0, 1]], []]

@@ -436,9 +436,8 @@ class Campaign:
         """The solo profile as one chain: (compositions [L, M, K], values [1, L, N]), the
         compositions rebuilt from the trace's provenance (layout, hold), one repetition.
         Raises ProfileUnusable naming everything that differs from how this campaign measures."""
+        from mimesys.solo_profile import FORMAT, LAYOUT_ONE_THREAD, profile_compositions
         from mimesys.trace import Trace
-
-        from ..forward_fit.profile import FORMAT, LAYOUT_ONE_THREAD, profile_compositions
 
         path, b, cfg = self.profile_path, self.binding, self.config
         if not path.exists():
