@@ -45,6 +45,7 @@ backend = "host"
 state_dir = "{d}/state"
 scratch_dir = "{d}/state/scratch"
 model_dir = "{d}/model"
+run_lock = "{d}/run.lock"
 [api]
 bind = "127.0.0.1"
 port = 0

@@ -34,7 +34,8 @@ AUTH = {"Authorization": "Bearer " + TOKEN.decode()}
 
 def make_config(tmp_path, backend="sim", **sections):
     doc = {"agent": {"backend": backend, "state_dir": str(tmp_path / "state"),
-                     "scratch_dir": str(tmp_path / "state" / "scratch"), "model_dir": str(tmp_path / "model")},
+                     "scratch_dir": str(tmp_path / "state" / "scratch"), "model_dir": str(tmp_path / "model"),
+                     "run_lock": str(tmp_path / "run.lock")},
            "api": {"token_file": str(tmp_path / "token")}}
     for name, values in sections.items():
         doc.setdefault(name, {}).update(values)

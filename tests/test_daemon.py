@@ -49,7 +49,8 @@ def write_config(tmp_path: Path, **api) -> Path:
     extra = "".join(f"{k} = {v}\n" for k, v in api.items())
     cfg = tmp_path / "agent.toml"
     cfg.write_text(f'[agent]\nstate_dir = "{tmp_path}/state"\nscratch_dir = "{tmp_path}/state/scratch"\n'
-                   f'scratch_budget_mib = 64\n[api]\ntoken_file = "{tok}"\nbind = "127.0.0.1"\nport = 0\n{extra}')
+                   f'scratch_budget_mib = 64\nrun_lock = "{tmp_path}/run.lock"\n'
+                   f'[api]\ntoken_file = "{tok}"\nbind = "127.0.0.1"\nport = 0\n{extra}')
     return cfg
 
 

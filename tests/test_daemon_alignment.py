@@ -76,7 +76,7 @@ def started(rep, win):
 @pytest.fixture
 def backend(tmp_path, catalog):
     return HostBackend(cpus=(0,), scratch_dir=tmp_path / "scratch", scratch_budget_bytes=1 << 20,
-                       catalog=catalog, samplers=CountingSamplers(), state_dir=tmp_path)
+                       catalog=catalog, samplers=CountingSamplers(), state_dir=tmp_path, run_lock=tmp_path / "run.lock")
 
 
 def plan_of(catalog, T):

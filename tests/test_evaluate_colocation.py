@@ -56,7 +56,7 @@ def test_colocation_mix_and_local_plan_replay(tmp_path, catalog):
     Plan.from_catalog(a, catalog, provenance={"by": "test: both threads busy"}).write(plan_path)
     cfg = tmp_path / "agent.toml"
     cfg.write_text(f'[agent]\nbackend = "host"\nstate_dir = "{tmp_path / "state"}"\n'
-                   f'scratch_dir = "{tmp_path / "scratch"}"\nrunner = "{RUNNER}"\n')
+                   f'scratch_dir = "{tmp_path / "scratch"}"\nrunner = "{RUNNER}"\nrun_lock = "{tmp_path / "run.lock"}"\n')
     spec = AppSpec(PIN + APP, regex=SHARE)
     doc = asyncio.run(colocation(spec, f"{PIN}{BUSY} & {PIN}{BUSY} & wait", plan_path, repeats=3, warmup_s=1.5,
                                  agent_config=str(cfg)))

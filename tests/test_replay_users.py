@@ -327,7 +327,7 @@ def test_run_plan_takes_the_agent_config(tmp_path, catalog):
     runner_or_skip()
     cfg = tmp_path / "agent.toml"
     cfg.write_text(f'[agent]\ncpus = [0]\nstate_dir = "{tmp_path}/state"\nscratch_dir = "{tmp_path}/s/scratch"\n'
-                   f'scratch_budget_mib = 32\n')
+                   f'scratch_budget_mib = 32\nrun_lock = "{tmp_path}/run.lock"\n')
     plan(catalog, [[0.2]] * 2).write(tmp_path / "p.h5")
     r = run(AGENT + ["run-plan", tmp_path / "p.h5", "--config", cfg, "--no-progress"])
     assert r.returncode == 0, r.stdout + r.stderr
