@@ -147,6 +147,7 @@ def test_real_agent_rejects_missing_or_wrong_token_and_oversized_bodies(tmp_path
         asyncio.run(main())
 
 
+@pytest.mark.serial   # per-core CPU against the plan: another test's CPU would land on it
 def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_path, catalog):
     """cpu_int_crc32 at 0.2 / 0.7 alternating on each CPU, W = 1 s, 6 windows."""
     ncpu = len(psutil.Process().cpu_affinity())
@@ -501,6 +502,7 @@ def test_serve_backend_sim_is_labelled_simulated(tmp_path):
     assert proc.returncode == 0
 
 
+@pytest.mark.serial   # the host's loopback traffic: another test's agent would put its own there
 def test_an_idle_plan_replayed_through_the_agent_shows_no_loopback_of_the_agents_own_streams(tmp_path, catalog):
     """The trace WebSocket and a monitor stream open beside it carry a few kB/s over loopback;
     the agent takes its own connections out of the network figures (agentd/samplers/ownsockets.py),

@@ -48,6 +48,7 @@ def test_app_output_parsing_and_failures():
         run_app(AppSpec("echo boom >&2; exit 3"))
 
 
+@pytest.mark.serial   # the application's slowdown on CPU 0: another test's CPU shrinks it
 @pytest.mark.skipif(not RUNNER.exists(), reason=f"native runner not built ({RUNNER}); run `make build`")
 def test_colocation_mix_and_local_plan_replay(tmp_path, catalog):
     a = np.zeros((5, len(catalog), 2), np.float32)

@@ -22,6 +22,8 @@ from runner_helpers import make_plan, runner_or_skip
 
 SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
 IO, COMPUTE = "disk_rand_read_4k", "cpu_int_crc32"
+# The core's busy fraction as /proc/stat counts it: another test's CPU would land on it.
+pytestmark = pytest.mark.serial
 
 
 def held_plan(catalog, io: float, compute: float, target: float | None, *, T: int, window_s: float) -> Plan:

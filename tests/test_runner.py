@@ -29,6 +29,7 @@ def _runner():
     runner_or_skip()
 
 
+@pytest.mark.serial   # window starts against the grid: another test's CPU would make them late
 def test_events_follow_the_absolute_window_grid(catalog):
     K, T, W = len(CPUS), 6, 0.2
     plan = make_plan(catalog, {"cpu_fp_poly": 0.3, "cpu_int_crc32": 0.2, "cache_memcpy_l1": 0.1},
@@ -76,6 +77,7 @@ def threads_doing(pid: int) -> str:
     return ", ".join(out)
 
 
+@pytest.mark.serial   # a 50 ms bound on stopping: another test's CPU would eat it
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_within_50ms(catalog, tmp_path, sig):
     """Stopped = every stressor thread has ended (the runner's main thread is all that is
@@ -131,6 +133,7 @@ def test_signal_stops_within_50ms(catalog, tmp_path, sig):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.serial   # gone within 1 s of its parent: another test's CPU would eat the bound
 def test_dies_with_its_parent_and_leaves_nothing(catalog, tmp_path):
     """SIGKILL the agent-like parent mid-plan: within 1 s no runner thread, no scratch file."""
     plan_path = tmp_path / "plan.h5"

@@ -24,6 +24,7 @@ def _runner():
     runner_or_skip()
 
 
+@pytest.mark.serial   # the hold sizes compute from the core's busy fraction: another test's CPU moves it
 def test_run_plan_says_what_the_hold_changed(catalog, tmp_path):
     """A plan whose readers cost the core far less than its 0.7 target: the runner stretches the
     compute and shortens the second reader so it fits; the report shows both against the
@@ -79,6 +80,7 @@ def test_run_plan_bad_input_is_one_line(catalog, tmp_path):
     assert res.exit_code == 1 and "--cpus" in res.output
 
 
+@pytest.mark.serial   # a calibration: rates and short segments of the disk, measured
 def test_calibrate_writes_rates_and_peaks(tmp_path):
     from agentd.commands.calibrate import calibrate
     out = tmp_path / "calibration.json"

@@ -224,6 +224,7 @@ def test_mem_bw_bad_source_option_is_a_config_error():
 
 
 # -- contention probe ------------------------------------------------------------------
+@pytest.mark.serial   # cache against DRAM latency: another test's memory traffic evicts the cache
 def test_mem_latency_probe_is_off_by_default_and_sees_dram_beyond_llc():
     from agentd.samplers.probe_mem_latency import MemLatencyProbe, random_cycle
     assert "probe.mem_latency_ns" not in [m.name for m in SamplerSet.from_config(None, HostPaths()).schema()]

@@ -22,6 +22,9 @@ from runner_helpers import device_of, make_plan, net_bytes, runner_or_skip
 
 CPU = (os.cpu_count() or 1) - 1
 SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
+# Device, loopback and per-thread counters, paced rates and the host's peaks: another test's
+# IO or CPU would land in them.
+pytestmark = pytest.mark.serial
 
 
 @pytest.fixture(autouse=True)
