@@ -221,7 +221,12 @@ def test_readme_quickstart_is_exactly_the_two_make_targets():
     targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
     assert {"demo", "test", "setup", "deb"} <= targets
     assert re.search(r"^demo: setup\n\t\$\(BIN\)/mimesys demo", makefile, re.M)
-    assert re.search(r"^test: setup\n\t\$\(BIN\)/python -m pytest", makefile, re.M)
+    # two phases over the whole of tests/ (issue 43): what does not measure the host in parallel,
+    # then what does (marked serial) alone; both run, and the target fails if either fails
+    recipe = re.search(r"^test: setup\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    assert re.search(r'\$\(BIN\)/python -m pytest .*-m "not serial" .*-n \$\(TEST_WORKERS\) .*tests \|\| rc=1', recipe)
+    assert re.search(r"\$\(BIN\)/python -m pytest .*-m serial tests \|\| rc=1", recipe)
+    assert recipe.rstrip().endswith("exit $$rc")
 
 
 def test_ci_runs_the_readme_test_command_then_the_package_and_the_unit():
