@@ -119,27 +119,35 @@ def stored_profile(state_dir: Path | str | None, catalog, info) -> Trace:
     with the calibration the agent runs with (info: the backend's BackendInfo), for its catalog,
     on the same hardware. NotFound naming what differs otherwise."""
     from mimesys.errors import NotFound
-    from mimesys.hardware import identity_diff
 
     again = "run `mimesys-agent calibrate` (it records the profile with the calibration)"
     path = profile_path(state_dir) if state_dir is not None else None
     if path is None or not path.is_file():
         raise NotFound(f"no solo profile on this agent: {again}")
     trace = Trace.read(path)
-    prov = trace.provenance or {}
-    calibration = info.calibration or {}
-    if prov.get("by") != FORMAT:
-        raise NotFound(f"{path} is not a solo profile: {again}")
-    if prov.get("catalog_hash") != catalog.hash:
-        raise NotFound(f"the stored solo profile was recorded for another stressor catalog: {again}")
-    if not calibration or prov.get("calibration_created") != calibration.get("created"):
-        raise NotFound(f"the stored solo profile was recorded with another calibration "
-                       f"({prov.get('calibration_created')}, the agent's: {calibration.get('created')}): {again}")
-    diff = identity_diff(trace.host_fingerprint, info.fingerprint)
-    if diff:
-        raise NotFound(f"the stored solo profile was measured on other hardware (fingerprint keys differ: "
-                       f"{', '.join(diff)}): {again}")
+    why = mismatch(trace, info.calibration or {}, catalog.hash, info.fingerprint)
+    if why:
+        raise NotFound(f"the stored solo profile {why}: {again}")
     return trace
+
+
+def mismatch(trace: Trace, calibration: dict, catalog_hash: str, fingerprint: dict) -> str:
+    """Why a solo profile cannot stand for a host with this calibration, catalog and fingerprint
+    ('' when it can): the checks of the agent's GET /v1/profile and of `calibrate --import`."""
+    from mimesys.hardware import identity_diff
+
+    prov = trace.provenance or {}
+    if prov.get("by") != FORMAT:
+        return f"is not a solo profile (provenance.by {prov.get('by')!r})"
+    if prov.get("catalog_hash") != catalog_hash or calibration.get("catalog_hash", catalog_hash) != catalog_hash:
+        return f"was recorded for another stressor catalog than {catalog_hash}"
+    if not calibration or prov.get("calibration_created") != calibration.get("created"):
+        return (f"was recorded with another calibration ({prov.get('calibration_created')}, "
+                f"the calibration's: {calibration.get('created')})")
+    diff = identity_diff(trace.host_fingerprint, fingerprint)
+    if diff:
+        return f"was measured on other hardware (fingerprint keys differ: {', '.join(diff)})"
+    return ""
 
 
 def import_measurement(src: Path | str, state_dir: Path | str, catalog, info) -> tuple[Path, Path]:
@@ -149,7 +157,6 @@ def import_measurement(src: Path | str, state_dir: Path | str, catalog, info) ->
     catalog, and the two belong together. ValidationError naming what differs otherwise."""
     from mimesys import calibration as calfile
     from mimesys.errors import ValidationError
-    from mimesys.hardware import identity_diff
 
     src = Path(src)
     cal_path, prof_path = src / "calibration.json", src / PROFILE_FILE
@@ -159,19 +166,9 @@ def import_measurement(src: Path | str, state_dir: Path | str, catalog, info) ->
                                   f"{PROFILE_FILE}, as `mimesys-agent calibrate` writes them)")
     doc = calfile.read(cal_path)
     trace = Trace.read(prof_path)
-    prov = trace.provenance or {}
-    if prov.get("by") != FORMAT:
-        raise ValidationError(f"--import {prof_path}: not a solo profile")
-    if doc.get("catalog_hash") != catalog.hash or prov.get("catalog_hash") != catalog.hash:
-        raise ValidationError(f"--import {src}: measured for another stressor catalog than this agent's "
-                              f"({catalog.hash})")
-    if prov.get("calibration_created") != doc.get("created"):
-        raise ValidationError(f"--import {src}: the profile was recorded with another calibration "
-                              f"({prov.get('calibration_created')}) than the one beside it ({doc.get('created')})")
-    diff = identity_diff(trace.host_fingerprint, info.fingerprint)
-    if diff:
-        raise ValidationError(f"--import {src}: measured on other hardware (fingerprint keys differ: "
-                              f"{', '.join(diff)}); calibrate this host instead")
+    why = mismatch(trace, doc, catalog.hash, info.fingerprint)
+    if why:
+        raise ValidationError(f"--import {src}: the profile {why}; calibrate this host instead")
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     calfile.write(doc, state_dir / "calibration.json")

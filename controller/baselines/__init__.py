@@ -17,4 +17,4 @@ register(Kind("nearest", f"{_BASELINES}:nearest", ("dataset",), "the nearest dat
 register(Kind("knn", f"{_BASELINES}:knn", ("dataset",), "the distance-weighted mean of the k nearest",
               options=("k",), agent=False, group=BASELINE_GROUP))
 register(Kind("single", f"{_BASELINES}:single", ("dataset",), "one stressor at each core's utilization",
-              options=("stressor",), agent=False, group=BASELINE_GROUP))
+              options=("stressor",), agent=False, group=BASELINE_GROUP, showcase=True))

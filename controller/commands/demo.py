@@ -160,10 +160,10 @@ class DemoSettings:
     train_hidden: int = 64              # token width (the library default is 128)
     train_blocks: int = 2               # denoiser blocks (default 3)
     ddpo_epochs: int = 30               # DDPO against the forward model on the synthetic traces (0: none)
-    # The methods evaluate replays (each replays both traces): the diffusion model beside the
-    # forward model's inverse planner and the fixed-level baseline. `select`, `nearest` and `knn`
-    # are left to `mimesys evaluate` (each would add two replays, ~1 min).
-    methods: str = "diffusion,inverse,single"
+    # The methods evaluate replays (each replays both traces); empty: the registry's showcase
+    # kinds (the diffusion model beside the forward model's inverse planner and the fixed-level
+    # baseline). The others are left to `mimesys evaluate` (each would add two replays, ~1 min).
+    methods: str = ""
     app_seconds: int = 24               # length of the recorded application run (every method replays it)
     # windows of the imported trace that are replayed: every method replays it
     import_windows: int = 24
@@ -552,8 +552,9 @@ def evaluate(d: Demo) -> str:
     from mimesys.planners.registry import specs_for
 
     p, agent = d.paths, d.agent
-    planners = specs_for({"model": p.onnx, "forward": p.forward, "dataset": p.dataset})   # every method these make
-    wanted = [m.strip() for m in d.settings.methods.split(",") if m.strip()]
+    available = {"model": p.onnx, "forward": p.forward, "dataset": p.dataset}
+    planners = specs_for(available)                       # every method these make
+    wanted = [m.strip() for m in d.settings.methods.split(",") if m.strip()] or list(specs_for(available, showcase=True))
     unknown = [m for m in wanted if m not in planners]
     if unknown:
         raise DemoFailed(f"step 'evaluate': --methods {', '.join(unknown)}: not a method the demo builds "
@@ -587,7 +588,7 @@ STEPS: tuple[Step, ...] = (
     Step("export", "ONNX graphs + manifest for agent-side generation, steered by the forward model", export),
     Step("import", "{trace_file.name} mapped onto this host", import_trace),
     Step("record", "a real application (gzip, sqlite, sort) recorded for {s.app_seconds} s", record),
-    Step("evaluate", "generate with {s.methods}, replay each on the agent, DTW", evaluate),
+    Step("evaluate", "generate with each method, replay each on the agent, DTW", evaluate),
     Step("summary", "DTW per metric (each on the target's own peak, in [0,1], lower is closer)", summary),
 )
 
@@ -626,8 +627,10 @@ def run_steps(d: Demo, steps: Sequence[Step] = STEPS) -> None:
               help="Windows of the imported trace to replay.")
 @click.option("--ddpo-epochs", type=click.IntRange(0), default=DemoSettings.ddpo_epochs, show_default=True,
               help="Epochs of DDPO against the forward model before the export (0: export the trained model).")
-@click.option("--methods", default=DemoSettings.methods, show_default=True,
-              help="Comma-separated methods to replay (any of diffusion, inverse, select, nearest, knn, single).")
+@click.option("--methods", default=DemoSettings.methods,
+              show_default="the planner registry's showcase: the diffusion model, the inverse planner, the baseline",
+              help="Comma-separated methods to replay (any `mimesys evaluate` builds from the demo's model, forward "
+                   "model and dataset).")
 @click.option("--profile-hold", type=click.IntRange(1, 16), default=DemoSettings.profile_hold, show_default=True,
               help="Windows per step of the solo profile (2: a window of settling before each reading).")
 @click.option("--seed", type=int, default=0, show_default=True)

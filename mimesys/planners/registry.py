@@ -59,6 +59,8 @@ class Kind:
     agent: bool = True         # an agent can run it (no controller, no torch)
     group: str | None = None   # e.g. "baseline": GROUP:KIND names it, and callers can ask for the group
     variant: bool = False      # a variant of another kind (an ablation): not in every-kind lists
+    showcase: bool = False     # in the short list a demo replays (the learned generator, the planner it
+                               # is measured against, the simplest baseline)
 
     @property
     def form(self) -> str:
@@ -101,12 +103,14 @@ def help_text(*, agent_only: bool = False) -> str:
     return text + "."
 
 
-def specs_for(available: dict[str, str | Path], *, group: str | None = None) -> dict[str, str]:
-    """Every kind (variants left out) that the available inputs can build -> its spec, in
-    registration order: the demo's and an evaluation's every-method list."""
+def specs_for(available: dict[str, str | Path], *, group: str | None = None,
+              showcase: bool = False) -> dict[str, str]:
+    """Every kind (variants left out; with `showcase`, only the showcase kinds) that the
+    available inputs can build -> its spec, in registration order: an evaluation's every-method
+    list, the demo's short one."""
     out = {}
     for k in KINDS.values():
-        if k.variant or (group is not None and k.group != group):
+        if k.variant or (group is not None and k.group != group) or (showcase and not k.showcase):
             continue
         if all(i in available for i in k.inputs):
             out[k.name] = f"{k.name}:{','.join(str(available[i]) for i in k.inputs)}"
@@ -204,9 +208,9 @@ _SAMPLER = ("steps", "guidance", "eta", "threads")
 
 register(Kind("diffusion", "mimesys.planners.diffusion:load_generator", ("model",),
               "the diffusion model samples each window", options=_SAMPLER,
-              manifest_format="mimesys.model-export"))
+              manifest_format="mimesys.model-export", showcase=True))
 register(Kind("inverse", _inverse, ("forward",), "the forward model inverted",
-              manifest_format="mimesys.forward-model"))
+              manifest_format="mimesys.forward-model", showcase=True))
 register(Kind("inverse-first-order", _inverse_first_order, ("forward",), "the same, first order only",
               variant=True))
 register(Kind("select", _select, ("model", "forward"),
