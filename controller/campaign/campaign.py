@@ -436,7 +436,7 @@ class Campaign:
         """The solo profile as one chain: (compositions [L, M, K], values [1, L, N]), the
         compositions rebuilt from the trace's provenance (layout, hold), one repetition.
         Raises ProfileUnusable naming everything that differs from how this campaign measures."""
-        from mimesys.solo_profile import FORMAT, LAYOUT_ONE_THREAD, profile_compositions
+        from mimesys.solo_profile import LAYOUT_ONE_THREAD, profile_compositions
         from mimesys.trace import Trace
 
         path, b, cfg = self.profile_path, self.binding, self.config
@@ -447,27 +447,10 @@ class Campaign:
         except MimesysError as e:
             raise ProfileUnusable(f"{path} cannot be read: {e}") from None
         prov = trace.provenance or {}
-        differs = []
-        if prov.get("by") != FORMAT:
-            differs.append(f"it is not a solo profile (provenance.by {prov.get('by')!r})")
-        names, want = [m.name for m in trace.metrics], [m.name for m in b.metrics]
-        if names != want:
-            at = next((i for i, (x, y) in enumerate(zip(names, want)) if x != y), min(len(names), len(want)))
-            ours, theirs = (names + [None])[at], (want + [None])[at]
-            differs.append(f"its {len(names)} metrics are not the campaign's {len(want)} (first difference at "
-                           f"{at}: {ours!r} vs {theirs!r})")
+        differs = profile_differences(b, trace)
         if not math.isclose(float(trace.window_s), cfg.window_s, rel_tol=1e-9):
             differs.append(f"window_s {trace.window_s:g}, the campaign's {cfg.window_s:g}")
-        cat_names = prov.get("catalog_names")
-        if cat_names != b.catalog_names or prov.get("catalog_hash") != b.catalog_hash:
-            differs.append(f"catalog {prov.get('catalog_hash')} of {len(cat_names or [])} stressors, the campaign's "
-                           f"{b.catalog_hash} of {len(b.catalog_names)}")
         threads = len(prov.get("thread_cores") or [])
-        if threads != b.threads:
-            differs.append(f"{threads} threads, the campaign's {b.threads}")
-        if bool(trace.simulated) != b.simulated:
-            differs.append(f"{'simulated' if trace.simulated else 'real'} host, the campaign's "
-                           f"{'simulated' if b.simulated else 'real'}")
         if differs:
             raise ProfileUnusable("; ".join(differs))
         # the layout as fit_first_order reads it; every profile has named its hold
@@ -660,7 +643,7 @@ async def profile_host(campaign: Campaign, client, *, progress: bool = True) -> 
 
     try:
         trace = await client.solo_profile()
-        unusable = _profile_mismatch(campaign.binding, trace)
+        unusable = "; ".join(profile_differences(campaign.binding, trace))
     except (AgentError, TraceError) as e:
         trace, unusable = None, str(e)
     if trace is not None and not unusable:
@@ -685,16 +668,32 @@ async def profile_host(campaign: Campaign, client, *, progress: bool = True) -> 
     log.info("solo profile: %d windows in %.0f s -> %s", trace.T, time.monotonic() - t0, campaign.profile_path)
 
 
-def _profile_mismatch(binding: HostBinding, trace) -> str:
-    """Why an agent's stored profile cannot be this campaign's ('' when it can)."""
-    prov = trace.provenance or {}
-    if prov.get("catalog_hash") != binding.catalog_hash or prov.get("catalog_names") != binding.catalog_names:
-        return "it was recorded for another stressor catalog"
-    if len(prov.get("thread_cores") or []) != binding.threads:
-        return f"it ran {len(prov.get('thread_cores') or [])} threads, the campaign {binding.threads}"
-    if [m.name for m in trace.metrics] != [m.name for m in binding.metrics]:
-        return "its metrics differ from the campaign's"
-    return ""
+def profile_differences(binding: HostBinding, trace) -> list[str]:
+    """Everything in which a solo profile differs from how this campaign measures (empty when it
+    can be the campaign's): the checks of taking an agent's profile and of round 0 from it."""
+    from mimesys.solo_profile import FORMAT
+
+    b, prov = binding, trace.provenance or {}
+    differs = []
+    if prov.get("by") != FORMAT:
+        differs.append(f"it is not a solo profile (provenance.by {prov.get('by')!r})")
+    names, want = [m.name for m in trace.metrics], [m.name for m in b.metrics]
+    if names != want:
+        at = next((i for i, (x, y) in enumerate(zip(names, want)) if x != y), min(len(names), len(want)))
+        ours, theirs = (names + [None])[at], (want + [None])[at]
+        differs.append(f"its {len(names)} metrics are not the campaign's {len(want)} (first difference at "
+                       f"{at}: {ours!r} vs {theirs!r})")
+    cat_names = prov.get("catalog_names")
+    if cat_names != b.catalog_names or prov.get("catalog_hash") != b.catalog_hash:
+        differs.append(f"catalog {prov.get('catalog_hash')} of {len(cat_names or [])} stressors, the campaign's "
+                       f"{b.catalog_hash} of {len(b.catalog_names)}")
+    threads = len(prov.get("thread_cores") or [])
+    if threads != b.threads:
+        differs.append(f"{threads} threads, the campaign's {b.threads}")
+    if bool(trace.simulated) != b.simulated:
+        differs.append(f"{'simulated' if trace.simulated else 'real'} host, the campaign's "
+                       f"{'simulated' if b.simulated else 'real'}")
+    return differs
 
 
 def _progress(enabled: bool, total: int, desc: str):

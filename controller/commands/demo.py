@@ -528,7 +528,7 @@ def align(d: Demo) -> str:
 
 def export(d: Demo) -> str:
     p = d.paths
-    model = p.aligned if (p.aligned / "model.pt").is_file() else p.model
+    model = p.aligned if d.settings.ddpo_epochs and (p.aligned / "model.pt").is_file() else p.model
     d.run(CONTROLLER_CLI, ["export", model, "-o", p.onnx, "--forward", p.forward, "--overwrite"], step="export")
     return f"{p.onnx} (from {model.name})"
 
