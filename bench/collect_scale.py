@@ -55,7 +55,8 @@ def spawn_agents(work: Path, n: int, procs: int, speedup: float) -> tuple[list, 
 
 
 async def collect(work: Path, args) -> dict:
-    from controller.campaign.campaign import Campaign, run_campaign
+    from controller.campaign.campaign import Campaign
+    from controller.campaign.run import run_campaign
     from controller.fleet import Fleet
 
     round_size = args.agents * args.chains_per_agent * args.chain_len

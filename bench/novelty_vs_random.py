@@ -33,7 +33,8 @@ TOKEN = "bench-token-0123456789abcdef"
 
 async def run(args) -> dict:
     from bench.sim_agents import start_agents
-    from controller.campaign.campaign import Campaign, run_campaign
+    from controller.campaign.campaign import Campaign
+    from controller.campaign.run import run_campaign
     from controller.campaign.coverage import coverage, coverage_png, metric_bounds, normalize
     from controller.fleet import Fleet
 
@@ -59,7 +60,7 @@ async def run(args) -> dict:
             await r.cleanup()
 
     nov, rnd = camps["novelty"], camps["random"]
-    ki, names, units = nov.key_index()
+    ki, names, units = nov.binding.key_index(nov.config.key_metrics)
     data = {k: c.samples(filtered=False)["obs"][:, ki] for k, c in camps.items()}
     bounds = metric_bounds(names, units, np.concatenate(list(data.values())), nov.binding.peaks())
     Yn = {k: normalize(v, bounds) for k, v in data.items()}

@@ -215,6 +215,7 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
     assert acked1 | acked2 <= set(keys)                                  # nothing acknowledged lost
     log.close()                                                          # one opener at a time
     from controller.campaign.campaign import Campaign
+    from controller.campaign.run import chains
     c = Campaign.open(camp, create=False)
     for r in range(3):
         with np.load(c.round_path(r)) as z:
@@ -227,7 +228,7 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, ag
             assert rec["shape"][:2] == [1, len(proposed)]
             assert np.array_equal(np.frombuffer(rec["comps"], "<f4"), proposed.ravel())
             continue
-        expected = c.chains(proposed)
+        expected = chains(proposed, c.config.chain_len)
         got = sorted(int(k.split("/c")[1]) for k in keys if k.startswith(f"r{r}/"))
         assert got == list(range(len(expected))), f"round {r}"          # every chain exactly once
         for rec in c.chain_records():                                    # and it ran what was proposed
@@ -273,7 +274,9 @@ def test_round0_takes_its_samples_from_the_solo_profile_once(tmp_path, caplog):
     import logging
     import shutil
 
-    from controller.campaign.campaign import PROFILE_KEY, Campaign, run_campaign
+    from controller.campaign.campaign import PROFILE_KEY, Campaign
+    from controller.campaign.rounds import proposals_for
+    from controller.campaign.run import run_campaign
     from controller.fleet import Fleet
     from mimesys.solo_profile import profile_plan
     from mimesys.trace import Trace
@@ -316,7 +319,7 @@ def test_round0_takes_its_samples_from_the_solo_profile_once(tmp_path, caplog):
             for name in ("host.json", "profile.h5"):
                 shutil.copy(tmp_path / "a" / name, tmp_path / "b" / name)
             crashed = Campaign.open(tmp_path / "b", TINY)
-            comps, info = crashed.proposals_for(0)
+            comps, info = proposals_for(crashed, 0)
             assert info["from_profile"] == plan.T and np.array_equal(comps, plan.compositions)
             crashed.close()
             resumed = Campaign.open(tmp_path / "b", create=False)
@@ -338,7 +341,11 @@ def test_round0_runs_the_sweep_when_asked_or_when_the_profile_differs(tmp_path, 
     import shutil
 
     from controller.campaign import proposals
-    from controller.campaign.campaign import PROFILE_KEY, Campaign, ProfileUnusable, run_campaign
+    from controller.campaign.campaign import PROFILE_KEY, Campaign
+    from controller.campaign.rounds import proposals_for
+    from controller.campaign.run import chains as chains_of
+    from controller.campaign.run import run_campaign
+    from controller.campaign.solo import ProfileUnusable, profile_chain
     from controller.fleet import Fleet
     from mimesys.trace import Trace
     caplog.set_level(logging.INFO, logger="mimesys.collect")
@@ -350,7 +357,7 @@ def test_round0_runs_the_sweep_when_asked_or_when_the_profile_differs(tmp_path, 
             comps = z["compositions"]
         assert s0.proposal["sweep"] == len(sweep) == len(comps) and "from_profile" not in s0.proposal
         assert sorted(c.tobytes() for c in comps) == sorted(c.tobytes() for c in sweep)
-        chains = camp.chains(comps)
+        chains = chains_of(comps, camp.config.chain_len)
         assert _chain_keys(camp, 0) == [f"r0/c{c}" for c in range(len(chains))]
         assert s0.samples == sum(len(c) - 1 for c in chains) == len(sweep) - len(chains)
         assert camp.samples(filtered=False)["from_profile"] == 0
@@ -376,7 +383,7 @@ def test_round0_runs_the_sweep_when_asked_or_when_the_profile_differs(tmp_path, 
             assert PROFILE_KEY not in camp.store
             # a resumed round 0 stays the sweep it was proposed as, even with a usable profile now
             shutil.copy(tmp_path / "sweep" / "profile.h5", camp.profile_path)
-            assert camp.proposals_for(0)[1]["sweep"] == s0.proposal["sweep"]
+            assert proposals_for(camp, 0)[1]["sweep"] == s0.proposal["sweep"]
             # every difference is named (one line)
             tr = Trace.read(tmp_path / "sweep" / "profile.h5")
             tr.provenance = {**tr.provenance, "catalog_hash": "other", "thread_cores": [0]}
@@ -384,7 +391,7 @@ def test_round0_runs_the_sweep_when_asked_or_when_the_profile_differs(tmp_path, 
             tr.values = np.ascontiguousarray(tr.values[:, ::-1])
             tr.write(camp.profile_path)
             with pytest.raises(ProfileUnusable) as e:
-                camp.profile_chain()
+                profile_chain(camp)
             first = tr.metrics[0].name
             assert str(e.value) == (f"its {len(tr.metrics)} metrics are not the campaign's {len(tr.metrics)} (first "
                                     f"difference at 0: {first!r} vs {tr.metrics[-1].name!r}); catalog other of "
@@ -453,7 +460,8 @@ def test_campaign_config_names_the_file_and_key_of_a_wrong_value(tmp_path):
 def test_campaign_refuses_a_fleet_of_other_hardware(tmp_path):
     pytest.importorskip("agentd.api.app", reason="the agent HTTP API is not in this checkout yet")
     from bench.sim_agents import start_agents
-    from controller.campaign.campaign import Campaign, CampaignError, run_campaign
+    from controller.campaign.campaign import Campaign, CampaignError
+    from controller.campaign.run import run_campaign
     from controller.fleet import Fleet
 
     async def main():

@@ -49,7 +49,8 @@ def calibrate(cfg: Path, *more: str) -> dict:
 
 
 def test_calibrate_records_the_profile_the_agent_serves_and_a_campaign_takes(tmp_path):
-    from controller.campaign.campaign import Campaign, profile_host
+    from controller.campaign.campaign import Campaign
+    from controller.campaign.solo import profile_host
     from controller.fleet import AgentClient, AgentError, hardware_identity
 
     cfg = write_config(tmp_path)

@@ -50,7 +50,8 @@ def collect(campaign, rounds, fleet_file, agents, allow_plain_http, strategy, ro
 
     Crash-safe: kill it at any point and run the same command again; acknowledged samples
     are kept and nothing is profiled twice."""
-    from ..campaign.campaign import Campaign, run_campaign
+    from ..campaign.campaign import Campaign
+    from ..campaign.run import run_campaign
     from ..fleet import Fleet
 
     overrides = {"strategy": strategy, "round_size": round_size, "chain_len": chain_len, "hold_max": hold_max,
