@@ -120,19 +120,19 @@ def probe_msgpack_bomb():
 
 def probe_double_delete(d: Path):
     """5. a second DELETE while the trace is written wedges the run"""
-    from agentd.runs import RunManager
+    from agentd import runloop
     os.environ["MIMESYS_SIM_SPEEDUP"] = "1"
     os.environ["MIMESYS_SIM_CPUS"] = "2"
-    real = RunManager._write_trace
+    real = runloop.write_trace
     entered = threading.Event()
 
-    def slow(self, *a, **kw):
+    def slow(*a, **kw):
         entered.set()
         time.sleep(0.5)
-        return real(self, *a, **kw)
-    RunManager._write_trace = slow
+        return real(*a, **kw)
+    runloop.write_trace = slow
     state = asyncio.run(double_delete(d, entered))
-    RunManager._write_trace = real
+    runloop.write_trace = real
     report("double DELETE wedges the run", state == "running", f"state after both DELETEs: {state}")
 
 
@@ -159,7 +159,7 @@ async def double_delete(d: Path, entered: threading.Event) -> str:
     await asyncio.sleep(1.0)
     with __import__("contextlib").suppress(BaseException):
         await asyncio.wait_for(first, 2)
-    state = mgr.status(run.run_id)["state"]
+    state = mgr.book.status(run.run_id)["state"]
     await backend.close()
     return state
 

@@ -180,20 +180,18 @@ def test_repetitions_cost_the_schedule_nothing(catalog):
     """The runner repeats the plan windows: 1000 repetitions compile to the same stored windows
     as one (the header says how many to run), and the window x thread cap counts stored windows,
     so a long repetition of a plan is bounded by its duration alone."""
-    from types import SimpleNamespace
-
     from mimesys.backend import RunOptions
     from mimesys.errors import PlanError
-    from agentd.runs import RunManager
+    from agentd.runs import RunLimits
     from agentd.schedule import compile_plan
     plan = cpu_plan(catalog, [[0.1, 0.1]] * 10)
     one, many = compile_plan(plan, catalog), compile_plan(plan, catalog, repetitions=1000)
     assert len(many.data) == len(one.data) and many.S == one.S == 10 and many.E == 10_000
     assert many.executed(9_999) == (999, 9) and many.executed(0) == (0, 0)
-    limits = SimpleNamespace(max_window_threads=20, max_duration_s=1e9)
-    RunManager.check_size(limits, plan, RunOptions(repetitions=1000))
+    limits = RunLimits(max_threads=2, max_window_threads=20, max_duration_s=1e9)
+    limits.check_size(plan, RunOptions(repetitions=1000))
     with pytest.raises(PlanError, match="max_window_threads"):
-        RunManager.check_size(limits, plan, RunOptions(repetitions=1, warmup_windows=1))
+        limits.check_size(plan, RunOptions(repetitions=1, warmup_windows=1))
 
 
 def test_bodies_are_decoded_off_the_loop_and_generate_has_its_own_thread(tmp_path, catalog, monkeypatch):

@@ -92,8 +92,8 @@ def test_counters_are_exact_past_ten_million_and_series_do_not_churn(tmp_path):
         async with TestServer(app, host="127.0.0.1") as server, TestClient(server) as c:
             runs = app[RUNS]
             big = 10**7 + 1
-            runs.windows_executed = big
-            runs.runs_by_state["done"] = 2**40 + 3
+            runs.counters.windows_executed = big
+            runs.counters.runs_by_state["done"] = 2**40 + 3
             async with c.get("/metrics") as r:
                 text = await r.text()
             s = samples(text)

@@ -38,8 +38,8 @@ from agentd import cli, runs
 _init = runs.RunManager.__init__
 def _init_past_ten_million(self, *a, **kw):
     _init(self, *a, **kw)
-    self.windows_executed = 10**7
-    self.runs_by_state["done"] = 2**40
+    self.counters.windows_executed = 10**7
+    self.counters.runs_by_state["done"] = 2**40
 runs.RunManager.__init__ = _init_past_ten_million
 sys.argv[0] = "mimesys-agent"
 cli.main()

@@ -11,11 +11,13 @@ import time
 import numpy as np
 import pytest
 
-from agentd import runs as runs_mod
+from agentd import runloop, runstore
 from mimesys.backend import RunOptions
 from agentd.backend_registry import create_backend
 from mimesys.errors import InsufficientStorage, NotFound
-from agentd.runs import JOURNAL, RunManager, RunState, read_journal
+from agentd.journal import JOURNAL, read_journal
+from agentd.runs import RunManager
+from agentd.runstore import RunState
 from mimesys.trace import Trace
 from test_api import cpu_plan, make_config, sim_paced  # noqa: F401  (fixture)
 
@@ -28,14 +30,14 @@ def _manager(tmp_path, catalog):
 
 def _slow_trace_write(monkeypatch, seconds=0.5):
     """Trace writing that takes a while, so a second cancel lands in the middle of it."""
-    real = RunManager._write_trace
+    real = runloop.write_trace
     entered = threading.Event()
 
-    def slow(self, *a, **kw):
+    def slow(*a, **kw):
         entered.set()
         time.sleep(seconds)
-        return real(self, *a, **kw)
-    monkeypatch.setattr(RunManager, "_write_trace", slow)
+        return real(*a, **kw)
+    monkeypatch.setattr(runloop, "write_trace", slow)
     return entered
 
 
@@ -60,7 +62,7 @@ def test_second_cancel_during_cleanup_does_not_wedge_the_run(tmp_path, catalog, 
         await asyncio.wait_for(again, 10)
         assert run.state is RunState.CANCELLED and run.recorded
         assert (await first) is RunState.CANCELLED
-        assert mgr.status(run.run_id)["state"] == "cancelled"
+        assert mgr.book.status(run.run_id)["state"] == "cancelled"
         # The next run is accepted: nothing reads "running" forever.
         nxt = await mgr.start(cpu_plan(catalog, [[0.1, 0.1]], window_s=0.05), RunOptions())
         await asyncio.wait_for(asyncio.shield(nxt.task), 10)
@@ -96,7 +98,7 @@ def test_windows_are_on_disk_while_the_run_runs(tmp_path, catalog, sim_paced):
     asyncio.run(main())
 
 
-def test_a_crashed_runs_windows_are_recovered_and_it_says_so(tmp_path, catalog, sim_paced):
+def test_a_crashed_runs_windows_are_recovered_and_it_says_so(tmp_path, catalog, sim_paced, monkeypatch):
     async def crash():
         mgr, backend = _manager(tmp_path, catalog)
         run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 40, window_s=0.05), RunOptions())
@@ -105,7 +107,7 @@ def test_a_crashed_runs_windows_are_recovered_and_it_says_so(tmp_path, catalog, 
 
         async def no_cleanup(*a, **kw):
             pass
-        mgr._finish = no_cleanup
+        monkeypatch.setattr(runloop, "_finish", no_cleanup)
         await mgr.cancel(run.run_id)
         await backend.close()
         return run.run_id, run.dir
@@ -113,9 +115,9 @@ def test_a_crashed_runs_windows_are_recovered_and_it_says_so(tmp_path, catalog, 
     run_id, run_dir = asyncio.run(crash())
     assert json.loads((run_dir / "run.json").read_text())["state"] == "running"
     mgr, backend = _manager(tmp_path, catalog)       # the agent starts again
-    assert mgr.status(run_id)["state"] == "failed"   # at once, before its trace is written
-    assert mgr.recovered.wait(30)
-    status = mgr.status(run_id)
+    assert mgr.book.status(run_id)["state"] == "failed"   # at once, before its trace is written
+    assert mgr.book.recovered.wait(30)
+    status = mgr.book.status(run_id)
     assert status["state"] == "failed" and status["recorded"] and "recovering" not in status
     assert "measured windows kept" in status["error"] and status["windows_done"] >= 4
     tr = Trace.read(run_dir / "trace.h5")
@@ -133,7 +135,7 @@ def test_finished_runs_drop_plan_and_frames(tmp_path, catalog):
         await asyncio.wait({b.task})
         assert a.frames is None
         with pytest.raises(NotFound, match="trace.msgpack"):
-            mgr.frames(a.run_id)
+            mgr.book.frames(a.run_id)
         await backend.close()
     asyncio.run(main())
 
@@ -145,13 +147,13 @@ def test_a_run_that_would_not_fit_on_disk_is_refused(tmp_path, catalog, monkeypa
         def __init__(self, st):
             self.f_frsize, self.f_bavail = st.f_frsize, 10
 
-    monkeypatch.setattr(runs_mod.os, "statvfs", lambda p: Full(real(p)))
+    monkeypatch.setattr(runstore.os, "statvfs", lambda p: Full(real(p)))
 
     async def main():
         mgr, backend = _manager(tmp_path, catalog)
         with pytest.raises(InsufficientStorage, match="MiB free"):
             await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3), RunOptions())
-        assert mgr.current is None
+        assert mgr.book.current is None
         # record=false writes nothing, so it is not refused.
         run = await mgr.start(cpu_plan(catalog, [[0.5, 0.5]] * 3), RunOptions(record=False))
         await asyncio.wait({run.task})
@@ -183,7 +185,7 @@ def test_run_files_are_fsynced_and_pruned_off_the_loop(tmp_path, catalog, sim_pa
         where("rmtree")
         return real_rmtree(path, *a, **kw)
     monkeypatch.setattr(fsutil.os, "fsync", fsync)
-    monkeypatch.setattr(runs_mod.shutil, "rmtree", rmtree)
+    monkeypatch.setattr(runstore.shutil, "rmtree", rmtree)
 
     async def main():
         cfg = make_config(tmp_path)
@@ -194,7 +196,7 @@ def test_run_files_are_fsynced_and_pruned_off_the_loop(tmp_path, catalog, sim_pa
             await asyncio.wait({run.task})
             assert run.state is RunState.DONE
         await backend.close()
-        return sorted(p.name for p in mgr.runs_dir.iterdir())
+        return sorted(p.name for p in mgr.store.runs_dir.iterdir())
     left = asyncio.run(main())
     assert len(left) == 1
     assert off_loop["fsync"] >= 8 and off_loop["rmtree"] >= 1, off_loop
@@ -205,10 +207,10 @@ def test_a_long_or_planted_journal_neither_delays_the_start_nor_is_read_whole(tm
     """64 MiB of journal (a planted one, or a long run at a short interval): the manager is up at
     once, and the trace is written from it a chunk at a time, off the start path."""
     import tracemalloc
-    from agentd.runs import JOURNAL_CHUNK
+    from agentd.journal import JOURNAL_CHUNK
     mgr, backend = _manager(tmp_path, catalog)
     n = len(backend.metric_schema())
-    run_dir = mgr.runs_dir / "20260101T000000Z-abcdef"
+    run_dir = mgr.store.runs_dir / "20260101T000000Z-abcdef"
     run_dir.mkdir()
     rec = 8 + 4 * n
     windows = (64 << 20) // rec
@@ -216,7 +218,7 @@ def test_a_long_or_planted_journal_neither_delays_the_start_nor_is_read_whole(tm
     with open(run_dir / JOURNAL, "wb") as f:
         f.truncate(windows * rec + 3)                    # sparse; a torn last record
     # A journal longer than its run could have measured keeps what the run could have measured.
-    short = mgr.runs_dir / "20260101T000001Z-abcdef"
+    short = mgr.store.runs_dir / "20260101T000001Z-abcdef"
     short.mkdir()
     (short / "run.json").write_text(json.dumps({"state": "running", "window_s": 1.0, "windows_total": 10}))
     with open(short / JOURNAL, "wb") as f:
@@ -226,13 +228,13 @@ def test_a_long_or_planted_journal_neither_delays_the_start_nor_is_read_whole(tm
     t0 = time.monotonic()
     mgr, backend = _manager(tmp_path, catalog)
     up = time.monotonic() - t0
-    assert mgr.recovered.wait(120)
+    assert mgr.book.recovered.wait(120)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    status = mgr.status(run_dir.name)
+    status = mgr.book.status(run_dir.name)
     assert status["windows_done"] == windows and status["recorded"], status
     assert up < 2.0, up
     assert peak < 6 * JOURNAL_CHUNK * rec + (8 << 20), peak       # a few chunks, not the 64 MiB journal
     assert Trace.read(run_dir / "trace.h5").T == windows
-    assert mgr.status(short.name)["windows_done"] == 10 and Trace.read(short / "trace.h5").T == 10
+    assert mgr.book.status(short.name)["windows_done"] == 10 and Trace.read(short / "trace.h5").T == 10
     asyncio.run(backend.close())

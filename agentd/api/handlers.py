@@ -33,6 +33,7 @@ async def info(request: web.Request) -> web.Response:
     binfo = backend.info()
     states = getattr(backend, "sampler_states", None)
     runs = app[RUNS]
+    running = runs.book.running()
     return reply({
         "version": __version__,
         "backend": binfo.name,
@@ -43,8 +44,8 @@ async def info(request: web.Request) -> web.Response:
         "catalog": app[CATALOG].to_dict(),
         "samplers": states() if callable(states) else {},
         "alignment": backend.alignment_stats() if hasattr(backend, "alignment_stats") else {},
-        "max_threads": runs.max_threads,
-        "current_run": runs.current.run_id if runs.current and runs.current.state.value == "running" else None,
+        "max_threads": runs.limits.max_threads,
+        "current_run": running.run_id if running is not None else None,
         "limits": {"max_body_bytes": cfg.api.max_body_bytes, "max_ws_message_bytes": cfg.api.max_ws_message_kib * 1024,
                    "max_repetitions": cfg.runs.max_repetitions, "max_warmup_windows": cfg.runs.max_warmup_windows},
         "monitor_interval_s": cfg.monitor.interval_s,
@@ -73,13 +74,13 @@ async def create_run(request: web.Request) -> web.Response:
                                   required=("plan",), max_bytes=cfg.api.max_body_bytes)
     options = bodies.run_options(obj, max_repetitions=cfg.runs.max_repetitions,
                                  max_warmup_windows=cfg.runs.max_warmup_windows)
-    plan = await asyncio.to_thread(bodies.plan_field, obj, max_threads=runs.max_threads)
+    plan = await asyncio.to_thread(bodies.plan_field, obj, max_threads=runs.limits.max_threads)
     run = await runs.start(plan, options)
     return reply({"run_id": run.run_id, "windows_total": run.windows_total}, status=201)
 
 
 async def get_run(request: web.Request) -> web.Response:
-    return reply(request.app[RUNS].status(request.match_info["run_id"]))
+    return reply(request.app[RUNS].book.status(request.match_info["run_id"]))
 
 
 async def delete_run(request: web.Request) -> web.Response:
@@ -91,7 +92,7 @@ async def get_run_trace(request: web.Request) -> web.StreamResponse:
     """The recorded trace as a stream of bounded msgpack messages (mimesys/tracestream.py), read
     from the run's file a chunk at a time off the loop: HDF5 stays on this host's disk."""
     run_id = request.match_info["run_id"]
-    path = request.app[RUNS].trace_path(run_id)
+    path = request.app[RUNS].book.trace_path(run_id)
     messages = tracestream.iter_messages(path, f"the trace of run {run_id}")
     try:
         first = await asyncio.to_thread(next, messages)    # a bad file fails before the status is sent
@@ -157,7 +158,7 @@ async def _pump(ws: web.WebSocketResponse, frames) -> None:
 
 
 async def run_trace_ws(request: web.Request) -> web.WebSocketResponse:
-    log_ = request.app[RUNS].frames(request.match_info["run_id"])  # 404 before upgrading
+    log_ = request.app[RUNS].book.frames(request.match_info["run_id"])  # 404 before upgrading
     ws = await _websocket(request)
     await _pump(ws, log_.follow())
     return ws
@@ -192,8 +193,8 @@ async def generate(request: web.Request) -> web.Response:
     """Bounded: a window cap, one request at a time, refused while a run measures this host (it
     would compete for the CPUs the run measures), and stopped when its client goes away."""
     cfg, runs, holder = request.app[CONFIG], request.app[RUNS], request.app[GENERATOR]
-    if runs.current is not None and runs.current.state.value == "running":
-        raise Conflict(f"run {runs.current.run_id} is measuring this host; generate when it has ended")
+    if (running := runs.book.running()) is not None:
+        raise Conflict(f"run {running.run_id} is measuring this host; generate when it has ended")
     if holder["busy"].locked():
         raise Conflict("another /v1/generate request is running; one at a time")
     async with holder["busy"]:

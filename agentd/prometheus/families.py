@@ -70,7 +70,7 @@ class AgentCollector:
         if scrapes is not None:
             yield _counter("mimesys_metrics_scrapes_refused", "/metrics scrapes answered 503 (over "
                            "api.metrics_max_requests).", scrapes.refused)
-        latest = max((runs.latest, hub.latest), key=lambda s: s.measured_at)
+        latest = max((runs.counters.latest, hub.latest), key=lambda s: s.measured_at)
         yield from host_families(backend.metric_schema(), latest.values, latest.measured_at)
         lag = src.loop_lag
         yield HistogramMetricFamily(
@@ -97,9 +97,9 @@ def _runs(runs):
     total = CounterMetricFamily("mimesys_runs", "Runs finished by this agent process, by final state.",
                                 labels=["state"])
     for s in ("done", "failed", "cancelled"):
-        total.add_metric([s], runs.runs_by_state.get(s, 0))
+        total.add_metric([s], runs.counters.runs_by_state.get(s, 0))
     yield total
-    cur = runs.current
+    cur = runs.book.current
     running = cur is not None and cur.state.value == "running"
     yield _gauge("mimesys_run_active", "1 while a run is executing.", 1 if running else 0)
     # The current run, or the last one while idle (0 before the first).
@@ -111,8 +111,8 @@ def _runs(runs):
                  cur.windows_done / cur.windows_total if cur and cur.windows_total else 0)
     yield _gauge("mimesys_run_started_timestamp_seconds", "Unix time the current (or last) run started.",
                  cur.started_at if cur else 0)
-    yield _counter("mimesys_windows_executed", "Plan windows executed and measured.", runs.windows_executed)
-    yield segment_error_family(runs.segment_errors)
+    yield _counter("mimesys_windows_executed", "Plan windows executed and measured.", runs.counters.windows_executed)
+    yield segment_error_family(runs.counters.segment_errors)
 
 
 def segment_error_family(seg) -> HistogramMetricFamily:
