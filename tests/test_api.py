@@ -25,7 +25,7 @@ from agentd.config import config_from_dict
 from mimesys.errors import ValidationError
 from mimesys.metrics import MetricSpec
 from mimesys.plan import Plan
-from agentd.runs import FrameLog
+from agentd.framelog import FrameLog
 from mimesys.trace import Trace
 
 TOKEN = b"test-token-0123456789abcdef"
