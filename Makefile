@@ -53,14 +53,16 @@ build: $(STAMP)
 # TEST_WORKERS pytest-xdist processes, a test file to a process (its module fixtures built
 # once), one OpenMP/BLAS thread each (the workers are the parallelism; threads spinning beside
 # them only burn CPU). More workers than the 2 cores pay, as many tests wait on real time: on
-# the 2-vCPU VM this phase took 245 s on 3 and 225 s on 4. Then the tests marked `serial`
+# the 2-vCPU VM this phase took 245 s on 3 and 225 s on 4. Files with tests marked `slow` are
+# handed out first (tests/conftest.py; --no-loadscope-reorder keeps that order), so that no
+# long file starts last and runs alone at the end. Then the tests marked `serial`
 # (they measure this host's CPU, disk, network or timing, so nothing may run beside them),
 # alone. Both phases always run; the target fails if either does.
 TEST_WORKERS ?= 4
 test: setup
 	@rc=0; \
 	echo "== make test, phase 1: the tests that do not measure the host, $(TEST_WORKERS) workers"; \
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --durations=15 -m "not serial" -n $(TEST_WORKERS) --dist loadfile tests || rc=1; \
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --durations=15 -m "not serial" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests || rc=1; \
 	echo "== make test, phase 2: the tests that measure the host (marked serial), alone"; \
 	$(BIN)/python -m pytest -q --durations=15 -m serial tests || rc=1; \
 	exit $$rc

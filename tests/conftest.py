@@ -44,3 +44,14 @@ def paced_calibration(catalog, tmp_path_factory):
     return asyncio.run(measure(RunnerConfig(cpus=(0,), scratch_dir=scratch), window_s=0.2, all_threads=False,
                                only=bases, catalog=catalog))
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with slow tests first, the most slow tests first (collection order otherwise).
+    `make test`'s parallel phase hands a whole file to one worker in this order
+    (--dist loadfile --no-loadscope-reorder): a long file started last would finish alone while
+    the other workers idle. A stable sort: the tests of a file keep their order."""
+    from collections import Counter
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    first_seen = {p: i for i, p in enumerate(dict.fromkeys(item.path for item in items))}
+    items.sort(key=lambda item: (-slow[item.path], first_seen[item.path]))

@@ -71,6 +71,7 @@ token_file = "{d}/token"
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_align_epoch_through_a_real_host_agent(host_agent, tmp_path):
     catalog = load_catalog()
     ex = FleetExecutor(Fleet.from_file(host_agent), source="fleet.toml")

@@ -130,6 +130,7 @@ def agents(tmp_path):
     _stop(proc)
 
 
+@pytest.mark.slow
 def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     camp = small_campaign(tmp_path / "camp")
     out = subprocess.run(COLLECT + [str(camp), "--rounds", "1", "--fleet", str(agents)] + SMALL,
@@ -196,6 +197,7 @@ def _kill_when(camp, agents, pred, timeout=90):
     return set(_acked(camp))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("round0", ["profile", "sweep"])
 def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, agents, round0):
     camp = small_campaign(tmp_path / "camp", round0=round0)

@@ -218,6 +218,7 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     assert np.median(np.abs(err)) <= 0.02, report
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_leaves_no_runner_and_next_start_clears_scratch(tmp_path, catalog):
     # A long plan with a disk stressor, so the runner holds scratch files when killed.
     a = np.zeros((60, len(catalog), 1), np.float32)

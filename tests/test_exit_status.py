@@ -117,6 +117,7 @@ def test_replay_interrupted_exits_128_plus_sigint(sim, catalog, tmp_path):
     assert "interrupted" in out
 
 
+@pytest.mark.slow
 def test_fleet_probe_with_an_agent_down_is_a_partial_failure(tmp_path):
     tok = tmp_path / "token"
     tok.write_text("exit-status-token-0123456789abcdef")

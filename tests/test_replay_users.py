@@ -255,6 +255,7 @@ def public_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_via_agent_hands_the_plan_to_the_local_daemon(public_tmp, catalog):
     tmp_path = public_tmp
     tok = tmp_path / "token"

@@ -48,6 +48,7 @@ def calibrate(cfg: Path, *more: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_calibrate_records_the_profile_the_agent_serves_and_a_campaign_takes(tmp_path):
     from controller.campaign.campaign import Campaign
     from controller.campaign.solo import profile_host

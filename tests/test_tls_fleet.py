@@ -103,6 +103,7 @@ def test_tls_init_writes_a_0600_key_and_prints_the_certificates_sha256(tmp_path)
     assert again.returncode != 0 and "exists; pass --force" in again.stderr
 
 
+@pytest.mark.slow
 def test_collect_evaluate_and_import_from_one_tls_fleet_file(tmp_path, tls_fleet):
     fleet, agents = tls_fleet
     # collect: every agent of the fleet executes chains over TLS (round 0 as the one-hot sweep: the
