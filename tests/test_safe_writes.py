@@ -108,7 +108,7 @@ def test_record_never_follows_a_planted_temp_name(tmp_path):
 # Writes in the agent (agentd/ and the core, mimesys/) that do not go through mimesys.fsutil: each is named here with why it is safe.
 ALLOWED = {
     "mimesys/fsutil.py": "the helper itself",
-    "mimesys/plan.py": "h5py.File(BytesIO) for the wire body, in memory",
+    "mimesys/plan_h5.py": "h5py.File(BytesIO) for the wire body, in memory",
     "mimesys/h5io.py": "h5py.File on atomic_path's /proc/self/fd path",
     "agentd/trace_append.py": "h5py.File on fd_path of its own O_EXCL temp",
     "mimesys/trace.py": "csv on atomic_path's /proc/self/fd path",
