@@ -14,7 +14,8 @@ from mimesys.errors import ConfigError, ValidationError
 from mimesys.forward.firstorder import FirstOrder
 from mimesys.forward.model import ForwardModel
 from mimesys.metrics import MetricSpec
-from mimesys.planners.inverse import InversePlanner, fitted_metrics
+from mimesys.planners.inverse import InversePlanner
+from mimesys.planners.inverse.rules import fitted_metrics
 from mimesys.planners.inverse.fista import project_columns
 from mimesys.trace import Trace
 
@@ -791,8 +792,8 @@ def test_a_big_buffer_nobody_can_observe_is_used_only_where_the_target_held_that
     planner = InversePlanner(ForwardModel(fo, np.array([1.0, 24e9]), "sha256:toy"))
     quiet = np.array([[0.5, 2.1e9]] * 4)
     heavy = np.array([[0.5, 4.0e9]] * 4)
-    assert planner.allowed(quiet).tolist() == [[True, True, False]] * 4     # [T, M]: every window
-    assert planner.allowed(heavy).tolist() == [[True, True, True]] * 4
+    assert planner.rules.allowed(quiet).tolist() == [[True, True, False]] * 4     # [T, M]: every window
+    assert planner.rules.allowed(heavy).tolist() == [[True, True, True]] * 4
     a, _ = planner.solve(quiet)
     assert a[:, 2].max() == 0.0
 

@@ -19,7 +19,7 @@ from ..plan import Plan
 from ..trace import Trace
 from .base import check_target, target_matrix
 from .diffusion import OnnxGenerator
-from .inverse import fitted_metrics
+from .inverse.rules import fitted_metrics
 
 
 class ForwardSelect:

@@ -120,15 +120,15 @@ class ForwardSteer:
     def prepare(self, values: np.ndarray) -> SteerTarget:
         """values [T, N] in the forward model's metric order."""
         inv, first = self.inverse, self.forward.first
-        scales = inv.target_scales(values)
+        scales = inv.rules.scales(values)
         w = inv.fit_mask(values).astype(np.float64)
         gs = first.gain / scales
-        lam = np.repeat((inv.settings.idle_weight * inv.cost(values))[:, None], first.K, axis=1)
+        lam = np.repeat((inv.settings.idle_weight * inv.rules.cost(values))[:, None], first.K, axis=1)
         # the Gershgorin bound on each row of 2 Gᵀ diag(w) G at the trace's largest weights (as the
         # inverse planner's FISTA): a step of weight 1 never overshoots in any window
         absg = np.abs(gs).reshape(first.M * first.K, first.N) * np.sqrt(w.max(axis=0, initial=0.0))
         curv = 2.0 * (absg @ absg.sum(axis=0)) + 1e-9
-        return SteerTarget(values, np.nan_to_num(values / scales, nan=0.0), w, inv.allowed(values), gs,
+        return SteerTarget(values, np.nan_to_num(values / scales, nan=0.0), w, inv.rules.allowed(values), gs,
                            first.idle / scales, lam, (1.0 / curv).reshape(first.M, first.K))
 
     def nudge(self, a: np.ndarray, t: int, target: SteerTarget) -> np.ndarray:
@@ -155,13 +155,13 @@ class ForwardSteer:
         inv, first = self.inverse, self.forward.first
         values = target.values
         chosen = np.asarray(compositions, np.float64).sum(axis=2) > self.settings.support_share    # [T, M]
-        filler = inv.cpu_filler(target.allowed)
+        filler = inv.cpu.filler(target.allowed)
         if filler is not None:
             chosen[:, filler] = True
         start = first.effective(np.asarray(compositions, np.float64)) if self.settings.warm_start else None
         a, _ = inv.solve(values, restrict=chosen if self.settings.restrict else None, start=start)
         a, capped = activity.cap_to_target(a, values, first.metric_names, first.units,
-                                           np.asarray(first.idle, np.float64), inv.idle_margins, first.response)
+                                           np.asarray(first.idle, np.float64), inv.rules.idle_margins, first.response)
         busy = inv.core_busy_target(values) if inv.settings.hold_core_busy else None
         info = {"stressors_chosen_per_window": round(float(chosen.sum(axis=1).mean()), 2),
                 "stressors_allowed_per_window": round(float(target.allowed.sum(axis=1).mean()), 2),

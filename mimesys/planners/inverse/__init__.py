@@ -49,8 +49,8 @@ the host knows in advance (on real replays ±0.03-0.05 of a core in single windo
 The package, by room: `fista.py` the inner solve and its projection, `solver.py` the chunked
 solve around it (scales, change term, outer passes, re-weighting), `segments.py` the steps
 from effective shares to segments the runner runs, `cpu.py` CPU first and the per-core busy
-target; this module the settings, which metrics are fitted and which stressors a target
-allows, and the planner that puts them together.
+target, `rules.py` which metrics are fitted and which stressors a target allows; this module
+the settings and the planner that puts them together.
 """
 
 from __future__ import annotations
@@ -60,17 +60,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import activity
 from ...errors import ValidationError
 from ..base import check_target, project_to_valid, target_matrix
-from ...metrics import is_duplicated_breakdown
 from ...plan import Plan
 from ...trace import Trace
-from ...forward.firstorder import CLASS_GROUP
 from ...forward.model import ForwardModel, load_forward_model
 from .cpu import CoreMatch
-from .segments import Segments, catalog_kernels, equivalence_classes, quanta
-from .solver import Solver, target_scales
+from .rules import TargetRules
+from .segments import Segments, equivalence_classes, quanta
+from .solver import Solver
 
 
 @dataclass(frozen=True)
@@ -99,22 +97,6 @@ class InverseSettings:
     equivalence_tolerance: float = 0.03   # stressors whose effects differ by less are one (merge_equivalents; 0: off)
 
 
-def fitted_metrics(names: list[str], units: list[str]) -> np.ndarray:
-    """[N] weights: 1 for metrics the planner fits, 0 for gauges, duplicated breakdowns and
-    derived signals (checks, not targets: see `is_derived`)."""
-    present = set(names)
-    return np.array([0.0 if unit == "B" or is_duplicated_breakdown(name, present) or is_derived(name) else 1.0
-                     for name, unit in zip(names, units)])
-
-
-def is_derived(name: str) -> bool:
-    """A signal that follows from causes the plan fits directly: the disk's busy fraction and IO
-    pressure (from the IOs it issues), CPU and memory pressure. Fitting them invites the wrong
-    operation — disk reads to raise a busy fraction a burst of writes had made."""
-    return name.startswith("psi.") or (name.startswith("disk.") and name.endswith(".busy")) or name == "disk.busy"
-
-
-
 class InversePlanner:
     """The forward model inverted, behind the Generator protocol (planners/base.py)."""
 
@@ -126,35 +108,23 @@ class InversePlanner:
         self.settings = s = settings or InverseSettings()
         if s.first_order_only:
             self.name = "inverse-first-order"
-        first = self.model.first
-        names = first.metric_names
-        self.weights = fitted_metrics(names, first.units)
-        kernels = catalog_kernels(first.catalog_names)
-        self.idle_margins = activity.idle_margins(names, first.units, first.noise)
-        self._thresholds = first.idle + self.idle_margins
-        self._drives = activity.stressor_drives(kernels, response=first.response, names=names,
-                                                margins=self.idle_margins)
-        drives_any = np.logical_or.reduce(list(self._drives.values()))   # [M]: drives some resource
-        self._delayed_any = np.logical_or.reduce(list(activity.stressor_delays(kernels).values()))
-        # What a unit of each stressor costs beyond its fit: the same for all, except that a stressor
-        # driving a resource no metric observes (memory bandwidth without a PMU) costs more — its
-        # contention cannot be checked against the target, so it is not used to fill in CPU time.
-        self._cost = 1.0 + s.unobserved_cost * first.unobserved()
-        drives = np.stack([self._drives[r] for r in sorted(self._drives)] + [self._delayed_any], axis=1)
-        equivalents = equivalence_classes(self.model, self.weights > 0, self._cost, drives, s.equivalence_tolerance)
-        self.cpu = CoreMatch(first, drives_any, s.cpu_tolerance)
-        self.segments = Segments(self.model, drives_any, equivalents, quanta(self.model, s.min_segment_s),
+        self.rules = rules = TargetRules(self.model, s.unobserved_cost)
+        drives = np.stack([rules.drives[r] for r in sorted(rules.drives)] + [rules.delayed_any], axis=1)
+        equivalents = equivalence_classes(self.model, rules.weights > 0, rules.base_cost, drives,
+                                          s.equivalence_tolerance)
+        self.cpu = CoreMatch(self.model.first, rules.drives_any, s.cpu_tolerance)
+        self.segments = Segments(self.model, rules.drives_any, equivalents, quanta(self.model, s.min_segment_s),
                                  s.cpu_tolerance)
         self.solver = Solver(self.model, s, self.cpu, self.segments)
 
     def generate(self, trace: Trace, *, seed: int = 0, progress=None) -> Plan:
-        model = self.model
+        model, weights = self.model, self.rules.weights
         check_target(trace, model.window_s, "the forward model's")
         values, report = target_matrix(trace, model.metric_names)
-        mask = np.isfinite(values) & (self.weights > 0)
+        mask = np.isfinite(values) & (weights > 0)
         if not mask.any():
             raise ValidationError(f"the trace has none of the forward model's fitted metrics "
-                                  f"({', '.join(n for n, w in zip(model.metric_names, self.weights) if w > 0)})")
+                                  f"({', '.join(n for n, w in zip(model.metric_names, weights) if w > 0)})")
         a, info = self.solve(values, progress=progress)
         prov = {"generator": self.name, "forward_model": self.model_dir,
                 "forward_model_provenance": model.provenance, "corrected": model.has_correction
@@ -173,72 +143,22 @@ class InversePlanner:
         """Target values [T, N] (NaN = not in the target) -> compositions [T, M, K] float32, info.
 
         What needs the whole target is decided once (each metric's scale, the weights, which
-        stressors each window may use; `restrict` [T, M] narrows those); the plan is then solved
+        stressors each window may use: `rules`; `restrict` [T, M] narrows those); the plan is then solved
         chunk by chunk (settings.chunk_windows windows, or as many as keep a chunk's arrays near
         chunk_cells entries: 4096 windows for 43 stressors on 2 threads): the working set is a
         chunk's, not T × M × K arrays several times over (gigabytes at /v1/generate's window
         cap), and `progress(done, T)` after each chunk lets the caller stop it. `start` [T, M, K]:
         effective shares to start from (zeros otherwise), e.g. a learned generator's plan."""
-        allowed = self.allowed(values)
+        allowed = self.rules.allowed(values)
         if restrict is not None:
             allowed &= restrict
-        return self.solver.solve(values, self.target_scales(values), self.fit_mask(values), allowed,
-                                 self.cost(values), progress, start)
+        return self.solver.solve(values, self.rules.scales(values), self.fit_mask(values), allowed,
+                                 self.rules.cost(values), progress, start)
+
+    def fit_mask(self, values: np.ndarray) -> np.ndarray:
+        """float32 [T, N]: the fit's weights (TargetRules.fit_mask) with this planner's cores."""
+        return self.rules.fit_mask(values, [n for n, _ in self.cpu.cores])
 
     def core_busy_target(self, values: np.ndarray) -> np.ndarray | None:
         """float32 [T, K]: the target's busy fraction of each plan thread's core (CoreMatch.busy_target)."""
         return self.cpu.busy_target(values)
-
-    def cpu_filler(self, allowed: np.ndarray) -> int | None:
-        """The compute kernel that fills CPU time with nothing else (CoreMatch.filler)."""
-        return self.cpu.filler(allowed)
-
-    def target_scales(self, values: np.ndarray) -> np.ndarray:
-        """[N] each metric's scale in the fit (solver.target_scales)."""
-        return target_scales(self.model, self.idle_margins, values)
-
-    def fit_mask(self, values: np.ndarray) -> np.ndarray:
-        """float32 [T, N]: each metric's weight in the fit where the target has it, 0 elsewhere;
-        host-wide CPU left out where the target has its cores (they say it, one by one)."""
-        first = self.model.first
-        weights = self.weights.copy()
-        if any(np.isfinite(values[:, n]).any() for n, _ in self.cpu.cores) and "cpu.util" in first.metric_names:
-            weights[first.metric_names.index("cpu.util")] = 0.0
-        return ((np.isfinite(values) & (weights > 0)) * weights).astype(np.float32)
-
-    def cost(self, values: np.ndarray) -> np.ndarray:
-        """[M] what a unit of each stressor costs beyond its fit: 1, or 1 + unobserved_cost for a
-        stressor whose resource no metric of the model observes or the target does not measure."""
-        first = self.model.first
-        if not first.classes:
-            return self._cost
-        in_target = np.isfinite(values).any(axis=0) & (self.weights > 0)
-        measured = {g for g, idx in first.groups.items() if in_target[idx].any()}
-        unmeasured = np.array([CLASS_GROUP.get(c) in first.groups and CLASS_GROUP[c] not in measured
-                               for c in first.classes])
-        return np.where(unmeasured, 1.0 + self.settings.unobserved_cost, self._cost)
-
-    def allowed(self, values: np.ndarray) -> np.ndarray:
-        """[T, M] bool: the stressors a plan for this target may use in each window.
-        - No invented activity (mimesys/activity.py): a stressor that drives a resource (disk
-          reads, disk writes, loopback, NIC) is left out of every window where the target left
-          that resource idle.
-        - A stressor whose effect lands in later windows (the page-cache writer: the kernel's
-          writeback, 5-35 s later and in bursts) is never used: this planner places each
-          window's work in that window. Measured on a real database mix: 0.31 of a window of it
-          was predicted (from its solo profile) to write 120 MB/s there; the replay wrote 25-50,
-          and the writeback's kworker put 95 % of a core where the plan had none.
-        - A stressor whose buffer is held for the whole run (memory footprint) and whose work no
-          metric observes is left out unless the target held that much memory above the host's
-          idle: it would only add memory held and traffic nobody can check."""
-        first = self.model.first
-        T = values.shape[0]
-        idle = activity.idle_windows(values, first.metric_names, self._thresholds)
-        ok = activity.allowed(idle, self._drives, T, first.M) & ~self._delayed_any[None, :]
-        if first.footprint is None:
-            return ok
-        n = first.memory_metric()
-        excess = 0.0
-        if n is not None and np.isfinite(values[:, n]).any():
-            excess = max(0.0, float(np.nanmedian(values[:, n])) - float(first.idle[n]))
-        return ok & ~(first.unobserved() & (first.footprint > excess))[None, :]
