@@ -37,7 +37,7 @@ The solve is in effective shares: what a segment moves at its stressor's rate, a
 dead time each segment of an IO stressor spends filling and draining its queue (the agent's
 calibration measures it; FirstOrder.effective). After the solve, in this order: stressors the
 model cannot tell apart are merged into one segment per window and thread
-(`Segments.merge_equivalents`), a window's disk IO is put on one thread
+(`segments.merge_equivalents`), a window's disk IO is put on one thread
 (`Segments.one_device_queue`: the device serves one queue at a time), entries shorter than a
 stressor can run as planned are dropped or raised (`Segments.round_to_quanta`), each segment
 is lengthened by its dead time (`Segments.pad_dead_time`), and each core is brought to the

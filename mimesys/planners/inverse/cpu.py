@@ -80,45 +80,45 @@ class CoreMatch:
                 d = np.where(np.isfinite(target), target - pred[:, n], 0.0)
                 over = d < -tol
                 if over.any():
-                    self._give_way(a, k, np.where(over, -d, 0.0))
+                    give_way(a, k, np.where(over, -d, 0.0), self.first.own, self.drives_any)
                 short = d > tol
                 if filler is not None and short.any():
-                    self._fill(a, k, filler, np.where(short, d, 0.0))
+                    fill(a, k, filler, np.where(short, d, 0.0), self.first.own)
         return a
 
-    def _give_way(self, a: np.ndarray, k: int, excess: np.ndarray) -> None:
-        """Thread k's columns of a [T, M, K] scaled down, in place, until its core sheds excess
-        [T] of busy fraction: compute that drives nothing gives way first, as the IO on the
-        thread is what the target's other resources asked for."""
-        own = self.first.own
-        for group in (~self.drives_any, self.drives_any):
-            part = a[:, group, k] @ own[group]                      # [T]
-            f = np.where(part > 0, np.clip((part - excess) / np.maximum(part, 1e-9), 0.0, 1.0), 1.0)
-            a[:, group, k] *= f[:, None]
-            excess = np.maximum(excess - part * (1.0 - f), 0.0)
 
-    def _fill(self, a: np.ndarray, k: int, filler: int, want: np.ndarray) -> None:
-        """Thread k's core given want [T] more busy fraction, in place. The filler takes the
-        thread's idle time; where that is not enough, the stressors that keep the core least busy
-        per unit of time give way first — each unit of stressor m handed to the filler buys
-        own_f − own_m of CPU — until the core is matched. Stressors as busy as the filler (a
-        network RPC, a contended compute kernel) never give way: that buys no CPU. (Scaling the
-        whole column alike, a saturated core lost its RPC to buy 0.02 of CPU a disk stressor
-        beside it could give: loopback at 0.3 of a held-out database's.)"""
-        own = self.first.own
-        own_f = own[filler]
-        idle_time = np.clip(1.0 - a[:, :, k].sum(axis=1), 0.0, None)
-        need = want - idle_time * own_f                            # CPU beyond what idle time gives
-        lost = np.zeros(len(want))                                 # CPU the cut stressors took along
-        for m in np.argsort(own, kind="stable"):
-            if not (need > 0).any():
-                break
-            gain = own_f - own[m]
-            if m == filler or gain <= BUSY_AS_FILLER:
-                continue
-            cut = np.minimum(a[:, m, k], np.clip(need, 0.0, None) / gain)
-            a[:, m, k] -= cut
-            need -= cut * gain
-            lost += cut * own[m]
-        room = np.clip(1.0 - a[:, :, k].sum(axis=1), 0.0, None)
-        a[:, filler, k] += np.clip((want + lost) / own_f, 0.0, room)
+def give_way(a: np.ndarray, k: int, excess: np.ndarray, own: np.ndarray, drives_any: np.ndarray) -> None:
+    """Thread k's columns of a [T, M, K] scaled down, in place, until its core sheds excess
+    [T] of busy fraction: compute that drives nothing gives way first, as the IO on the
+    thread is what the target's other resources asked for."""
+    for group in (~drives_any, drives_any):
+        part = a[:, group, k] @ own[group]                      # [T]
+        f = np.where(part > 0, np.clip((part - excess) / np.maximum(part, 1e-9), 0.0, 1.0), 1.0)
+        a[:, group, k] *= f[:, None]
+        excess = np.maximum(excess - part * (1.0 - f), 0.0)
+
+
+def fill(a: np.ndarray, k: int, filler: int, want: np.ndarray, own: np.ndarray) -> None:
+    """Thread k's core given want [T] more busy fraction, in place. The filler takes the
+    thread's idle time; where that is not enough, the stressors that keep the core least busy
+    per unit of time give way first — each unit of stressor m handed to the filler buys
+    own_f − own_m of CPU — until the core is matched. Stressors as busy as the filler (a
+    network RPC, a contended compute kernel) never give way: that buys no CPU. (Scaling the
+    whole column alike, a saturated core lost its RPC to buy 0.02 of CPU a disk stressor
+    beside it could give: loopback at 0.3 of a held-out database's.)"""
+    own_f = own[filler]
+    idle_time = np.clip(1.0 - a[:, :, k].sum(axis=1), 0.0, None)
+    need = want - idle_time * own_f                            # CPU beyond what idle time gives
+    lost = np.zeros(len(want))                                 # CPU the cut stressors took along
+    for m in np.argsort(own, kind="stable"):
+        if not (need > 0).any():
+            break
+        gain = own_f - own[m]
+        if m == filler or gain <= BUSY_AS_FILLER:
+            continue
+        cut = np.minimum(a[:, m, k], np.clip(need, 0.0, None) / gain)
+        a[:, m, k] -= cut
+        need -= cut * gain
+        lost += cut * own[m]
+    room = np.clip(1.0 - a[:, :, k].sum(axis=1), 0.0, None)
+    a[:, filler, k] += np.clip((want + lost) / own_f, 0.0, room)

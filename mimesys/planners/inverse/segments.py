@@ -105,24 +105,8 @@ class Segments:
     def shape(self, a: np.ndarray, busy_target: np.ndarray | None) -> np.ndarray:
         """Effective shares [T, M, K] -> the segments to plan. busy_target [T, K]: the target's
         core busy fraction per thread (CoreMatch.busy_target), or None."""
-        merged = self.merge_equivalents(a)
+        merged = merge_equivalents(a, self.equivalents)
         return self.pad_dead_time(self.round_to_quanta(self.one_device_queue(merged, busy_target)))
-
-    def merge_equivalents(self, a: np.ndarray) -> np.ndarray:
-        """[T, M, K] -> each window's and thread's share of a group of equivalent stressors
-        (equivalence_classes) moved onto the member that has the most of it: the same predicted
-        trace in one segment instead of several. The runner switches kernels at each segment,
-        and on real replays a core ran about 1 ms busier per segment than the plan's columns
-        (+0.012 to +0.022 with 5-8 segments a thread, −0.005 with one)."""
-        a = a.copy()
-        for grp in self.equivalents:
-            part = a[:, grp, :]                                     # [T, G, K]
-            total = part.sum(axis=1)                                # [T, K]
-            keep = np.argmax(part, axis=1)                          # [T, K]
-            merged = np.zeros_like(part)
-            np.put_along_axis(merged, keep[:, None, :], total[:, None, :], axis=1)
-            a[:, grp, :] = merged
-        return a
 
     def one_device_queue(self, a: np.ndarray, busy_target: np.ndarray | None) -> np.ndarray:
         """[T, M, K] effective shares -> each window's disk IO on one thread, where that thread's
@@ -192,3 +176,20 @@ class Segments:
         q = self.quanta[None, :, None]
         a = np.where(a < 0.5 * q, 0.0, np.maximum(a, q))
         return a / np.maximum(a.sum(axis=1, keepdims=True), 1.0)
+
+
+def merge_equivalents(a: np.ndarray, equivalents: list[np.ndarray]) -> np.ndarray:
+    """[T, M, K] -> each window's and thread's share of a group of equivalent stressors
+    (equivalence_classes) moved onto the member that has the most of it: the same predicted
+    trace in one segment instead of several. The runner switches kernels at each segment,
+    and on real replays a core ran about 1 ms busier per segment than the plan's columns
+    (+0.012 to +0.022 with 5-8 segments a thread, −0.005 with one)."""
+    a = a.copy()
+    for grp in equivalents:
+        part = a[:, grp, :]                                     # [T, G, K]
+        total = part.sum(axis=1)                                # [T, K]
+        keep = np.argmax(part, axis=1)                          # [T, K]
+        merged = np.zeros_like(part)
+        np.put_along_axis(merged, keep[:, None, :], total[:, None, :], axis=1)
+        a[:, grp, :] = merged
+    return a

@@ -75,9 +75,7 @@ class Solver:
         G = first.gain / scales                                   # [M, K, N] in the target's scale
         a = np.zeros((T, first.M, first.K), np.float32)
         err_sq, n_obs = 0.0, 0
-        chunk = int(s.chunk_windows) if s.chunk_windows else \
-            int(np.clip(s.chunk_cells // max(first.M * first.K, 1), 256, 4096))
-        chunk = max(1, chunk)
+        chunk = chunk_windows(s, first.M, first.K)
         for start in range(0, T, chunk):
             end = min(T, start + chunk)
             prev0 = a[start - 1:start] if start > 0 else np.zeros_like(a[:1])
@@ -148,9 +146,22 @@ class Solver:
         (scaled units), mean 1 over the metrics the target has: the IRLS step for Σ_n RMS_n.
         prev0 [1, M, K]: the window before `a` (idle when None)."""
         prev0 = np.zeros_like(a[:1]) if prev0 is None else prev0
-        pred = self._predict(a, prev0, use_corr) / scales
-        n_obs = observed.sum(axis=0)
-        has = n_obs > 0
-        rms = np.sqrt((((pred - y) * observed) ** 2).sum(axis=0) / np.maximum(n_obs, 1))
-        f = np.where(has, 1.0 / np.maximum(rms, self.settings.rms_floor), 0.0)
-        return f / f[has].mean() if has.any() else np.ones_like(f)
+        return irls_factors(self._predict(a, prev0, use_corr) / scales, y, observed, self.settings.rms_floor)
+
+
+def chunk_windows(settings, M: int, K: int) -> int:
+    """Windows solved at once: settings.chunk_windows, or as many as keep a chunk's arrays near
+    settings.chunk_cells entries (256 to 4096)."""
+    if settings.chunk_windows:
+        return max(1, int(settings.chunk_windows))
+    return max(1, int(np.clip(settings.chunk_cells // max(M * K, 1), 256, 4096)))
+
+
+def irls_factors(pred: np.ndarray, y: np.ndarray, observed: np.ndarray, floor: float) -> np.ndarray:
+    """[N] 1 / max(RMS_n, floor) of the prediction's error per metric over the observed cells,
+    mean 1 over the metrics observed (ones when none is)."""
+    n_obs = observed.sum(axis=0)
+    has = n_obs > 0
+    rms = np.sqrt((((pred - y) * observed) ** 2).sum(axis=0) / np.maximum(n_obs, 1))
+    f = np.where(has, 1.0 / np.maximum(rms, floor), 0.0)
+    return f / f[has].mean() if has.any() else np.ones_like(f)
