@@ -60,7 +60,7 @@ class MemBandwidthSampler(Sampler):
 
     def probe(self):
         self._groups = GroupSet()
-        self._resctrl: list = []
+        self._resctrl: ResctrlMbm | None = None
         self.source = ""
         order = ("imc", "umc", "resctrl") if self.options.source == "auto" else (self.options.source,)
         reasons, denied = [], False
@@ -125,32 +125,12 @@ class MemBandwidthSampler(Sampler):
             raise _Unavailable(str(e), av) from None
 
     def _open_resctrl(self):
-        root = self.hp.s("fs/resctrl")
-        mon = root / "mon_data"
-        if not mon.is_dir():
-            raise _Unavailable(f"resctrl not mounted at {root} (no {mon})")
-        files = sorted(mon.glob("mon_L3_*/mbm_total_bytes"))
-        if not files:
-            raise _Unavailable(f"{mon}: no mon_L3_*/mbm_total_bytes (MBM not supported by this CPU)")
-        self._resctrl = [(f.parent.name, f) for f in files]
-        try:
-            self._read_resctrl()
-        except OSError as e:
-            raise _Unavailable(f"{files[0]}: {e.strerror or e}") from None
-
-    def _read_resctrl(self) -> dict:
-        raw = {}
-        for domain, f in self._resctrl:
-            text = f.read_text().strip()
-            if not text.isdigit():  # "Unavailable" / "Error": the RMID's counter is not valid now
-                raise NoData(f"{f}: {text}")
-            raw[f"resctrl.{domain}"] = int(text)
-        return raw
+        self._resctrl = ResctrlMbm(self.hp)
 
     # -- the sampler contract ---------------------------------------------------
     def read(self) -> Raw:
         if self.source == "resctrl":
-            return self._read_resctrl()
+            return self._resctrl.read()
         return self._groups.read()
 
     @staticmethod
@@ -169,6 +149,35 @@ class MemBandwidthSampler(Sampler):
     def close(self):
         if getattr(self, "_groups", None):
             self._groups.close()
+
+
+
+class ResctrlMbm:
+    """Memory bandwidth from resctrl's MBM counters (mon_data/mon_L3_*/mbm_total_bytes): total
+    bytes per L3 domain, no read/write split. Raises _Unavailable when this host has none."""
+
+    def __init__(self, hp):
+        root = hp.s("fs/resctrl")
+        mon = root / "mon_data"
+        if not mon.is_dir():
+            raise _Unavailable(f"resctrl not mounted at {root} (no {mon})")
+        files = sorted(mon.glob("mon_L3_*/mbm_total_bytes"))
+        if not files:
+            raise _Unavailable(f"{mon}: no mon_L3_*/mbm_total_bytes (MBM not supported by this CPU)")
+        self.files = [(f.parent.name, f) for f in files]
+        try:
+            self.read()
+        except OSError as e:
+            raise _Unavailable(f"{files[0]}: {e.strerror or e}") from None
+
+    def read(self) -> dict:
+        raw = {}
+        for domain, f in self.files:
+            text = f.read_text().strip()
+            if not text.isdigit():  # "Unavailable" / "Error": the RMID's counter is not valid now
+                raise NoData(f"{f}: {text}")
+            raw[f"resctrl.{domain}"] = int(text)
+        return raw
 
 
 register(MemBandwidthSampler)

@@ -139,16 +139,8 @@ class NetSampler(Sampler):
             reason = f"netlink (RTM_GETLINK/RTM_GETSTATS) failed: {e}"
             av = Availability.PERMISSION_DENIED if isinstance(e, PermissionError) else Availability.UNSUPPORTED
             return [self.unavailable(f"net.{k}", u, reason, av) for k, u, _ in _KINDS]
-        by_name = {}
-        for msg in links:
-            by_name[msg.get_attr("IFLA_IFNAME")] = (msg["index"], msg["flags"])
-        if self.options.interfaces is not None:
-            chosen = [n for n in self.options.interfaces if n in by_name]
-            missing = [n for n in self.options.interfaces if n not in by_name]
-        else:
-            chosen = [n for n, (_, flags) in by_name.items() if flags & IFF_UP]
-            missing = []
-        loopback = {n for n in chosen if by_name[n][1] & IFF_LOOPBACK}
+        by_name = {msg.get_attr("IFLA_IFNAME"): (msg["index"], msg["flags"]) for msg in links}
+        chosen, missing, loopback = pick_interfaces(by_name, self.options.interfaces)
         others = [n for n in chosen if n not in loopback]
         physical = [n for n in others if self.hp.is_physical("class/net", n)]
         self._total_over = tuple(sorted(physical or others))
@@ -187,38 +179,7 @@ class NetSampler(Sampler):
 
     @staticmethod
     def derive(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
-        out: dict[str, float] = {}
-        total_over = set(cur.get(TOTALS_KEY, ()))
-        loopback = set(cur.get(LOOPBACK_KEY, ()))
-        own = None
-        if OWN_KEY in cur and OWN_KEY in prev:
-            own = ownsockets.own_traffic(prev[OWN_KEY], cur[OWN_KEY])
-        totals = [0.0, 0.0, 0.0, 0.0]
-        any_total = False
-        for name, c in cur.items():
-            p = prev.get(name)
-            if name.startswith("/") or p is None:
-                continue
-            d = [c[i] - p[i] for i in range(4)]
-            if min(d) < 0:
-                continue  # counters reset (interface re-created)
-            if own is not None and name in loopback:    # (rx_bytes, tx_bytes, rx_packets, tx_packets)
-                b, n = own["lo"][0], own["lo"][1]
-                d = [max(d[0] - b, 0), max(d[1] - b, 0), max(d[2] - n, 0), max(d[3] - n, 0)]
-            for (k, _, _), v in zip(_KINDS, d):
-                out[f"net.{name}.{k}"] = v / elapsed_s
-            if name in total_over:
-                any_total = True
-                for i in range(4):
-                    totals[i] += d[i] / elapsed_s
-        if any_total:
-            if own is not None:   # a remote client's stream crossed a NIC the totals sum
-                tx_b, rx_b, tx_p, rx_p = own["nic"]
-                totals = [max(totals[0] - rx_b / elapsed_s, 0.0), max(totals[1] - tx_b / elapsed_s, 0.0),
-                          max(totals[2] - rx_p / elapsed_s, 0.0), max(totals[3] - tx_p / elapsed_s, 0.0)]
-            for (k, _, _), v in zip(_KINDS, totals):
-                out[f"net.{k}"] = v
-        return out
+        return net_rates(prev, cur, elapsed_s)
 
     def close(self):
         stats = getattr(self, "_stats", None)
@@ -228,6 +189,61 @@ class NetSampler(Sampler):
         if self._diag is not None:
             self._diag.close()
             self._diag = None
+
+
+def net_rates(prev: Raw, cur: Raw, elapsed_s: float) -> dict[str, float]:
+    """Per-interface rates, and the totals over the interfaces `read` says to sum, the agent's
+    own connections left out where `read` counted them."""
+    out: dict[str, float] = {}
+    total_over = set(cur.get(TOTALS_KEY, ()))
+    loopback = set(cur.get(LOOPBACK_KEY, ()))
+    own = None
+    if OWN_KEY in cur and OWN_KEY in prev:
+        own = ownsockets.own_traffic(prev[OWN_KEY], cur[OWN_KEY])
+    totals = [0.0, 0.0, 0.0, 0.0]
+    any_total = False
+    for name, c in cur.items():
+        p = prev.get(name)
+        if name.startswith("/") or p is None:
+            continue
+        d = [c[i] - p[i] for i in range(4)]
+        if min(d) < 0:
+            continue  # counters reset (interface re-created)
+        if own is not None and name in loopback:    # (rx_bytes, tx_bytes, rx_packets, tx_packets)
+            b, n = own["lo"][0], own["lo"][1]
+            d = [max(d[0] - b, 0), max(d[1] - b, 0), max(d[2] - n, 0), max(d[3] - n, 0)]
+        for (k, _, _), v in zip(_KINDS, d):
+            out[f"net.{name}.{k}"] = v / elapsed_s
+        if name in total_over:
+            any_total = True
+            for i in range(4):
+                totals[i] += d[i] / elapsed_s
+    if any_total:
+        if own is not None:   # a remote client's stream crossed a NIC the totals sum
+            totals = less_own_nic(totals, own["nic"], elapsed_s)
+        for (k, _, _), v in zip(_KINDS, totals):
+            out[f"net.{k}"] = v
+    return out
+
+
+def pick_interfaces(by_name: dict[str, tuple[int, int]], wanted: list[str] | None) -> tuple[list, list, set]:
+    """(chosen, missing, loopback) of the interfaces by name ({name: (ifindex, flags)}): those the
+    options name, or every interface that is up."""
+    if wanted is not None:
+        chosen = [n for n in wanted if n in by_name]
+        missing = [n for n in wanted if n not in by_name]
+    else:
+        chosen = [n for n, (_, flags) in by_name.items() if flags & IFF_UP]
+        missing = []
+    return chosen, missing, {n for n in chosen if by_name[n][1] & IFF_LOOPBACK}
+
+
+def less_own_nic(totals: list[float], nic: tuple, elapsed_s: float) -> list[float]:
+    """The NIC totals (rx_B, tx_B, rx_packets, tx_packets per s) less the agent's own connections'
+    bytes and packets over them (ownsockets: tx_B, rx_B, tx_packets, rx_packets)."""
+    tx_b, rx_b, tx_p, rx_p = nic
+    return [max(totals[0] - rx_b / elapsed_s, 0.0), max(totals[1] - tx_b / elapsed_s, 0.0),
+            max(totals[2] - rx_p / elapsed_s, 0.0), max(totals[3] - tx_p / elapsed_s, 0.0)]
 
 
 register(NetSampler)

@@ -156,26 +156,7 @@ class SamplerSet:
 
     def read(self) -> RawSample:
         """Read every active sampler now. A sampler that raises is failing this tick."""
-        readings: dict[str, Raw | None] = {}
-        for s in self._active:
-            st = self._state[s.name]
-            t0 = time.perf_counter()
-            try:
-                readings[s.name] = s.read()
-                st.last, st.reason = "ok", ""
-            except NoData as e:
-                readings[s.name] = None
-                st.no_data += 1
-                st.last, st.reason = "no_data", str(e)
-                log.debug("sampler %s: no data: %s", s.name, e)
-            except Exception as e:
-                readings[s.name] = None
-                st.errors += 1
-                st.last, st.reason = "failing", f"{type(e).__name__}: {e}"
-                if st.errors <= 3 or st.errors % 100 == 0:
-                    log.warning("sampler %s failing (%d errors): %s", s.name, st.errors, st.reason)
-            st.reads += 1
-            st.read_s += time.perf_counter() - t0
+        readings = {s.name: _read_one(s, self._state[s.name]) for s in self._active}
         # Stamped after the reads: all sources are read within well under a millisecond.
         return RawSample(time.monotonic_ns(), readings)
 
@@ -216,6 +197,27 @@ class SamplerSet:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _read_one(s: Sampler, st: _State) -> Raw | None:
+    """One sampler's reading this tick (None when it has none), its state and counters updated."""
+    t0 = time.perf_counter()
+    raw = None
+    try:
+        raw = s.read()
+        st.last, st.reason = "ok", ""
+    except NoData as e:
+        st.no_data += 1
+        st.last, st.reason = "no_data", str(e)
+        log.debug("sampler %s: no data: %s", s.name, e)
+    except Exception as e:
+        st.errors += 1
+        st.last, st.reason = "failing", f"{type(e).__name__}: {e}"
+        if st.errors <= 3 or st.errors % 100 == 0:
+            log.warning("sampler %s failing (%d errors): %s", s.name, st.errors, st.reason)
+    st.reads += 1
+    st.read_s += time.perf_counter() - t0
+    return raw
 
 
 def _checked(s: Sampler, specs: list[MetricSpec]) -> list[MetricSpec]:
