@@ -312,18 +312,7 @@ class LocalAgent:
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_hex(32) + "\n")
-        self.config_file.write_text(
-            "# written by `mimesys demo`: a throwaway agent for this host\n"
-            "[agent]\n"
-            'backend = "host"\n'
-            f'state_dir = "{self.tmp / "state"}"\n'
-            f'scratch_dir = "{self.tmp / "scratch"}"\n'
-            f'model_dir = "{self.tmp / "model"}"\n'
-            "# scratch_budget_mib: the agent's default (every composition fits)\n"
-            "[api]\n"
-            'bind = "127.0.0.1"\n'
-            f"port = {self.port}\n"
-            f'token_file = "{self.token_file}"\n')
+        self.config_file.write_text(agent_config(self.tmp, self.port, self.token_file))
         for d in ("state", "scratch", "model"):
             (self.tmp / d).mkdir()
 
@@ -349,23 +338,7 @@ class LocalAgent:
         self.proc = subprocess.Popen([sys.executable, "-m", AGENT_CLI, "serve", "--config", str(self.config_file),
                                       "--log-level", "info"], cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        token = self.token_file.read_text().strip()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                tail = (self.out / "agent.log").read_text(errors="replace")[-2000:]
-                raise DemoFailed(f"the agent exited with status {self.proc.returncode} while starting:\n{tail}")
-            try:
-                req = urllib.request.Request(f"{self.url}/healthz", headers={"Authorization": f"Bearer {token}"})
-                with urllib.request.urlopen(req, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise DemoFailed(f"the agent did not answer {self.url}/healthz within {timeout_s:.0f} s "
-                                 f"(log: {self.out / 'agent.log'})")
-            time.sleep(0.3)
+        wait_healthy(self.proc, self.url, self.token_file.read_text().strip(), self.out / "agent.log", timeout_s)
 
     def write_fleet(self) -> Path:
         """A fleet file naming this agent, beside its token in the agent's temporary directory (a
@@ -386,6 +359,41 @@ class LocalAgent:
             self.log.close()
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def agent_config(tmp: Path, port: int, token_file: Path) -> str:
+    """The throwaway agent's configuration: the host backend, its directories under `tmp`, 127.0.0.1."""
+    return ("# written by `mimesys demo`: a throwaway agent for this host\n"
+            "[agent]\n"
+            'backend = "host"\n'
+            f'state_dir = "{tmp / "state"}"\n'
+            f'scratch_dir = "{tmp / "scratch"}"\n'
+            f'model_dir = "{tmp / "model"}"\n'
+            "# scratch_budget_mib: the agent's default (every composition fits)\n"
+            "[api]\n"
+            'bind = "127.0.0.1"\n'
+            f"port = {port}\n"
+            f'token_file = "{token_file}"\n')
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, token: str, log_path: Path, timeout_s: float) -> None:
+    """Until the agent answers /healthz; DemoFailed with its log's tail if it exits first, or
+    naming the log if it does not answer within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise DemoFailed(f"the agent exited with status {proc.returncode} while starting:\n{tail}")
+        try:
+            req = urllib.request.Request(f"{url}/healthz", headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise DemoFailed(f"the agent did not answer {url}/healthz within {timeout_s:.0f} s (log: {log_path})")
+        time.sleep(0.3)
 
 
 # -- the local application ------------------------------------------------------------------
