@@ -134,18 +134,7 @@ class TraceStreamReader:
             raise ValidationError(f"{where}: unknown message type {kind!r}")
 
     def _start(self, obj: dict) -> None:
-        where = self.where
-        T, metrics = obj.get("windows"), obj.get("metrics")
-        if isinstance(T, bool) or not isinstance(T, int) or T < 0:
-            raise ValidationError(f"{where}: header.windows must be a non-negative integer")
-        if not isinstance(metrics, list) or not 0 < len(metrics) <= MAX_METRICS:
-            raise ValidationError(f"{where}: header.metrics must be a list of 1..{MAX_METRICS} metrics")
-        N = len(metrics)
-        has_starts = bool(obj.get("has_window_start_ns"))
-        need = T * (N * 4 + (8 if has_starts else 0))
-        if need > self.max_bytes:
-            raise ValidationError(f"{where}: {T} windows × {N} metrics is {need} bytes; at most {self.max_bytes} "
-                                  f"accepted")
+        T, N, has_starts = header_shape(obj, self.where, self.max_bytes)
         self._header = obj
         self._values = np.empty((T, N), np.float32)
         self._starts = np.empty(T, np.int64) if has_starts else None
@@ -184,6 +173,22 @@ class TraceStreamReader:
             raise
         except ValidationError as e:
             raise TraceError(str(e)) from None
+
+
+def header_shape(obj: dict, where: str, max_bytes: int) -> tuple[int, int, bool]:
+    """(windows, metrics, whether window starts follow) a header declares, checked before anything
+    is allocated for them: at most MAX_METRICS metrics and max_bytes of arrays."""
+    T, metrics = obj.get("windows"), obj.get("metrics")
+    if isinstance(T, bool) or not isinstance(T, int) or T < 0:
+        raise ValidationError(f"{where}: header.windows must be a non-negative integer")
+    if not isinstance(metrics, list) or not 0 < len(metrics) <= MAX_METRICS:
+        raise ValidationError(f"{where}: header.metrics must be a list of 1..{MAX_METRICS} metrics")
+    N = len(metrics)
+    has_starts = bool(obj.get("has_window_start_ns"))
+    need = T * (N * 4 + (8 if has_starts else 0))
+    if need > max_bytes:
+        raise ValidationError(f"{where}: {T} windows × {N} metrics is {need} bytes; at most {max_bytes} accepted")
+    return T, N, has_starts
 
 
 async def read_stream(chunks: AsyncIterator[bytes], where: str, *, max_bytes: int) -> Trace:
