@@ -25,15 +25,44 @@ run, replay) pair, |overall degradation difference| in points and the mean |per-
 difference|; the floor: the two mix runs against each other. Every run is kept in
 DIR/runs/<mix>__<condition>__<n>.json once measured (a rerun resumes); DIR/colocation.json and
 DIR/colocation.png hold the summary; one JSON line on stdout.
+
+Host noise (bench/results/colocation-floor/README.md). On the shared 2-vCPU VM the floor was
+8.1 points overall and 11.1 per interval while other sessions' test suites ran beside the bench
+(bench/results/fidelity/memory-2026-11-28); measured with the host otherwise idle, the neighbour
+alone moves ~3 % between 5-s intervals and between runs, steal stays under 1 %, and the floor falls
+to ~1 point overall and ~3 per interval. What other work on the host takes is what moves the
+neighbour, so the bench now watches it:
+
+    --lock PATH        hold this flock (the host's shared lock, e.g. /tmp/mimesys-cpu.lock) around
+                       each run, so that work which takes the same lock waits for it
+    --max-foreign PCT  every run records, per interval, the hypervisor's steal and the CPU time of
+                       every process that is neither the neighbour's nor the workload's (kernel
+                       threads left out: the workload's IO runs partly in them), as % of the
+                       host's CPUs; a run with an interval where the two add up to more than PCT
+                       (default 10) is measured again (--retries times), the disturbed one kept as
+                       runs/<mix>__<condition>__<n>.disturbed<j>.json and left out
+    --metric M         tps (default), or p50 / p95 / p99: the latency percentile of the
+                       transactions that ended in each interval (pgbench -l, kept in every run),
+                       degradation then being the latency added, (with − alone)/alone × 100
+    --repeats N        each condition N times (default 2). With N runs the floor is the mean,
+                       over every split of the mix's runs into two disjoint groups of N//2, of the
+                       difference between the groups' mean degradations, and a method's error is
+                       the mean over every (N//2 mix runs, N//2 replays) pair of groups: with
+                       N = 2 the definitions above; both fall about as 1/sqrt(N//2)
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import itertools
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -47,13 +76,109 @@ from mixes import PG_BIN, MixRun, start_postgres  # noqa: E402
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 
 
-def neighbour_tps(conn: list[str], seconds: int, interval: int) -> list[float]:
-    """pgbench select-only for `seconds`: transactions per second in each interval."""
-    p = subprocess.run([str(PG_BIN / "pgbench"), *conn, "-S", "-c", "2", "-j", "1", "-T", str(seconds),
-                        "-P", str(interval), "postgres"], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"pgbench failed ({p.returncode}): {p.stderr.strip()[-300:]}")
-    return [float(m.group(2)) for m in PROGRESS.finditer(p.stderr)]
+CLK = os.sysconf("SC_CLK_TCK")
+NCPU = os.cpu_count() or 1
+
+
+def _cpu_times() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds of the process and of the children it reaped)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    s = fh.read()
+            except OSError:
+                continue
+            f = s[s.rindex(")") + 2:].split()
+            out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]) / CLK)
+    return out
+
+
+def _descendants(procs: dict[int, tuple[int, float]], roots: list[int]) -> set[int]:
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    seen, todo = set(), [r for r in roots if r in procs]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo.extend(kids.get(p, []))
+    return seen
+
+
+def _steal() -> float:
+    with open("/proc/stat") as fh:
+        return int(fh.readline().split()[8]) / CLK
+
+
+class HostNoise(threading.Thread):
+    """While the neighbour runs: per interval, the hypervisor's steal and the CPU time of every
+    process that is neither the neighbour's (`own` roots and their descendants), nor the
+    workload's, nor this bench's, nor a kernel thread, as % of the host's CPUs. A process that
+    appeared since the last look counts in full."""
+
+    def __init__(self, own: list[int], interval: int):
+        super().__init__(daemon=True)
+        self.own, self.interval = own, interval
+        self.steal_pct: list[float] = []
+        self.foreign_pct: list[float] = []
+        self.done = threading.Event()
+
+    def _look(self) -> tuple[float, dict[int, float]]:
+        procs = _cpu_times()
+        mine = _descendants(procs, [os.getpid(), *self.own]) | {2}
+        return _steal(), {p: c for p, (pp, c) in procs.items() if p not in mine and pp != 2}
+
+    def run(self) -> None:
+        t, (steal, cpu) = time.monotonic(), self._look()
+        while not self.done.wait(max(0.0, t + self.interval - time.monotonic())):
+            t2, (steal2, cpu2) = time.monotonic(), self._look()
+            span = (t2 - t) * NCPU
+            foreign = sum(c - cpu.get(p, 0.0) for p, c in cpu2.items() if c >= cpu.get(p, 0.0))
+            self.steal_pct.append((steal2 - steal) / span * 100)
+            self.foreign_pct.append(foreign / span * 100)
+            t, steal, cpu = t2, steal2, cpu2
+
+
+def neighbour_tps(conn: list[str], seconds: int, interval: int, server_pid: int | None = None,
+                  workload_pid: int | None = None) -> tuple[list[float], dict]:
+    """pgbench select-only for `seconds`: transactions per second in each interval, and per
+    interval the transactions' latency percentiles (ms; pgbench's per-transaction log) and the
+    host's noise (HostNoise: steal and foreign CPU, % of the CPUs)."""
+    with tempfile.TemporaryDirectory() as logdir:
+        t0 = time.time()
+        p = subprocess.Popen([str(PG_BIN / "pgbench"), *conn, "-S", "-c", "2", "-j", "1", "-T", str(seconds),
+                              "-P", str(interval), "-l", "--log-prefix", f"{logdir}/tx", "postgres"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        noise = HostNoise([x for x in (server_pid, workload_pid, p.pid) if x], interval)
+        noise.start()
+        _, err = p.communicate()
+        noise.done.set()
+        noise.join()
+        if p.returncode != 0:
+            raise SystemExit(f"pgbench failed ({p.returncode}): {err.strip()[-300:]}")
+        tps = [float(m.group(2)) for m in PROGRESS.finditer(err)]
+        latency = latency_percentiles(sorted(Path(logdir).glob("tx*")), t0, interval, len(tps))
+    return tps, {"latency_ms": latency, "steal_pct": noise.steal_pct, "foreign_pct": noise.foreign_pct}
+
+
+def latency_percentiles(logs: list[Path], t0: float, interval: int, n: int) -> dict[str, list[float]]:
+    """Per interval from t0: the 50th, 95th and 99th percentile of the latency (ms) of the
+    transactions that ended in it (pgbench -l lines: client, tx, latency us, script, epoch s, us)."""
+    rows = [np.loadtxt(f, dtype=np.float64, usecols=(2, 4, 5), ndmin=2) for f in logs]
+    a = np.concatenate(rows) if rows else np.zeros((0, 3))
+    idx = np.floor((a[:, 1] + a[:, 2] / 1e6 - t0) / interval).astype(int)
+    out: dict[str, list[float]] = {q: [] for q in LATENCY_Q}
+    for i in range(n):
+        x = a[idx == i, 0] / 1e3
+        for q in LATENCY_Q:
+            out[q].append(float(np.percentile(x, int(q))) if len(x) else float("nan"))
+    return out
+
+
+LATENCY_Q = ("50", "95", "99")
 
 
 def regenerate(work: Path, mixes: list[str], methods: list[str], out: Path) -> Path:
@@ -81,13 +206,14 @@ def workload_argv(condition: str, mix: str, seconds: int, plans: Path, config: P
             str(config), "--no-record", "--no-progress"]
 
 
-def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: Path, config: Path) -> dict:
+def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: Path, config: Path,
+            server_pid: int | None = None) -> dict:
     argv = workload_argv(condition, mix, seconds, plans, config)
     work = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True) if argv else None
     try:
         time.sleep(1.0)     # the recording a plan follows started a second before its mix
-        tps = neighbour_tps(conn, seconds - 2, interval)
+        tps, noise = neighbour_tps(conn, seconds - 2, interval, server_pid, work.pid if work else None)
     finally:
         err = ""
         if work is not None:
@@ -98,13 +224,33 @@ def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: 
                 _, err = work.communicate()
     if work is not None and work.returncode != 0:
         raise SystemExit(f"{condition} for {mix} exited {work.returncode}: {err.strip()[-400:]}")
-    return {"mix": mix, "condition": condition, "tps": tps, "interval_s": interval, "at": time.time()}
+    return {"mix": mix, "condition": condition, "tps": tps, "interval_s": interval, "at": time.time(),
+            "start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds)), **noise}
 
 
-def degradations(alone: np.ndarray, tps: list[float]) -> tuple[float, np.ndarray]:
+def host_noise_pct(run: dict) -> float:
+    """The most, over the run's intervals, of steal + foreign CPU (% of the host's CPUs); 0 for a
+    run recorded before the bench watched the host."""
+    s, f = run.get("steal_pct") or [0.0], run.get("foreign_pct") or [0.0]
+    return float(np.max(np.asarray(s[:len(f)]) + np.asarray(f[:len(s)]))) if s and f else 0.0
+
+
+def degradations(alone: np.ndarray, tps: list[float], cost: bool = False) -> tuple[float, np.ndarray]:
+    """How much worse than alone, in %: throughput lost, or (cost: a latency) time added."""
     x = np.asarray(tps[:len(alone)], np.float64)
     a = alone[:len(x)]
-    return float((a.mean() - x.mean()) / a.mean() * 100), (a - x) / a * 100
+    sgn = -1 if cost else 1
+    return float(sgn * (a.mean() - x.mean()) / a.mean() * 100), sgn * (a - x) / a * 100
+
+
+def series(run: dict, metric: str) -> list[float]:
+    """The run's per-interval values of `metric`: tps, or p50/p95/p99 latency."""
+    if metric == "tps":
+        return run["tps"]
+    if "latency_ms" not in run:
+        raise SystemExit(f"--metric {metric}: a run of {run['mix']} {run['condition']} was recorded without "
+                         f"latencies (before the bench kept them): measure it again")
+    return run["latency_ms"][metric[1:]]
 
 
 def errors(a: tuple[float, np.ndarray], b: tuple[float, np.ndarray]) -> tuple[float, float]:
@@ -112,19 +258,47 @@ def errors(a: tuple[float, np.ndarray], b: tuple[float, np.ndarray]) -> tuple[fl
     return abs(a[0] - b[0]), float(np.mean(np.abs(a[1][:n] - b[1][:n])))
 
 
-def summarize(runs: dict, mixes: list[str], methods: list[str]) -> dict:
-    out = {"by_mix": {}, "methods": {}}
+def group_mean(degs: list[tuple[float, np.ndarray]]) -> tuple[float, np.ndarray]:
+    n = min(len(d[1]) for d in degs)
+    return float(np.mean([d[0] for d in degs])), np.mean([d[1][:n] for d in degs], axis=0)
+
+
+def floor_errors(degs: list, k: int) -> list[tuple[float, float]]:
+    """errors() between the means of every two disjoint groups of k runs."""
+    idx = range(len(degs))
+    return [errors(group_mean([degs[i] for i in a]), group_mean([degs[i] for i in b]))
+            for a in itertools.combinations(idx, k) for b in itertools.combinations(idx, k)
+            if a < b and not set(a) & set(b)]
+
+
+def cross_errors(xs: list, ys: list, k: int) -> list[tuple[float, float]]:
+    """errors() between the mean of every group of k of xs and of every group of k of ys."""
+    return [errors(group_mean(list(a)), group_mean(list(b)))
+            for a in itertools.combinations(xs, k) for b in itertools.combinations(ys, k)]
+
+
+def summarize(runs: dict, mixes: list[str], methods: list[str], metric: str = "tps") -> dict:
+    out = {"by_mix": {}, "methods": {}, "metric": metric}
+    cost = metric != "tps"
     for mix in mixes:
-        alone = [np.asarray(r["tps"]) for r in runs[mix]["alone"]]
+        alone = [np.asarray(series(r, metric)) for r in runs[mix]["alone"]]
         n = min(len(a) for a in alone)
         base = np.mean([a[:n] for a in alone], axis=0)
-        deg = {c: [degradations(base, r["tps"]) for r in rs] for c, rs in runs[mix].items() if c != "alone"}
-        floor = errors(*deg["mix"][:2])
-        row = {"alone_tps": float(base.mean()), "mix_degradation_pct": [d[0] for d in deg["mix"]],
-               "floor": {"overall_pp": floor[0], "per_interval_pp": floor[1]},
+        deg = {c: [degradations(base, series(r, metric), cost) for r in rs] for c, rs in runs[mix].items()
+               if c != "alone"}
+        k = max(1, len(deg["mix"]) // 2)
+        fl = floor_errors(deg["mix"], k)
+        floor = float(np.mean([p[0] for p in fl])), float(np.mean([p[1] for p in fl]))
+        every = [r for rs in runs[mix].values() for r in rs]
+        row = {("alone_tps" if metric == "tps" else f"alone_{metric}_ms"): float(base.mean()),
+               "mix_degradation_pct": [d[0] for d in deg["mix"]],
+               "floor": {"overall_pp": floor[0], "per_interval_pp": floor[1]}, "group_k": k,
+               # steal + foreign CPU in the worst interval: the most over the runs kept, and the mean
+               "host_noise_pct": {"max": max(host_noise_pct(r) for r in every),
+                                  "mean": float(np.mean([host_noise_pct(r) for r in every]))},
                "mix_series_pct": [d[1].tolist() for d in deg["mix"]], "methods": {}}
         for m in methods:
-            pairs = [errors(x, y) for x in deg["mix"] for y in deg[m]]
+            pairs = cross_errors(deg["mix"], deg[m], min(k, len(deg[m])))
             row["methods"][m] = {"degradation_pct": [d[0] for d in deg[m]],
                                  "overall_pp": float(np.mean([p[0] for p in pairs])),
                                  "per_interval_pp": float(np.mean([p[1] for p in pairs])),
@@ -161,6 +335,22 @@ def plot(summary: dict, path: Path, methods: list[str]) -> None:
     fig.savefig(path, dpi=90)
 
 
+class held:
+    """flock on `path` (None: nothing) for the with-block."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.fh = path, None
+
+    def __enter__(self):
+        if self.path is not None:
+            self.fh = open(self.path, "a")
+            fcntl.flock(self.fh, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc):
+        if self.fh is not None:
+            self.fh.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fidelity", type=Path, required=True, help="a fidelity bench's work directory (OUT/LABEL)")
@@ -169,6 +359,14 @@ def main() -> None:
     ap.add_argument("--methods", default="single,inverse,knn")
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--interval", type=int, default=5)
+    ap.add_argument("--metric", choices=["tps", "p50", "p95", "p99"], default="tps",
+                    help="what the neighbour's degradation is taken on: throughput, or a latency percentile")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each condition per mix (default 2)")
+    ap.add_argument("--lock", type=Path, help="a flock to hold around each run (the host's shared lock)")
+    ap.add_argument("--max-foreign", type=float, default=10.0,
+                    help="measure a run again when steal + other processes' CPU took more than this %% of the "
+                         "CPUs in an interval")
+    ap.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
     ap.add_argument("--regenerate", action="store_true",
                     help="make the plans again with this code (into DIR/plans) instead of the fidelity bench's")
     args = ap.parse_args()
@@ -199,13 +397,23 @@ def main() -> None:
                        check=True)
         runs: dict = {}
         conditions = ["alone", "mix", *methods]
-        total, done, t0 = len(mixes) * len(conditions) * 2, 0, time.monotonic()
+        total, done, t0 = len(mixes) * len(conditions) * args.repeats, 0, time.monotonic()
         for mix in mixes:
-            for n in range(2):
+            for n in range(args.repeats):
                 for c in conditions:
                     path = out / "runs" / f"{mix}__{c}__{n}.json"
-                    if not path.exists():
-                        path.write_text(json.dumps(measure(conn, c, mix, args.seconds, args.interval, plans, config)))
+                    for j in range(args.retries + 1):
+                        if path.exists():
+                            break
+                        with held(args.lock):
+                            r = measure(conn, c, mix, args.seconds, args.interval, plans, config, server.pid)
+                        noisy = host_noise_pct(r)
+                        if noisy > args.max_foreign and j < args.retries:
+                            print(f"  {mix} {c} #{n}: steal + other processes took {noisy:.1f} % of the CPUs "
+                                  f"(> {args.max_foreign}): measured again", file=sys.stderr, flush=True)
+                            path.with_suffix(f".disturbed{j}.json").write_text(json.dumps(r))
+                        else:
+                            path.write_text(json.dumps(r))
                     runs.setdefault(mix, {}).setdefault(c, []).append(json.loads(path.read_text()))
                     done += 1
                     print(f"[{done}/{total}] {mix} {c} #{n}  ({time.monotonic() - t0:.0f} s)", file=sys.stderr,
@@ -213,9 +421,10 @@ def main() -> None:
     finally:
         run.kill([server])
         run.close()
-    summary = summarize(runs, mixes, methods)
+    summary = summarize(runs, mixes, methods, args.metric)
     summary.update({"bench": "colocation_real", "fidelity": str(args.fidelity), "plans": str(plans),
-                    "seconds": args.seconds,
+                    "seconds": args.seconds, "repeats": args.repeats, "max_foreign_pct": args.max_foreign,
+                    "lock": str(args.lock) if args.lock else None,
                     "interval_s": args.interval, "neighbour": "PostgreSQL select-only pgbench, 2 clients",
                     "simulated": False})
     (out / "colocation.json").write_text(json.dumps(summary, indent=1))

@@ -1,0 +1,97 @@
+"""bench/colocation_real.py's scoring and host watch (issue 42: the colocation floor).
+
+With two runs a condition the floor and a method's error are the pairwise definitions the bench
+has always used; with more, the means of disjoint groups of N//2 runs. HostNoise counts a busy
+process that is neither this process's nor the neighbour's, and not one of its own children.
+"""
+
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("colocation_real", ROOT / "bench" / "colocation_real.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "bench" / "workloads"))
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _runs(series: dict[str, list[list[float]]]) -> dict:
+    return {"m": {c: [{"tps": s} for s in ss] for c, ss in series.items()}}
+
+
+def test_two_runs_score_pairwise_as_before():
+    cr = _bench()
+    alone = [[100.0, 100, 100], [100, 100, 100]]
+    mix = [[90.0, 80, 70], [80, 80, 80]]          # degradations 20 and 20 overall; per interval 10,20,30 / 20,20,20
+    rep = [[90.0, 90, 90], [70, 70, 70]]
+    s = cr.summarize(_runs({"alone": alone, "mix": mix, "x": rep}), ["m"], ["x"])
+    row = s["by_mix"]["m"]
+    assert row["group_k"] == 1
+    assert row["floor"]["overall_pp"] == pytest.approx(0.0)
+    assert row["floor"]["per_interval_pp"] == pytest.approx(20 / 3)
+    # pairs: (20 vs 10, 20 vs 30) for each mix run: overall 10 each
+    assert row["methods"]["x"]["overall_pp"] == pytest.approx(10.0)
+    assert row["host_noise_pct"]["max"] == 0.0      # runs recorded before the bench watched the host
+
+
+def test_four_runs_score_means_of_two():
+    cr = _bench()
+    alone = [[100.0, 100]] * 4
+    mix = [[90.0, 90], [70, 70], [80, 80], [80, 80]]   # degradations 10, 30, 20, 20
+    s = cr.summarize(_runs({"alone": alone, "mix": mix, "x": mix}), ["m"], ["x"])
+    row = s["by_mix"]["m"]
+    assert row["group_k"] == 2
+    # splits {0,1}|{2,3}: 20 vs 20; {0,2}|{1,3}: 15 vs 25; {0,3}|{1,2}: 15 vs 25
+    assert row["floor"]["overall_pp"] == pytest.approx(20 / 3)
+    degs = [cr.degradations(np.array([100.0, 100]), m) for m in mix]
+    assert len(cr.floor_errors(degs, 2)) == 3
+    assert len(cr.cross_errors(degs, degs, 2)) == 36
+
+
+@pytest.mark.serial   # counts another process's CPU on this host
+def test_host_noise_counts_a_foreign_busy_process():
+    cr = _bench()
+    watch = cr.HostNoise([], 1)
+    watch.start()
+    # a busy loop reparented to init: neither this process's descendant nor the neighbour's
+    subprocess.run(["sh", "-c", "timeout 2.5 sh -c 'while :; do :; done' >/dev/null 2>&1 &"], check=True)
+    time.sleep(3.2)
+    watch.done.set()
+    watch.join()
+    assert len(watch.foreign_pct) >= 2
+    assert max(watch.foreign_pct) > 100 / cr.NCPU * 0.3, watch.foreign_pct
+    # this process's own child is not foreign
+    own = cr.HostNoise([], 1)
+    own.start()
+    p = subprocess.Popen(["timeout", "2.5", "sh", "-c", "while :; do :; done"])
+    time.sleep(3.2)
+    own.done.set()
+    own.join()
+    p.wait()
+    assert max(own.foreign_pct) < 100 / cr.NCPU * 0.3, own.foreign_pct
+
+
+def test_latency_percentiles_per_interval(tmp_path):
+    cr = _bench()
+    t0 = 1000.0
+    # pgbench -l lines: client, transaction, latency (us), script, epoch seconds, microseconds
+    lines = [f"0 {i} {100 + i % 10} 0 {1000 + i // 100} {(i % 100) * 10000}" for i in range(500)]
+    lines += [f"1 {i} 5000 0 1004 500000" for i in range(3)]     # slow transactions in the third 2-s interval
+    (tmp_path / "tx.1").write_text("\n".join(lines) + "\n")
+    lat = cr.latency_percentiles([tmp_path / "tx.1"], t0, 2, 3)
+    assert lat["50"][0] == pytest.approx(0.1045, abs=1e-3)
+    assert lat["99"][2] > lat["99"][0]
+    assert len(lat["95"]) == 3
+    s = cr.summarize({"m": {"alone": [{"tps": [1.0], "latency_ms": {"50": [1.0, 1.0]}}] * 2,
+                            "mix": [{"tps": [1.0], "latency_ms": {"50": [1.5, 1.5]}}] * 2}}, ["m"], [], "p50")
+    assert s["by_mix"]["m"]["mix_degradation_pct"] == [pytest.approx(50.0)] * 2    # latency added is positive
