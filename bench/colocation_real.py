@@ -81,7 +81,8 @@ NCPU = os.cpu_count() or 1
 
 
 def _cpu_times() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds of the process and of the children it reaped)."""
+    """pid -> (parent pid, CPU seconds of the process itself). Not the children it reaped: a
+    parent reaping a child would count the child's time a second time."""
     out = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -91,7 +92,7 @@ def _cpu_times() -> dict[int, tuple[int, float]]:
             except OSError:
                 continue
             f = s[s.rindex(")") + 2:].split()
-            out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]) / CLK)
+            out[int(d)] = (int(f[1]), (int(f[11]) + int(f[12])) / CLK)
     return out
 
 
@@ -116,30 +117,37 @@ def _steal() -> float:
 class HostNoise(threading.Thread):
     """While the neighbour runs: per interval, the hypervisor's steal and the CPU time of every
     process that is neither the neighbour's (`own` roots and their descendants), nor the
-    workload's, nor this bench's, nor a kernel thread, as % of the host's CPUs. A process that
-    appeared since the last look counts in full."""
+    workload's, nor this bench's, nor a kernel thread, as % of the host's CPUs. It looks every
+    `period` seconds. A process once seen in those trees stays theirs (a mix's command killed at
+    the end of its phase is reparented to init while it dies); one that appeared since the last
+    look counts in full; one that came and went between two looks is missed."""
 
-    def __init__(self, own: list[int], interval: int):
+    def __init__(self, own: list[int], interval: int, period: float = 1.0):
         super().__init__(daemon=True)
-        self.own, self.interval = own, interval
+        self.own, self.interval, self.period = own, interval, period
         self.steal_pct: list[float] = []
         self.foreign_pct: list[float] = []
+        self.known: set[int] = {2}
         self.done = threading.Event()
 
     def _look(self) -> tuple[float, dict[int, float]]:
         procs = _cpu_times()
-        mine = _descendants(procs, [os.getpid(), *self.own]) | {2}
-        return _steal(), {p: c for p, (pp, c) in procs.items() if p not in mine and pp != 2}
+        self.known |= _descendants(procs, [os.getpid(), *self.own])
+        return _steal(), {p: c for p, (pp, c) in procs.items() if p not in self.known and pp != 2}
 
     def run(self) -> None:
         t, (steal, cpu) = time.monotonic(), self._look()
-        while not self.done.wait(max(0.0, t + self.interval - time.monotonic())):
+        t_int, s_sum, f_sum = t, 0.0, 0.0
+        while not self.done.wait(max(0.0, t + self.period - time.monotonic())):
             t2, (steal2, cpu2) = time.monotonic(), self._look()
-            span = (t2 - t) * NCPU
-            foreign = sum(c - cpu.get(p, 0.0) for p, c in cpu2.items() if c >= cpu.get(p, 0.0))
-            self.steal_pct.append((steal2 - steal) / span * 100)
-            self.foreign_pct.append(foreign / span * 100)
+            s_sum += steal2 - steal
+            f_sum += sum(c - cpu.get(p, 0.0) for p, c in cpu2.items() if c >= cpu.get(p, 0.0))
             t, steal, cpu = t2, steal2, cpu2
+            if t - t_int >= self.interval - self.period / 2:
+                span = (t - t_int) * NCPU
+                self.steal_pct.append(s_sum / span * 100)
+                self.foreign_pct.append(f_sum / span * 100)
+                t_int, s_sum, f_sum = t, 0.0, 0.0
 
 
 def neighbour_tps(conn: list[str], seconds: int, interval: int, server_pid: int | None = None,

@@ -95,3 +95,34 @@ def test_latency_percentiles_per_interval(tmp_path):
     s = cr.summarize({"m": {"alone": [{"tps": [1.0], "latency_ms": {"50": [1.0, 1.0]}}] * 2,
                             "mix": [{"tps": [1.0], "latency_ms": {"50": [1.5, 1.5]}}] * 2}}, ["m"], [], "p50")
     assert s["by_mix"]["m"]["mix_degradation_pct"] == [pytest.approx(50.0)] * 2    # latency added is positive
+
+
+def test_host_noise_accounting_without_load(monkeypatch):
+    """The arithmetic on made-up /proc readings: a foreign process's CPU counts, a process of the
+    bench's own tree and a kernel thread do not, a new process counts in full, steal per CPU; a
+    process once the bench's stays the bench's when it is reparented to init."""
+    import os
+    cr = _bench()
+    me = os.getpid()
+    looks = iter([
+        ({1: (0, 0.0), me: (1, 5.0), 500: (me, 1.0), 600: (1, 2.0), 700: (2, 0.0)}, 10.0),
+        # +1 s foreign (600), +3 s own child (500, reparented to init since), +4 s kernel thread
+        # (700), new foreign 800 with 0.5 s
+        ({1: (0, 0.0), me: (1, 5.0), 500: (1, 4.0), 600: (1, 3.0), 700: (2, 4.0), 800: (1, 0.5)}, 10.2),
+    ])
+    state = {}
+
+    def fake_cpu_times():
+        state["cur"] = next(looks)
+        return state["cur"][0]
+
+    monkeypatch.setattr(cr, "_cpu_times", fake_cpu_times)
+    monkeypatch.setattr(cr, "_steal", lambda: state["cur"][1])
+    monkeypatch.setattr(cr, "NCPU", 2)
+    times = iter([100.0, 100.0, 102.0, 102.0])
+    monkeypatch.setattr(cr.time, "monotonic", lambda: next(times, 200.0))
+    h = cr.HostNoise([], 2, period=2)
+    h.done.wait = lambda t=None, _n=iter([False, True]): next(_n)
+    h.run()
+    assert h.foreign_pct == [pytest.approx(1.5 / 4 * 100)]
+    assert h.steal_pct == [pytest.approx(0.2 / 4 * 100)]
