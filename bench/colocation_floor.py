@@ -53,8 +53,8 @@ CLK = os.sysconf("SC_CLK_TCK")
 
 
 # -- sampling -----------------------------------------------------------------------------------
-def _procs() -> dict[int, tuple[int, float]]:
-    """pid -> (ppid, utime+stime+cutime+cstime in seconds) of every process."""
+def _procs(reaped: bool = True) -> dict[int, tuple[int, float]]:
+    """pid -> (ppid, CPU seconds: utime+stime, and with `reaped` cutime+cstime) of every process."""
     out = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -65,7 +65,7 @@ def _procs() -> dict[int, tuple[int, float]]:
         except OSError:
             continue
         f = s[s.rindex(")") + 2:].split()
-        out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]) / CLK)
+        out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15 if reaped else 13]) / CLK)
     return out
 
 
@@ -105,13 +105,28 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
 
     def run(self):
+        prev: dict[int, float] | None = None
+        foreign = 0.0
         while not self.stop.is_set():
             t = time.time()
             st = _stat()
             procs = _procs()
-            n = sum(procs[p][1] for p in _tree(procs, self.n_roots()))
-            w = sum(procs[p][1] for p in _tree(procs, [self.w_root] if self.w_root else []))
-            self.rows.append([t, *[x / CLK for x in st], _psi(), n, w])
+            nt = _tree(procs, self.n_roots())
+            wt = _tree(procs, [self.w_root] if self.w_root else [])
+            n = sum(procs[p][1] for p in nt)
+            w = sum(procs[p][1] for p in wt)
+            # user processes outside the neighbour, the workload and this process (kernel threads
+            # left out): their own CPU time (not their reaped children's: a parent reaping would
+            # count its child twice), a process new since the last look in full. The runs of
+            # 2026-11-29 10:42-10:50 counted reaped children too (an overcount): their guard is
+            # the `other` rule in disturbed()
+            own = _procs(reaped=False)
+            cur = {p: own[p][1] for p, (pp, _) in procs.items()
+                   if p in own and p not in nt and p not in wt and p not in (os.getpid(), 2) and pp != 2}
+            if prev is not None:
+                foreign += sum(c - prev.get(p, 0.0) for p, c in cur.items() if c >= prev.get(p, 0.0))
+            prev = cur
+            self.rows.append([t, *[x / CLK for x in st], _psi(), n, w, foreign])
             self.stop.wait(self.period - (time.time() - t) % self.period)
 
 
@@ -119,9 +134,15 @@ class Sampler(threading.Thread):
 class PgNeighbour:
     name = "pg"
 
-    def __init__(self, run: MixRun):
-        self.run = run
+    def __init__(self, run: MixRun, pin: set[int] | None = None):
+        self.run, self.pin = run, pin
         self.server, self.conn = start_postgres(run)
+        if pin:
+            # the server and its backends (forked later: they inherit it) and the client on these CPUs only
+            self.name = "pg-pin" + "-".join(map(str, sorted(pin)))
+            procs = _procs()
+            for p in _tree(procs, [self.server.pid]):
+                os.sched_setaffinity(p, pin)
         subprocess.run([str(PG_BIN / "pgbench"), *self.conn, "-i", "-q", "-s", "4", "postgres"],
                        capture_output=True, check=True)
         self.client = None
@@ -135,7 +156,8 @@ class PgNeighbour:
         t0 = time.time()
         self.client = subprocess.Popen([str(PG_BIN / "pgbench"), *self.conn, "-S", "-c", "2", "-j", "1", "-T",
                                         str(seconds), "-P", "5", "-l", "--log-prefix", str(logdir / "tx"),
-                                        "postgres"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                        "postgres"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       preexec_fn=(lambda: os.sched_setaffinity(0, self.pin)) if self.pin else None)
         _, err = self.client.communicate()
         if self.client.returncode != 0:
             raise SystemExit(f"pgbench failed ({self.client.returncode}): {err.strip()[-300:]}")
@@ -266,14 +288,15 @@ def measure_one(neigh, condition: str, mix: str, seconds: int, disturb: bool = F
     return {"neighbour": neigh.name, "mix": mix, "condition": condition, "seconds": seconds, "disturbed": disturb,
             "start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
             "samples_cols": ["t", "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "psi_some",
-                             "neighbour_cpu", "workload_cpu"],
+                             "neighbour_cpu", "workload_cpu", "foreign_cpu"],
             "samples": sampler.rows, **res}
 
 
 def cmd_measure(args) -> None:
     (args.out / "runs").mkdir(parents=True, exist_ok=True)
     run = MixRun(Path("/var/tmp"))
-    neigh = PgNeighbour(run) if args.neighbour == "pg" else RedisNeighbour(run)
+    pin = {int(c) for c in args.pin.split(",")} if args.pin else None
+    neigh = PgNeighbour(run, pin) if args.neighbour == "pg" else RedisNeighbour(run)
     seen: dict[str, int] = {}
     try:
         for c in args.runs.split(","):
@@ -316,6 +339,7 @@ def interval_series(r: dict, w: int) -> dict[str, np.ndarray]:
     out = {"tput": tput, "steal": d["steal"] / total, "psi": d["psi_some"] / w,
            "other": np.clip(busy - d["neighbour_cpu"] - d["workload_cpu"], 0, None) / total,
            "ncpu": d["neighbour_cpu"] / total, "wcpu": d["workload_cpu"] / total,
+           "foreign": d["foreign_cpu"] / total if "foreign_cpu" in d else np.full(n, np.nan),
            "cpu_per_tx": d["neighbour_cpu"] / np.maximum(tput * w, 1) * 1e6,     # µs
            "lat_mean": np.asarray([np.nanmean(r["lat_mean_ms"][i * w:(i + 1) * w]) for i in range(n)])}
     if f"lat_p_{w}s" in r:
@@ -461,17 +485,42 @@ def plot(runs: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=80)
 
 
+def disturbed(runs: list[dict], w: int = 5, points: float = 10.0) -> list[str]:
+    """Runs disturbed by the host: an interval in which the CPU outside the neighbour and the
+    workload (other processes, the kernel, steal; /proc/stat) rose more than `points` % of the
+    CPUs above the median of the same neighbour, mix and condition's runs there: the mix's own
+    kernel work recurs in every run of it, another session's work does not."""
+    out, groups = [], {}
+    for r in runs:
+        groups.setdefault(r["_name"], []).append(r)
+    for rs in groups.values():
+        o = [interval_series(r, w) for r in rs]
+        n = min(len(x["other"]) for x in o)
+        x = np.asarray([v["other"][:n] + v["steal"][:n] for v in o]) * 100
+        med = np.median(x, axis=0)
+        for r, row in zip(rs, x):
+            if np.max(row - med) > points:
+                out.append(f"{r['_name']}__{r['t0']:.0f}")
+    return out
+
+
 def cmd_score(args) -> None:
     runs = load(args.out)
+    bad = disturbed(runs)
+    kept = [r for r in runs if f"{r['_name']}__{r['t0']:.0f}" not in bad]
     res = {"bench": "colocation_floor", "runs": len(runs),
            "utc": [runs[0]["start_utc"], runs[-1]["start_utc"]] if runs else [],
            "run_list": [[r["start_utc"], r["_name"]] for r in runs],
-           "by_interval": {str(w): score(runs, w) for w in (5, 10)}}
+           "by_interval": {str(w): score(runs, w) for w in (5, 10)},
+           "disturbed": bad,
+           "guarded_by_interval": {str(w): score(kept, w) for w in (5, 10)}}
     text = json.dumps(res, indent=1)
     (args.json or (args.out / "floor.json")).write_text(text)
     if args.png:
         plot(runs, args.png)
-    for w, sc in res["by_interval"].items():
+    print("disturbed runs:", bad)
+    for w, sc in [*[(f"{w}", v) for w, v in res["by_interval"].items()],
+                  *[(f"{w} (disturbed runs left out)", v) for w, v in res["guarded_by_interval"].items()]]:
         print(f"== {w}-s intervals")
         for gname, g in sc["groups"].items():
             a = g.get("alone")
@@ -496,6 +545,7 @@ def main() -> None:
     m.add_argument("--runs", default="alone,mix,alone,mix")
     m.add_argument("--neighbour", choices=["pg", "redis"], default="pg")
     m.add_argument("--seconds", type=int, default=60)
+    m.add_argument("--pin", help="CPUs (e.g. 0) to pin the PostgreSQL neighbour to, server and client")
     m.add_argument("--disturb", action="store_true",
                    help="run a bursty 1-CPU load beside every run (another session's tests, simulated)")
     s = sub.add_parser("score")
