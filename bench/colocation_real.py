@@ -28,10 +28,13 @@ DIR/colocation.png hold the summary; one JSON line on stdout.
 
 Host noise (bench/results/colocation-floor/README.md). On the shared 2-vCPU VM the floor was
 8.1 points overall and 11.1 per interval while other sessions' test suites ran beside the bench
-(bench/results/fidelity/memory-2026-11-28); measured with the host otherwise idle, the neighbour
-alone moves ~3 % between 5-s intervals and between runs, steal stays under 1 %, and the floor falls
-to ~1 point overall and ~3 per interval. What other work on the host takes is what moves the
-neighbour, so the bench now watches it:
+(bench/results/fidelity/memory-2026-11-28). Steal is not what moves the neighbour (under 0.1 % of
+the CPUs on average, 1.3 % in the worst 5-s interval of 40 runs); other sessions' processes are,
+and in either direction (this ping-pong neighbour runs faster when the other vCPU is kept busy,
+slower when a mix also competes), so no correction undoes them. Undisturbed, the neighbour alone
+moves ~3 % between 5-s intervals and 1-4 % between runs, and with the disturbed runs left out the
+floor on three memory mixes was 2.7 points overall and 4.7 per interval (6.1 / 8.6 with them).
+So the bench now watches the host and measures a disturbed run again:
 
     --lock PATH        hold this flock (the host's shared lock, e.g. /tmp/mimesys-cpu.lock) around
                        each run, so that work which takes the same lock waits for it
