@@ -3,7 +3,7 @@
 Prints ONE JSON line:
   onnx_windows_per_s           agentd's OnnxGenerator as agents run it: the fused sampler graph,
                                the trace's stretches side by side (one batched call per window
-                               of a stretch; OnnxGenerator.generate_stretches), ONNX Runtime, 1 thread
+                               of a stretch; planners/diffusion/chain.py), ONNX Runtime, 1 thread
   onnx_in_order_windows_per_s  the fused graph one window a call, in order
   onnx_stepwise_windows_per_s  the NumPy DDIM loop over the encoder + denoiser graphs
   torch_windows_per_s          DiffusionPolicy.sample in PyTorch eager, one window at a time

@@ -1,6 +1,6 @@
 """Export a trained model for agents: ONNX graphs + manifest.json (`mimesys export MODEL --onnx DIR`).
 
-Three graphs. The first two are the model; the NumPy sampler in mimesys/planners/diffusion.py runs
+Three graphs. The first two are the model; the NumPy sampler in mimesys/planners/diffusion/ddim.py runs
 the encoder once per window and the denoiser at each DDIM step, for any sampler settings:
 
     context_encoder.onnx  target_obs [B, N], prev_obs [B, N] (raw units, NaN = missing),
@@ -20,7 +20,7 @@ Normalization (log1p, mean/std, NaN -> training mean) is inside the encoder grap
 manifest records it anyway, with the metric schema, the catalog names and hash, the
 latent scaling, the sampler (steps, guidance weight, η, the ᾱ table and the default
 DDIM schedule), the training host's fingerprint and thread count, and the provenance of
-the weights. mimesys/planners/diffusion.py reads it. The export refuses to finish unless ONNX
+the weights. mimesys/planners/diffusion/exported.py reads it. The export refuses to finish unless ONNX
 Runtime reproduces PyTorch's denoiser output within PARITY_TOL.
 """
 

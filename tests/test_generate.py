@@ -1,4 +1,4 @@
-"""Local generation with ONNX Runtime (mimesys/planners/diffusion.py, `mimesys-agent generate`):
+"""Local generation with ONNX Runtime (mimesys/planners/diffusion/, `mimesys-agent generate`):
 valid plans, sequential state-aware conditioning, NaN handling stated in provenance, the
 NumPy sampler equal to PyTorch's and to the fused graph, and no torch in the process."""
 
@@ -14,7 +14,9 @@ from click.testing import CliRunner
 
 from agentd.commands.generate import generate as generate_cmd
 from mimesys.planners.base import Generator, project_to_valid
-from mimesys.planners.diffusion import STRETCH_WINDOWS, WARMUP_WINDOWS, ddim_schedule, load_generator
+from mimesys.planners.diffusion import load_generator
+from mimesys.planners.diffusion.chain import STRETCH_WINDOWS, WARMUP_WINDOWS
+from mimesys.planners.diffusion.ddim import ddim_schedule
 from mimesys.plan import Plan
 from mimesys.trace import Trace
 from controller.export import export_onnx
@@ -80,8 +82,8 @@ def test_a_long_trace_is_generated_by_stretches_side_by_side_each_after_its_warm
     for t in range(n - WARMUP_WINDOWS, n + 6):
         feed = {"target_obs": values[t:t + 1], "prev_obs": values[t - 1:t], "prev_action": prev_a[None],
                 "x_T": x_T[t:t + 1]}
-        feed = {k: v for k, v in feed.items() if k in gen._fused_inputs}
-        prev_a = project_to_valid(gen._fused.run(None, feed)[0][0])
+        feed = {k: v for k, v in feed.items() if k in gen.graphs.fused_inputs}
+        prev_a = project_to_valid(gen.graphs.fused.run(None, feed)[0][0])
         if t >= n:
             assert np.abs(prev_a - plan.compositions[t]).max() < 1e-5, t
 
@@ -109,16 +111,16 @@ def test_numpy_sampler_matches_pytorch_and_the_fused_graph(exported):
     rng = np.random.default_rng(7)
     prev_a = np.zeros((fused.stressors, 2), np.float32)
     for t in range(5):
-        x_T, _ = fused.draw_noise(rng)
+        x_T, _ = fused.ddim.draw_noise(rng)
         prev_o = vals[t - 1] if t else np.full(vals.shape[1], np.nan, np.float32)
-        a_np = stepwise.sample_window_stepwise(vals[t], prev_o, prev_a, x_T)
+        a_np = stepwise.ddim.sample(vals[t], prev_o, prev_a, x_T)
         with torch.no_grad():
             ctx = pol.context_from_numpy(vals[t:t + 1], prev_o[None], prev_a[None])
             a_pt = pol.sample(ctx, x_T=torch.from_numpy(x_T)).actions[0].numpy()
         feed = {"target_obs": vals[t:t + 1], "prev_obs": prev_o[None].astype(np.float32),
                 "prev_action": prev_a[None], "x_T": x_T}
-        feed = {k: v for k, v in feed.items() if k in fused._fused_inputs}   # o_{t-1} is unused by default
-        a_fused = project_to_valid(fused._fused.run(None, feed)[0][0])
+        feed = {k: v for k, v in feed.items() if k in fused.graphs.fused_inputs}   # o_{t-1} is unused by default
+        a_fused = project_to_valid(fused.graphs.fused.run(None, feed)[0][0])
         assert np.abs(a_np - a_pt).max() < 1e-4 and np.abs(a_fused - a_pt).max() < 1e-4
         prev_a = a_np
 

@@ -13,7 +13,7 @@ including the last has σ > 0 and a finite log-probability.
     μ   = √ᾱ_prev · x0̂ + √(1−ᾱ_prev−σ²) · ε
     x_prev = μ + σ·z,  log π = mean over entries of log N(x_prev; μ, σ²)
 
-The NumPy sampler in mimesys/planners/diffusion.py implements the same update from the values
+The NumPy sampler in mimesys/planners/diffusion/ddim.py implements the same update from the values
 this module writes into the export manifest (timesteps, ᾱ_t, ᾱ_prev); a test checks
 the two agree.
 """

@@ -51,7 +51,7 @@ The nudge, at each DDIM step (`weight` above 0), moves a sample far less than th
 taught model nudged and capped only was predicted 0.41 of the targets' own range off on six
 real mixes, against 0.09 for the inverse planner; once the plan is finished it moved nothing
 the prediction can see (0.070 nudged, 0.069 not, three seeds), and a nudge between the
-denoiser's steps costs agents the fused sampler (planners/diffusion.py). It is off by default.
+denoiser's steps costs agents the fused sampler (planners/diffusion/). It is off by default.
 With weight 0 and no finishing the model's own plan comes out (the ablation's "without
 guidance" row).
 """
