@@ -34,8 +34,8 @@ async def fake_agent(routes):
 
 
 def test_an_oversized_reply_is_refused_as_it_arrives(monkeypatch):
-    import controller.fleet.client as fleet_client
-    monkeypatch.setattr(fleet_client, "MAX_REPLY_BYTES", 1 << 20)
+    import controller.fleet.connection as fleet_connection
+    monkeypatch.setattr(fleet_connection, "MAX_REPLY_BYTES", 1 << 20)
 
     async def huge(request):
         resp = web.StreamResponse()

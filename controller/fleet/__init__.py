@@ -39,14 +39,17 @@ identified by the job id, however many agents ran it.
 
     errors.py      FleetError, AgentError (retryable or not), RunFailed, AgentBusy, TLSIdentityError
     config.py      the fleet file: FleetConfig, AgentSpec (token, TLS, client)
-    client.py      AgentClient, RunResult
+    connection.py  AgentConnection: token, HTTP session, bounded replies, TLS errors
+    client.py      AgentClient: the agent's endpoints, a run started and followed to its end
+    runstream.py   RunStream (a run's windows over the WebSocket, reconnecting), RunResult
     scheduler.py   Fleet: probe, check_hosts, run_jobs
 """
 
 from mimesys.hardware import VOLATILE_FINGERPRINT_KEYS, hardware_identity  # noqa: F401
 
-from .client import (MAX_FRAME_BYTES, MAX_REPLY_BYTES, MAX_TRACE_BYTES, AgentClient, RunResult,  # noqa: F401
-                     _window_from_frame)
+from .client import AgentClient  # noqa: F401
 from .config import AGENT_KEYS, AgentSpec, FleetConfig  # noqa: F401
+from .connection import MAX_FRAME_BYTES, MAX_REPLY_BYTES, MAX_TRACE_BYTES  # noqa: F401
 from .errors import AgentBusy, AgentError, FleetError, RunFailed, TLSIdentityError  # noqa: F401
+from .runstream import RunResult, _window_from_frame  # noqa: F401
 from .scheduler import Fleet, Job, JobsReport, Probe  # noqa: F401

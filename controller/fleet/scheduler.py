@@ -17,7 +17,8 @@ from mimesys.errors import MimesysError
 from mimesys.hardware import hardware_identity
 from mimesys.plan import Plan
 
-from .client import AgentClient, RunResult
+from .client import AgentClient
+from .runstream import RunResult
 from .config import FleetConfig
 from .errors import AgentBusy, AgentError, FleetError, RunFailed
 
