@@ -12,6 +12,7 @@ import pytest
 
 from mimesys.errors import ConfigError, ValidationError
 from mimesys.forward.firstorder import FirstOrder
+from mimesys.forward.firstorder_file import first_order_from_dict, first_order_to_dict
 from mimesys.forward.model import ForwardModel
 from mimesys.metrics import MetricSpec
 from mimesys.planners.inverse import InversePlanner
@@ -108,7 +109,7 @@ def test_interrupt_work_lands_on_its_core_whichever_thread_asks():
     assert (x[0], x[1]) == (pytest.approx(0.2), pytest.approx(0.3))
     # the planners' linear map says the same
     assert fo.gain[1, 1, 1] == pytest.approx(0.2 + 0.3) and fo.gain[1, 1, 0] == pytest.approx(0.0)
-    assert FirstOrder.from_dict(fo.to_dict()).fixed[1, 1] == pytest.approx(0.3)
+    assert first_order_from_dict(first_order_to_dict(fo)).fixed[1, 1] == pytest.approx(0.3)
 
 
 def test_two_solo_positions_separate_interrupt_cpu_from_a_partner_thread():
@@ -433,8 +434,8 @@ def test_a_segment_moves_its_share_less_the_dead_time_and_the_plan_pays_it():
     assert x[:, r] == pytest.approx([300e6 * 0.006, 0.0, 300e6 * 0.496], rel=1e-3)   # (φ: the device shared)
     assert x[:, 0] == pytest.approx(fo.predict(a)[:, 0])            # the core pays the whole segment
     assert np.allclose(fd.effective(fd.planned(a)), a) and fd.planned(np.zeros_like(a)).sum() == 0
-    assert np.allclose(FirstOrder.from_dict(fd.to_dict()).dead, dead)
-    assert not fo.dead.any() and fo.to_dict()["segment_dead"] is None
+    assert np.allclose(first_order_from_dict(first_order_to_dict(fd)).dead, dead)
+    assert not fo.dead.any() and first_order_to_dict(fo)["segment_dead"] is None
 
     T = 12
     vals = np.zeros((T, len(NAMES)), np.float32)

@@ -192,5 +192,6 @@ def test_the_simulated_host_and_the_forward_model_count_memory_held(catalog):
     first = FirstOrder(["mem.used_B", "cpu.util"], ["B", "fraction"], list(be.catalog.names), [0],
                        np.array([1000.0 * MiB, 0.01]), np.zeros((M, 2)), np.zeros(M), np.zeros(M),
                        np.array([1200.0 * MiB, 1.0]))
-    x = first.with_held(first.predict(np.asarray(plan.compositions)), plan.mem_held_B)
+    from mimesys.forward.prediction import with_held
+    x = with_held(first, first.predict(np.asarray(plan.compositions)), plan.mem_held_B)
     assert np.allclose(x[:, 0] / MiB, [1000, 1000, 1700, 1700]) and np.allclose(x[:, 1], 0.01)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from mimesys.errors import ValidationError
-from mimesys.forward.firstorder import FirstOrder, core_index
+from mimesys.forward.cores import core_index
+from mimesys.forward.firstorder import FirstOrder
 from mimesys.solo_profile import LAYOUT_ONE_THREAD, hold_of, profile_plan, provenance, windows_of
 from mimesys.trace import Trace
 

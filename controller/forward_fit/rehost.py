@@ -26,7 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from mimesys.calibration import segment_dead_s
-from mimesys.forward.firstorder import CLASS_GROUP, FirstOrder, core_index, metric_group
+from mimesys.forward.contention import CLASS_GROUP, metric_group
+from mimesys.forward.cores import core_index
+from mimesys.forward.firstorder import FirstOrder
 
 from .profile import segment_dead
 

@@ -5,8 +5,8 @@
 The idea is m3's (a fast approximate model plus a learned correction of its residual): the
 first-order part (`firstorder.py`) is physics read off the host's solo profile — each
 stressor's measured response when it runs alone, summed over what runs, per-thread busy time
-landing on the thread's core, saturation at the host's measured capacities and a contention
-term for shared resources; the correction (`model.py`, an ONNX ensemble fitted by the
+landing on the thread's core (`cores.py`), saturation at the host's measured capacities and a
+contention term for shared resources (`contention.py`); its file form is `firstorder_file.py`; the correction (`model.py`, an ONNX ensemble fitted by the
 controller on campaign samples) models what that misses, with a_{t−1} as input so state is
 modelled where the host has it, and its ensemble spread is the per-metric uncertainty.
 

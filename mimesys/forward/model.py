@@ -27,6 +27,7 @@ from .. import manifest
 from ..errors import ValidationError
 from .adaptation import Adaptation
 from .firstorder import FirstOrder
+from .firstorder_file import first_order_from_dict, first_order_to_dict
 
 MANIFEST = "manifest.json"
 FORMAT = "mimesys.forward-model"
@@ -120,7 +121,7 @@ class ForwardModel:
         extra = {"adaptation": self.adaptation.to_dict()} if self.adaptation is not None else {}
         return {**extra, "format": FORMAT, "version": VERSION, "catalog_hash": self.catalog_hash,
                 "window_s": self.window_s, "threads": self.threads, "metric_names": self.metric_names,
-                "units": self.first.units, "scales": self.scales.tolist(), "first_order": self.first.to_dict(),
+                "units": self.first.units, "scales": self.scales.tolist(), "first_order": first_order_to_dict(self.first),
                 "correction": correction, "host_fingerprint": self.host_fingerprint,
                 "provenance": self.provenance, "simulated": bool(self.simulated)}
 
@@ -135,7 +136,7 @@ def load_forward_model(model_dir: Path | str) -> ForwardModel:
     model_dir = Path(model_dir)
     m = read_manifest(model_dir)
     where = str(model_dir / MANIFEST)
-    first = FirstOrder.from_dict(m["first_order"], where)
+    first = first_order_from_dict(m["first_order"], where)
     scales = np.asarray(m["scales"], np.float64)
     if scales.shape != (first.N,) or not np.all(scales > 0):
         raise ValidationError(f"{where}: scales must be {first.N} positive numbers")

@@ -30,12 +30,23 @@ def check_plan(fm, plan, where: str = "plan") -> None:
         raise ValidationError(f"{where}: {plan.K} threads, the forward model has {fm.threads}")
 
 
+def with_held(first, x: np.ndarray, held_B: np.ndarray | None) -> np.ndarray:
+    """Predictions x [T, N] of a plan's windows with the memory it holds in each (Plan.mem_held_B)
+    added to used memory: the runner's held pages are anonymous memory, used one for one."""
+    n = first.memory_metric()
+    if held_B is None or n is None:
+        return x
+    x = np.array(x, np.float64)
+    x[:, n] += np.asarray(held_B, np.float64)[:len(x)]   # not capped at the profile's most: it held none
+    return x
+
+
 def predicted_trace(fm, plan, *, first_order_only: bool = False, provenance: dict | None = None) -> Trace:
     """The trace the forward model predicts for `plan` (window by window, each conditioned on
     the previous composition); the ensemble's mean spread goes to the provenance."""
     check_plan(fm, plan)
     pred, std = fm.predict_plan(plan.compositions, first_order_only=first_order_only)
-    pred = fm.first.with_held(pred, plan.mem_held_B)
+    pred = with_held(fm.first, pred, plan.mem_held_B)
     metrics = [MetricSpec(n, u, source="forward-model") for n, u in zip(fm.metric_names, fm.first.units)]
     prov = {"predicted": True, "first_order_only": bool(first_order_only),
             "mean_std_scaled": {n: float(s) for n, s in zip(fm.metric_names, (std / fm.scales).mean(axis=0))}}

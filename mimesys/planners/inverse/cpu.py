@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...forward.firstorder import FirstOrder, core_index
+from ...forward.cores import core_index
+from ...forward.firstorder import FirstOrder
 
 # A stressor whose own-core busy share is within this of the compute filler's keeps its core
 # as busy as the filler does: handing its time to the filler buys no CPU (CoreMatch.match).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import activity
-from ...forward.firstorder import CLASS_GROUP
+from ...forward.contention import CLASS_GROUP
 from ...forward.model import ForwardModel
 from ...metrics import is_duplicated_breakdown
 from .segments import catalog_kernels
