@@ -43,6 +43,8 @@ identified by the job id, however many agents ran it.
     client.py      AgentClient: the agent's endpoints, a run started and followed to its end
     runstream.py   RunStream (a run's windows over the WebSocket, reconnecting), RunResult
     scheduler.py   Fleet: probe, check_hosts, run_jobs
+    jobs.py        Job, JobsReport, the JobQueue one run_jobs call's workers share
+    worker.py      AgentWorker (one agent's jobs, its failures and retirement), RetryRules
 """
 
 from mimesys.hardware import VOLATILE_FINGERPRINT_KEYS, hardware_identity  # noqa: F401
@@ -52,4 +54,5 @@ from .config import AGENT_KEYS, AgentSpec, FleetConfig  # noqa: F401
 from .connection import MAX_FRAME_BYTES, MAX_REPLY_BYTES, MAX_TRACE_BYTES  # noqa: F401
 from .errors import AgentBusy, AgentError, FleetError, RunFailed, TLSIdentityError  # noqa: F401
 from .runstream import RunResult, _window_from_frame  # noqa: F401
-from .scheduler import Fleet, Job, JobsReport, Probe  # noqa: F401
+from .jobs import Job, JobsReport  # noqa: F401
+from .scheduler import Fleet, Probe  # noqa: F401

@@ -105,6 +105,30 @@ class AgentConnection:
                                               f"or pin it with tls_sha256") from None
 
 
+class SharedSession:
+    """One connection pool for many agents (hundreds of agents, few sockets each), handed to
+    each client in place of its own session; closing it closes the clients too."""
+
+    def __init__(self, clients: list[AgentConnection]):
+        self.clients = clients
+        self._session: aiohttp.ClientSession | None = None
+
+    def share(self) -> None:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=4),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+            for c in self.clients:
+                c._session, c._own_session = self._session, False
+
+    async def close(self) -> None:
+        for c in self.clients:
+            await c.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
 def _colon_hex(b: bytes) -> str:
     return ":".join(f"{x:02X}" for x in b)
 
