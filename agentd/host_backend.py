@@ -1,54 +1,41 @@
 """The real host: mimesys-runner executes the plan, the host samplers measure it.
 
-Alignment. The samplers are read at every window boundary the runner reports
-(WindowStarted), so window t's values are derive(sample at start of t, sample at start
-of t+1): window t of the trace measures exactly window t of the plan, not a 1 Hz grid
-that drifts against it. The last window ends with a sample taken when the runner reports
-it done (the runner's threads finish a window at its boundary, idle time included). How
-late each boundary sample was (our read time minus the runner's observed boundary, or the
-planned end for the last window) is kept per run in `boundary_lag_ns` and shown in
-/v1/info ("alignment"): typically < 1 ms here, tens of ms when the host is saturated.
-
-Warm-up windows run before window 0 and are not reported by the runner (if it is asked to
-report them, repetition -1, they are sampled but not yielded).
+Alignment. The samplers are read at every window boundary the runner reports, so window t
+of the trace measures exactly window t of the plan (window_alignment.py); how late each
+boundary sample was is kept per run in `boundary_lag_ns` and shown in /v1/info ("alignment").
+The calibration the host runs with is host_calibration.py's.
 
 Monitoring (/v1/monitor, `record`) reads the same SamplerSet on its own absolute 1 Hz
-grid; both paths use the samplers' one pure derive.
-
-Threading. The SamplerSet is probed, read and closed on one dedicated thread, never on the
-event loop's: pyroute2's synchronous netlink API (the net sampler) runs an asyncio loop of
-its own and fails inside a running one, and reads (~0.6 ms here) then never stall the
-loop that serves hundreds of WebSocket clients.
+grid, and every read is on the samplers' own thread (sampler_thread.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
-import logging
 import shutil
-import statistics
-import time
 from pathlib import Path
 from typing import AsyncIterator
 
 import numpy as np
 
 from mimesys.backend import Backend, BackendInfo, ExecutedWindow, MonitorSample, RunOptions
-from mimesys.calibration import capacity_peaks, read as read_calibration
+from mimesys.calibration import capacity_peaks
 from mimesys.catalog import Catalog, load_catalog
-from mimesys.errors import PlanError, RunnerError, ValidationError
+from mimesys.errors import PlanError
 from mimesys.metrics import MetricSpec
+from mimesys.hostpaths import HostPaths
 from mimesys.plan import Plan
 
 from .calibrator import pace_rates
 from .fingerprint import host_fingerprint, with_calibration
-from .hostlock import DEFAULT_LOCK, host_run_lock
-from mimesys.hostpaths import HostPaths
+from .host_calibration import HostCalibration
+from .host_run import run_on_host
+from .hostlock import DEFAULT_LOCK
+from .sampler_thread import SamplerThread
 from .schedule import paces_for
+from .window_alignment import lag_stats
 
-log = logging.getLogger(__name__)
 
 
 def clear_scratch(scratch_dir: Path) -> int:
@@ -79,47 +66,39 @@ class HostBackend(Backend):
         self.scratch_budget_bytes = int(scratch_budget_bytes)
         self.catalog = catalog
         self.samplers = samplers
-        self._thread = sampler_thread or concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samplers")
+        self.sampling = SamplerThread(samplers, sampler_thread)
         self.runner_binary = runner_binary
         self.state_dir = state_dir
         self.run_lock = Path(run_lock)
         self.hp = hostpaths or HostPaths.from_env()
         self._schema = samplers.schema()
         self._fingerprint: dict | None = None
-        self._calibration_warned = ""
-        self._calibration_doc: dict | None = None   # use_calibration's, over the state's file
+        self.calibration = HostCalibration(state_dir)
         self.boundary_lag_ns: list[int] = []   # last run: how late each boundary sample was
 
     @classmethod
     def from_config(cls, config) -> "HostBackend":
         from .runner import default_memory_budget
-        from .samplers import SamplerSet
         hp = HostPaths.from_env()
-        thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samplers")
-        try:
-            samplers = thread.submit(SamplerSet.from_config, config.samplers, hp).result()
-        except BaseException:
-            thread.shutdown()
-            raise
+        sampling = SamplerThread.probe(config.samplers, hp)
         try:
             return cls(cpus=config.agent.resolved_cpus(), scratch_dir=config.agent.scratch_dir,
                        scratch_budget_bytes=config.agent.scratch_budget_mib << 20,
                        memory_budget_bytes=(config.agent.memory_budget_mib << 20) or default_memory_budget(),
                        memory_margin_bytes=config.agent.memory_margin_mib << 20,
-                       catalog=load_catalog(config.agent.catalog), samplers=samplers,
+                       catalog=load_catalog(config.agent.catalog), samplers=sampling.samplers,
                        runner_binary=config.agent.runner, state_dir=config.agent.state_dir, hostpaths=hp,
-                       run_lock=config.agent.run_lock, sampler_thread=thread)
+                       run_lock=config.agent.run_lock, sampler_thread=sampling.thread)
         except BaseException:
-            thread.submit(samplers.close).result()
-            thread.shutdown()
+            sampling.close_now()
             raise
 
     def serving_on(self, ports) -> None:
-        self._thread.submit(self.samplers.serving_on, ports).result()   # the thread that reads them
+        self.sampling.serving_on(ports)
 
     # -- description ---------------------------------------------------------------
     def info(self) -> BackendInfo:
-        calibration = self._calibration()
+        calibration = self.calibration.current()
         if self._fingerprint is None:
             # Probed once (it opens a hardware perf event to learn whether the PMU works).
             self._fingerprint = host_fingerprint(self.hp)
@@ -136,16 +115,11 @@ class HostBackend(Backend):
 
     def alignment_stats(self) -> dict:
         """How late the boundary samples of the last run were, after the runner's boundary."""
-        if not self.boundary_lag_ns:
-            return {}
-        lags = sorted(self.boundary_lag_ns)
-        return {"boundary_samples": len(lags), "lag_median_ms": round(statistics.median(lags) / 1e6, 3),
-                "lag_p99_ms": round(lags[min(len(lags) - 1, int(0.99 * len(lags)))] / 1e6, 3),
-                "lag_max_ms": round(lags[-1] / 1e6, 3)}
+        return lag_stats(self.boundary_lag_ns)
 
     def pace_rates(self) -> dict[str, float]:
         """Per-thread bytes/s of the paced variants, from this host's calibration."""
-        return pace_rates(self.catalog, self._calibration())
+        return pace_rates(self.catalog, self.calibration.current())
 
     def check_plan(self, plan: Plan) -> None:
         paces_for(plan, self.catalog, self.pace_rates())
@@ -158,117 +132,18 @@ class HostBackend(Backend):
     def use_calibration(self, doc: dict) -> None:
         """Run with this calibration instead of the state's file: `calibrate` records the solo
         profile with the calibration it has just measured, wherever that was written."""
-        self._calibration_doc = doc
-
-    def _calibration(self) -> dict:
-        """state_dir/calibration.json as written by `mimesys-agent calibrate`; {} when absent."""
-        if self._calibration_doc is not None:
-            return self._calibration_doc
-        if self.state_dir is None:
-            return {}
-        path = Path(self.state_dir) / "calibration.json"
-        if not path.exists():
-            return {}
-        try:
-            return read_calibration(path)
-        except ValidationError as e:
-            if self._calibration_warned != str(e):
-                log.warning("ignoring calibration: %s", e)
-                self._calibration_warned = str(e)
-            return {}
-
-    async def read(self):
-        """One RawSample, read on the sampler thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self.samplers.read)
+        self.calibration.use(doc)
 
     # -- execution -----------------------------------------------------------------
     async def execute(self, plan: Plan, options: RunOptions) -> AsyncIterator[ExecutedWindow]:
-        from .runner import RunnerConfig
-
         plan.validate(self.catalog, max_threads=self.max_threads)
-        cfg = RunnerConfig(binary=self.runner_binary,
-                           cpus=self.cpus, scratch_dir=str(self.scratch_dir),
-                           scratch_budget_bytes=self.scratch_budget_bytes,
-                           memory_budget_bytes=self.memory_budget_bytes, memory_margin_bytes=self.memory_margin_bytes,
-                           catalog_path=str(self.catalog.path) if self.catalog.path else None,
-                           pace_Bps=self.pace_rates())
-        self.boundary_lag_ns = []
-        with host_run_lock(self.run_lock, owner=f"agent state {self.state_dir}"):
-            # aclosing: the runner is stopped (the inner generator's finally) before the lock goes
-            async with contextlib.aclosing(self._execute_locked(plan, options, cfg)) as windows:
-                async for w in windows:
-                    yield w
+        async with contextlib.aclosing(run_on_host(self, plan, options)) as windows:
+            async for w in windows:
+                yield w
 
-    async def _execute_locked(self, plan: Plan, options: RunOptions, cfg) -> AsyncIterator[ExecutedWindow]:
-        from .runner import RunnerExit, WindowDone, WindowStarted, start_runner
-
-        handle = await start_runner(plan, cfg, seed=options.seed if options.seed is not None else plan.seed,
-                                    repetitions=options.repetitions, warmup_windows=options.warmup_windows,
-                                    catalog=self.catalog)
-        last = (options.repetitions - 1, plan.T - 1)
-        window_ns = int(round(plan.window_s * 1e9))
-        derive = self.samplers.derive
-        open_window = None          # (repetition, window, start_ns, start RawSample) of the window running now
-        measured: dict[tuple[int, int], tuple[int, np.ndarray]] = {}   # values awaiting their WindowDone
-        done: dict[tuple[int, int], WindowDone] = {}                     # WindowDone awaiting values
-        try:
-            async for ev in handle.events():
-                if isinstance(ev, WindowStarted):
-                    # The boundary: this sample ends the previous window and starts this one.
-                    raw = await self.read()
-                    self.boundary_lag_ns.append(raw.monotonic_ns - ev.start_ns)
-                    if open_window is not None:
-                        rep, win, start_ns, start_raw = open_window
-                        measured[(rep, win)] = (start_ns, derive(start_raw, raw))
-                    open_window = (ev.repetition, ev.window, ev.start_ns, raw)
-                elif isinstance(ev, WindowDone):
-                    key = (ev.repetition, ev.window)
-                    if key == last and open_window is not None and open_window[:2] == key:
-                        # Nothing starts after the last window: its end sample is taken now.
-                        raw = await self.read()
-                        # Against the window's planned end (end_ns is the last *work*, which
-                        # may be long before the boundary when the window ends idle).
-                        self.boundary_lag_ns.append(raw.monotonic_ns - (ev.planned_start_ns + window_ns))
-                        rep, win, start_ns, start_raw = open_window
-                        measured[key] = (start_ns, derive(start_raw, raw))
-                        open_window = None
-                    done[key] = ev
-                elif isinstance(ev, RunnerExit):
-                    if not ev.ok:
-                        raise RunnerError(f"mimesys-runner {ev.status}: {ev.detail}"
-                                          + (f" ({ev.stderr_tail})" if ev.stderr_tail else ""))
-                for key in sorted(set(measured) & set(done)):
-                    start_ns, values = measured.pop(key)
-                    d = done.pop(key)
-                    if key[0] < 0:
-                        continue  # warm-up window (only if the runner reports them): not part of the trace
-                    yield ExecutedWindow(repetition=key[0], window=key[1], start_ns=start_ns, values=values,
-                                         ran_ns=np.asarray(d.ran_ns, np.int64), ops=np.asarray(d.ops, np.int64),
-                                         planned_ns=np.asarray(d.planned_ns, np.int64),
-                                         bytes=np.asarray(d.bytes, np.int64),
-                                         thread_cpu_ns=np.asarray(d.thread_cpu_ns, np.int64))
-        finally:
-            if handle.exit is None:
-                await handle.stop()
-
-    async def monitor(self, interval_s: float = 1.0) -> AsyncIterator[MonitorSample]:
+    def monitor(self, interval_s: float = 1.0) -> AsyncIterator[MonitorSample]:
         """One sample per interval on an absolute grid (lateness never accumulates)."""
-        period = int(interval_s * 1e9)
-        prev = await self.read()
-        due = prev.monotonic_ns + period
-        while True:
-            await asyncio.sleep(max(0, due - time.monotonic_ns()) / 1e9)
-            cur = await self.read()
-            values = self.samplers.derive(prev, cur)
-            yield MonitorSample(timestamp_ns=time.time_ns(), values=values)
-            prev = cur
-            due += period
-            now = time.monotonic_ns()
-            if due <= now:  # suspended or starved for a whole interval: skip, do not burst
-                due = now + period - (now - due) % period
+        return self.sampling.monitor(interval_s)
 
     async def close(self) -> None:
-        if self._thread is not None:
-            await asyncio.get_running_loop().run_in_executor(self._thread, self.samplers.close)
-            self._thread.shutdown()
-            self._thread = None
+        await self.sampling.close()
