@@ -13,7 +13,8 @@ import pytest
 from mimesys.trace import Trace
 from controller.importers import get, names
 from controller.importers.base import ImportReport, IntervalData, TraceImportError, resample_intervals
-from controller.importers.tacc_stats import interval_data, parse_file
+from controller.importers.tacc_stats import interval_data
+from controller.importers.tacc_stats.textfile import parse_file
 
 from conftest import ROOT, SHARED_TRACES
 
