@@ -1,6 +1,6 @@
 """A trace written as it is recorded: `mimesys-agent record` for days must not hold every
 window in memory, and a SIGKILL on day 6 must not lose six days. The file has the layout of
-mimesys/trace.py (so Trace.read and every tool read it), with /values and /window_start_ns as
+mimesys/tracefile.py (so Trace.read and every tool read it), with /values and /window_start_ns as
 chunked, growable datasets; it is flushed every `flush_s` seconds and at the end, so a crash
 loses at most that much. Metadata is written when the file is created; finish() updates the
 provenance with what was actually recorded."""
@@ -18,7 +18,7 @@ import numpy as np
 from mimesys.fsutil import create_temp_beside, fd_path, replace_checked
 from mimesys.h5io import get_json, set_json
 from mimesys.metrics import MetricSpec
-from mimesys.trace import FORMAT, SCHEMA_VERSION, write_schema_datasets
+from mimesys.tracefile import FORMAT, SCHEMA_VERSION, write_schema_datasets
 
 CHUNK_ROWS = 256
 

@@ -27,7 +27,9 @@ import numpy as np
 from . import wire
 from .errors import TraceError, ValidationError
 from .h5io import get_json, get_str
-from .trace import FORMAT, STRING_DATASETS, Trace
+from .trace import Trace
+from .tracefile import FORMAT, STRING_DATASETS
+from .tracewire import WIRE_FIELDS
 from .untrusted import H5Limits, array_from_wire, array_to_wire, open_h5
 
 CONTENT_TYPE = "application/msgpack"           # a sequence of maps, not one
@@ -162,7 +164,7 @@ class TraceStreamReader:
         if not self._ended:
             got = "no header" if self._header is None else f"{self._filled} windows"
             raise ValidationError(f"{self.where}: the stream ended early ({got}, no end message)")
-        head = {k: v for k, v in self._header.items() if k in Trace.WIRE_FIELDS and k not in ("values", "window_start_ns")}
+        head = {k: v for k, v in self._header.items() if k in WIRE_FIELDS and k not in ("values", "window_start_ns")}
         head["values"] = array_to_wire(np.empty((0, self._values.shape[1]), np.float32), "<f4")
         tr = Trace.from_wire(head, self.where)          # every header field checked as a request's would be
         try:

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 from mimesys.catalog import load_catalog  # noqa: E402
 from mimesys.plan import PLAN_LIMITS  # noqa: E402
-from mimesys.trace import TRACE_LIMITS  # noqa: E402
+from mimesys.tracefile import TRACE_LIMITS  # noqa: E402
 
 SECRET_VALUE = 31337                     # the secret file's every <u2, and the virtual source's every f4
 CATALOG = load_catalog()
