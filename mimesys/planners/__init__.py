@@ -3,7 +3,7 @@ behind one registry.
 
     registry.py    kinds, specs, help text, load_planner (every planner behind the activity guard)
     base.py        the Generator protocol and the target helpers every planner uses
-    diffusion.py   the exported diffusion model (ONNX Runtime + a NumPy DDIM sampler)
+    diffusion/     the exported diffusion model (ONNX Runtime + a NumPy DDIM sampler: export, DDIM, chain)
     inverse/       the forward model (mimesys/forward/) inverted (solver, segments, CPU first)
     select.py      the diffusion model proposes, the forward model disposes
 
