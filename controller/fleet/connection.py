@@ -58,7 +58,7 @@ class AgentConnection:
                 raw = await _read_bounded(resp, MAX_REPLY_BYTES, f"{self.name} {method} {path} reply")
                 status = resp.status
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            self._raise_tls(e, f"{method} {path}")
+            self.raise_tls(e, f"{method} {path}")
             raise AgentError(self.name, f"{method} {path}: no answer: {type(e).__name__}: {e}") from None
         except ValidationError as e:
             raise AgentError(self.name, f"{method} {path}: {e}") from None
@@ -87,12 +87,12 @@ class AgentConnection:
                 return await tracestream.read_stream(resp.content.iter_chunked(1 << 16),
                                                      f"{what_trace} from {self.name}", max_bytes=MAX_TRACE_BYTES)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            self._raise_tls(e, what)
+            self.raise_tls(e, what)
             raise AgentError(self.name, f"{what}: {e}") from None
         except ValidationError as e:
             raise AgentError(self.name, f"{what}: {e}") from None
 
-    def _raise_tls(self, e: BaseException, what: str) -> None:
+    def raise_tls(self, e: BaseException, what: str) -> None:
         """A certificate that is not the pinned one, or does not verify, is a clear, final error."""
         if isinstance(e, aiohttp.ServerFingerprintMismatch):
             raise TLSIdentityError(self.name, f"{what}: refused: the agent's TLS certificate has SHA-256 "

@@ -83,7 +83,7 @@ class RunStream:
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError, MimesysError) as e:
                 if isinstance(e, AgentError):
                     raise
-                c._raise_tls(e, f"run {run_id} trace stream")
+                c.raise_tls(e, f"run {run_id} trace stream")
                 log.info("agent %s run %s: stream interrupted (%s: %s)", c.name, run_id, type(e).__name__, e)
             if self.end is not None:
                 break
