@@ -48,6 +48,9 @@ sys.path.insert(0, str(REPO / "bench" / "workloads"))
 
 from mixes import PG_BIN, MixRun, free_port, start_postgres  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from colocation_real import descendants  # noqa: E402
+
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -67,19 +70,6 @@ def _procs(reaped: bool = True) -> dict[int, tuple[int, float]]:
         f = s[s.rindex(")") + 2:].split()
         out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15 if reaped else 13]) / CLK)
     return out
-
-
-def _tree(procs: dict, roots: list[int]) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, _) in procs.items():
-        kids.setdefault(ppid, []).append(pid)
-    seen, todo = set(), [r for r in roots if r in procs]
-    while todo:
-        p = todo.pop()
-        if p not in seen:
-            seen.add(p)
-            todo.extend(kids.get(p, []))
-    return seen
 
 
 def _stat() -> list[int]:
@@ -111,8 +101,8 @@ class Sampler(threading.Thread):
             t = time.time()
             st = _stat()
             procs = _procs()
-            nt = _tree(procs, self.n_roots())
-            wt = _tree(procs, [self.w_root] if self.w_root else [])
+            nt = descendants(procs, self.n_roots())
+            wt = descendants(procs, [self.w_root] if self.w_root else [])
             n = sum(procs[p][1] for p in nt)
             w = sum(procs[p][1] for p in wt)
             # user processes outside the neighbour, the workload and this process (kernel threads
@@ -141,7 +131,7 @@ class PgNeighbour:
             # the server and its backends (forked later: they inherit it) and the client on these CPUs only
             self.name = "pg-pin" + "-".join(map(str, sorted(pin)))
             procs = _procs()
-            for p in _tree(procs, [self.server.pid]):
+            for p in descendants(procs, [self.server.pid]):
                 os.sched_setaffinity(p, pin)
         subprocess.run([str(PG_BIN / "pgbench"), *self.conn, "-i", "-q", "-s", "4", "postgres"],
                        capture_output=True, check=True)

@@ -99,7 +99,7 @@ def _cpu_times() -> dict[int, tuple[int, float]]:
     return out
 
 
-def _descendants(procs: dict[int, tuple[int, float]], roots: list[int]) -> set[int]:
+def descendants(procs: dict[int, tuple[int, float]], roots: list[int]) -> set[int]:
     kids: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         kids.setdefault(ppid, []).append(pid)
@@ -135,7 +135,7 @@ class HostNoise(threading.Thread):
 
     def _look(self) -> tuple[float, dict[int, float]]:
         procs = _cpu_times()
-        self.known |= _descendants(procs, [os.getpid(), *self.own])
+        self.known |= descendants(procs, [os.getpid(), *self.own])
         return _steal(), {p: c for p, (pp, c) in procs.items() if p not in self.known and pp != 2}
 
     def run(self) -> None:

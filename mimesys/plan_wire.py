@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import PlanError, ValidationError
 from .plan import MAX_WINDOWS
-from .untrusted import MAX_DEPTH_METADATA, array_from_wire, array_to_wire, check_depth
+from .untrusted import array_from_wire, array_to_wire, metadata_maps
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -62,14 +62,7 @@ def fields_from_wire(obj, where: str, *, max_threads: int | None, max_elements: 
         raise PlanError(f"{where}.window_s: expected a finite number")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 64:
         raise PlanError(f"{where}.seed: expected an integer in [0, 2^64)")
-    prov, fp = obj.get("provenance", {}), obj.get("host_fingerprint", {})
-    if not isinstance(prov, dict) or not isinstance(fp, dict):
-        raise PlanError(f"{where}: provenance and host_fingerprint must be maps")
-    try:
-        check_depth(prov, f"{where}.provenance", MAX_DEPTH_METADATA)
-        check_depth(fp, f"{where}.host_fingerprint", MAX_DEPTH_METADATA)
-    except ValidationError as e:
-        raise PlanError(str(e)) from None
+    prov, fp = metadata_maps(obj, where, PlanError)
     return dict(compositions=a, catalog_names=names, catalog_hash=chash, window_s=float(window_s), seed=seed,
                 provenance=prov, host_fingerprint=fp, core_busy_target=busy, mem_held_B=held)
 

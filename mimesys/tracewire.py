@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .errors import TraceError, ValidationError
 from .metrics import MetricSpec
-from .untrusted import MAX_DEPTH_METADATA, array_from_wire, array_to_wire, check_depth
+from .untrusted import array_from_wire, array_to_wire, metadata_maps
 
 WIRE_FIELDS = ("values", "metrics", "window_s", "window_start_ns", "host_fingerprint", "provenance", "simulated")
 
@@ -51,13 +51,6 @@ def trace_fields_from_wire(obj, where: str, max_elements: int) -> dict:
     window_s = obj.get("window_s", 1.0)
     if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not window_s > 0:
         raise TraceError(f"{where}.window_s: expected a positive number")
-    fp, prov = obj.get("host_fingerprint", {}), obj.get("provenance", {})
-    if not isinstance(fp, dict) or not isinstance(prov, dict):
-        raise TraceError(f"{where}: host_fingerprint and provenance must be maps")
-    try:
-        check_depth(prov, f"{where}.provenance", MAX_DEPTH_METADATA)
-        check_depth(fp, f"{where}.host_fingerprint", MAX_DEPTH_METADATA)
-    except ValidationError as e:
-        raise TraceError(str(e)) from None
+    prov, fp = metadata_maps(obj, where, TraceError)
     return dict(values=values, metrics=metrics, window_s=float(window_s), window_start_ns=starts, host_fingerprint=fp,
                 provenance=prov, simulated=bool(obj.get("simulated", False)))

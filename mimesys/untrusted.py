@@ -254,6 +254,20 @@ class _TooMany(Exception):
 MAX_DEPTH_METADATA = 16          # provenance and fingerprints: a run's trace nests its plan's one level down
 
 
+def metadata_maps(obj: dict, where: str, error: type[ValidationError]) -> tuple[dict, dict]:
+    """(provenance, host_fingerprint) of a plan or trace sent as a map: maps, at most
+    MAX_DEPTH_METADATA deep, else `error` (the caller's kind of ValidationError) naming which."""
+    prov, fp = obj.get("provenance", {}), obj.get("host_fingerprint", {})
+    if not isinstance(prov, dict) or not isinstance(fp, dict):
+        raise error(f"{where}: provenance and host_fingerprint must be maps")
+    try:
+        check_depth(prov, f"{where}.provenance", MAX_DEPTH_METADATA)
+        check_depth(fp, f"{where}.host_fingerprint", MAX_DEPTH_METADATA)
+    except ValidationError as e:
+        raise error(str(e)) from None
+    return prov, fp
+
+
 def check_depth(obj: object, where: str, max_depth: int) -> None:
     """ValidationError when lists and maps nest deeper than max_depth (obj itself at depth 1).
     Iterative: the object was already bounded in entries, the walk costs no stack."""
