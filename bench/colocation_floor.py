@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO / "bench" / "workloads"))
 from mixes import PG_BIN, MixRun, free_port, start_postgres  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from colocation_real import descendants  # noqa: E402
+from colocation_real import descendants, finish  # noqa: E402
 
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 CLK = os.sysconf("SC_CLK_TCK")
@@ -261,13 +261,7 @@ def measure_one(neigh, condition: str, mix: str, seconds: int, disturb: bool = F
         time.sleep(1.0)
         res = neigh.measure(seconds - 2)
     finally:
-        err = ""
-        if work is not None:
-            try:
-                _, err = work.communicate(timeout=seconds + 120)
-            except subprocess.TimeoutExpired:
-                work.kill()
-                _, err = work.communicate()
+        err = finish(work, seconds)
         sampler.stop.set()
         sampler.join()
         if dist is not None:

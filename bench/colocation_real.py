@@ -99,6 +99,17 @@ def _cpu_times() -> dict[int, tuple[int, float]]:
     return out
 
 
+def finish(work: subprocess.Popen | None, seconds: int) -> str:
+    """Wait for the workload beside the neighbour (killed 2 minutes past its time): its stderr."""
+    if work is None:
+        return ""
+    try:
+        return work.communicate(timeout=seconds + 120)[1]
+    except subprocess.TimeoutExpired:
+        work.kill()
+        return work.communicate()[1]
+
+
 def descendants(procs: dict[int, tuple[int, float]], roots: list[int]) -> set[int]:
     kids: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
@@ -226,13 +237,7 @@ def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: 
         time.sleep(1.0)     # the recording a plan follows started a second before its mix
         tps, noise = neighbour_tps(conn, seconds - 2, interval, server_pid, work.pid if work else None)
     finally:
-        err = ""
-        if work is not None:
-            try:
-                _, err = work.communicate(timeout=seconds + 120)
-            except subprocess.TimeoutExpired:
-                work.kill()
-                _, err = work.communicate()
+        err = finish(work, seconds)
     if work is not None and work.returncode != 0:
         raise SystemExit(f"{condition} for {mix} exited {work.returncode}: {err.strip()[-400:]}")
     return {"mix": mix, "condition": condition, "tps": tps, "interval_s": interval, "at": time.time(),
