@@ -1,6 +1,6 @@
 """Issue 12's must-show, read off a bench/fidelity_real.py result:
 
-    python bench/fidelity_check.py bench/results/fidelity/demo/fidelity.json
+    python bench/fidelity_check.py bench/results/fidelity/30min/fidelity.json
 
 per method the mean DTW, per-core CPU and added activity; for each forward-model planner its
 ratio to the single-stressor baseline, per-core CPU against twice the noise floor, the metrics
