@@ -127,53 +127,33 @@ class RunnerExit:
 Event = WindowStarted | WindowDone | RunnerExit
 
 
-class RunnerHandle:
-    """A running mimesys-runner. Create with start_runner()."""
+class _Records:
+    """The runner's stdout protocol (stressors/runner.c): one record in, at most one event out.
 
-    def __init__(self, proc: asyncio.subprocess.Process, schedule: CompiledSchedule, catalog: Catalog,
-                 config: RunnerConfig):
-        self.proc = proc
-        self.schedule = schedule
-        self.catalog = catalog
-        self.config = config
+    Apart from the process so the format can be read without a running runner; it also keeps
+    what the runner declares about itself (t0, info, notes, its exit record)."""
+
+    def __init__(self, M: int, K: int, report_warmup: bool):
+        self.M, self.K = M, K
+        self.report_warmup = report_warmup
         self.info: dict[str, str] = {}
         self.notes: dict[str, str] = {}      # stressor name → note (e.g. O_DIRECT fallback)
         self.t0_ns: int | None = None
-        self.window_ns = schedule.window_ns
-        self._queue: asyncio.Queue = asyncio.Queue()
-        self._stderr: deque[str] = deque(maxlen=20)
-        self._ready = asyncio.get_running_loop().create_future()
-        self._exit: RunnerExit | None = None
-        self._exit_status: tuple[str, str] | None = None
-        self._stop_requested = False
-        self._reader = asyncio.create_task(self._read_stdout())
-        self._err_reader = asyncio.create_task(self._read_stderr())
+        self.exit_status: tuple[str, str] | None = None
+        self._cur: dict | None = None        # the window being assembled (None between windows)
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def exit(self) -> RunnerExit | None:
-        return self._exit
-
-    # -- parsing ----------------------------------------------------------------
-    async def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        async for raw in self.proc.stderr:
-            self._stderr.append(raw.decode(errors="replace").rstrip())
-
-    def _parse(self, parts: list[str], cur: dict | None, M: int, K: int) -> dict | None:
-        """One stdout record; returns the window being assembled (None between windows)."""
-        tag = parts[0]
+    def parse(self, parts: list[str]) -> WindowStarted | WindowDone | None:
+        """One stdout record, split into words; the event it completes, if any."""
+        tag, cur = parts[0], self._cur
+        M, K = self.M, self.K
         if tag == "start":
             i, rep, win, planned, observed = map(int, parts[1:6])
-            cur = dict(ran=np.zeros((M, K), np.int64), ops=np.zeros((M, K), np.int64),
-                       bytes=np.zeros((M, K), np.int64), planned=np.zeros((M, K), np.int64),
-                       tstart=np.zeros(K, np.int64), tend=np.zeros(K, np.int64),
-                       tcpu=np.zeros(K, np.int64))
-            if rep >= 0 or self.config.report_warmup:
-                self._queue.put_nowait(WindowStarted(rep, win, observed, planned, i))
+            self._cur = dict(ran=np.zeros((M, K), np.int64), ops=np.zeros((M, K), np.int64),
+                             bytes=np.zeros((M, K), np.int64), planned=np.zeros((M, K), np.int64),
+                             tstart=np.zeros(K, np.int64), tend=np.zeros(K, np.int64),
+                             tcpu=np.zeros(K, np.int64))
+            if rep >= 0 or self.report_warmup:
+                return WindowStarted(rep, win, observed, planned, i)
         elif tag == "seg" and cur is not None:
             _, k, m, planned, ran, ops, nbytes = map(int, parts[1:8])
             cur["planned"][m, k] += planned
@@ -185,56 +165,106 @@ class RunnerHandle:
             cur["tstart"][k], cur["tend"][k], cur["tcpu"][k] = t_start, t_end, cpu
         elif tag == "done" and cur is not None:
             i, rep, win, planned, end, held = map(int, parts[1:7])
-            if rep >= 0 or self.config.report_warmup:
-                self._queue.put_nowait(WindowDone(
-                    rep, win, int(cur["tstart"].min()), end, cur["ran"], cur["ops"], cur["bytes"],
-                    cur["planned"], planned, cur["tstart"], cur["tend"], cur["tcpu"], i, held))
-            cur = None
+            self._cur = None
+            if rep >= 0 or self.report_warmup:
+                return WindowDone(rep, win, int(cur["tstart"].min()), end, cur["ran"], cur["ops"],
+                                  cur["bytes"], cur["planned"], planned, cur["tstart"], cur["tend"],
+                                  cur["tcpu"], i, held)
         elif tag == "ready":
             self.t0_ns = int(parts[1])
-            if not self._ready.done():
-                self._ready.set_result(None)
         elif tag == "info":
             self.info[parts[1]] = " ".join(parts[2:])
         elif tag == "note":
             self.notes[parts[1]] = " ".join(parts[2:])
         elif tag == "exit":
-            self._exit_status = (parts[1], " ".join(parts[2:]))
+            self.exit_status = (parts[1], " ".join(parts[2:]))
         elif tag == "error":
-            self._exit_status = ("error", " ".join(parts[1:]))
-        return cur
+            self.exit_status = ("error", " ".join(parts[1:]))
+        return None
+
+    def exit(self, rc: int, stderr_tail: str) -> RunnerExit:
+        """How the run ended: the runner's own exit record, else what its status says."""
+        if self.exit_status:
+            status, detail = self.exit_status
+        elif rc < 0:
+            status, detail = "killed", f"killed by {signal.Signals(-rc).name}"
+        else:
+            status, detail = "error", f"exited with status {rc} without an exit record"
+        return RunnerExit(rc, status, detail, stderr_tail)
+
+
+def _setup_failure(ex: RunnerExit | None) -> str:
+    """Why a runner that exited before it was ready did so: its own reason, else its status."""
+    if ex and ex.detail:
+        return f"{RUNNER_NAME} refused the plan: {ex.detail}"
+    return (f"{RUNNER_NAME} exited during setup (status {ex.returncode if ex else '?'})"
+            + (f": {ex.stderr_tail}" if ex and ex.stderr_tail else ""))
+
+
+class RunnerHandle:
+    """A running mimesys-runner: its process, from set-up to exit. Create with start_runner()."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, schedule: CompiledSchedule, catalog: Catalog,
+                 config: RunnerConfig):
+        self.proc = proc
+        self.schedule = schedule
+        self.catalog = catalog
+        self.config = config
+        self.window_ns = schedule.window_ns
+        self._records = _Records(schedule.M, schedule.K, config.report_warmup)
+        self.info = self._records.info
+        self.notes = self._records.notes
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._stderr: deque[str] = deque(maxlen=20)
+        self._ready = asyncio.get_running_loop().create_future()
+        self._exit: RunnerExit | None = None
+        self._reader = asyncio.create_task(self._read_stdout())
+        self._err_reader = asyncio.create_task(self._read_stderr())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def t0_ns(self) -> int | None:
+        return self._records.t0_ns
+
+    @property
+    def exit(self) -> RunnerExit | None:
+        return self._exit
+
+    async def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            self._stderr.append(raw.decode(errors="replace").rstrip())
 
     async def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
-        M, K = self.schedule.M, self.schedule.K
-        cur: dict | None = None
         try:
             async for raw in self.proc.stdout:
                 parts = raw.decode(errors="replace").split()
                 if not parts:
                     continue
                 try:
-                    cur = self._parse(parts, cur, M, K)
+                    ev = self._records.parse(parts)
                 except (ValueError, IndexError):
                     # never let one unreadable record stop the stream (the runner would block)
                     self._stderr.append(f"unreadable runner record: {raw[:200]!r}")
+                    continue
+                if ev is not None:
+                    self._queue.put_nowait(ev)
+                if self._records.t0_ns is not None and not self._ready.done():
+                    self._ready.set_result(None)
         finally:
             rc = await self.proc.wait()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._err_reader, 1.0)
-            if self._exit_status:
-                status, detail = self._exit_status
-            elif rc < 0:
-                status, detail = "killed", f"killed by {signal.Signals(-rc).name}"
-            else:
-                status, detail = "error", f"exited with status {rc} without an exit record"
-            self._exit = RunnerExit(rc, status, detail, "\n".join(self._stderr))
+            self._exit = self._records.exit(rc, "\n".join(self._stderr))
             if not self._ready.done():
                 self._ready.set_result(None)
             self._queue.put_nowait(self._exit)
             self._queue.put_nowait(None)
 
-    # -- public -----------------------------------------------------------------
     async def wait_ready(self, timeout: float) -> None:
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), timeout)
@@ -243,10 +273,7 @@ class RunnerHandle:
             raise RunnerError(f"{RUNNER_NAME} did not finish setting up within {timeout:.0f} s") from None
         if self.t0_ns is None:
             await self._reader
-            ex = self._exit
-            raise RunnerError(f"{RUNNER_NAME} refused the plan: {ex.detail}" if ex and ex.detail else
-                              f"{RUNNER_NAME} exited during setup (status {ex.returncode if ex else '?'})"
-                              + (f": {ex.stderr_tail}" if ex and ex.stderr_tail else ""))
+            raise RunnerError(_setup_failure(self._exit))
 
     async def events(self) -> AsyncIterator[Event]:
         """WindowStarted / WindowDone as they happen, then exactly one RunnerExit."""
@@ -264,7 +291,6 @@ class RunnerHandle:
     async def stop(self) -> RunnerExit:
         """SIGTERM; the runner stops its threads within ~50 ms and exits. SIGKILL after
         STOP_GRACE_S if it has not (scratch files are unlinked at creation either way)."""
-        self._stop_requested = True
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signal.SIGTERM)
