@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 from controller.campaign import proposals  # noqa: E402
 from controller.campaign.coverage import coverage  # noqa: E402
-from controller.campaign.store import MAGIC, RecordLog, StoreError  # noqa: E402
+from controller.campaign.recordformat import MAGIC  # noqa: E402
+from controller.campaign.store import RecordLog, StoreError  # noqa: E402
 
 TOKEN = "campaign-test-token-0123456789"
 

@@ -1,8 +1,5 @@
-"""The campaign's sample store: an append-only, checksummed record log.
-
-File `samples.log`: an 8-byte magic, then records
-
-    u32 little-endian payload length | u32 CRC-32 of the payload | payload (msgpack map)
+"""The campaign's sample store: an append-only, checksummed record log (the file's
+bytes: recordformat.py).
 
 Guarantee: `append()` returns only after the records are written and fsync'ed (file and,
 on creation, its directory); such records are *acknowledged* and survive a crash of the
@@ -21,22 +18,16 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import struct
-import zlib
 from pathlib import Path
 from typing import Iterator
-
-import msgpack
 
 from mimesys.fsutil import atomic_write_bytes as _atomic_write_bytes
 
 from mimesys.errors import MimesysError
 
-log = logging.getLogger(__name__)
+from .recordformat import MAGIC, frame, scan
 
-MAGIC = b"MMSLOG1\n"
-_HEAD = struct.Struct("<II")
-MAX_RECORD = 1 << 30
+log = logging.getLogger(__name__)
 
 
 class StoreError(MimesysError):
@@ -50,7 +41,7 @@ class RecordLog:
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self._lock_fd = self._lock()
+        self._lock_fd = _lock(self.path)
         self.records: list[dict] = []
         self.keys: set[str] = set()
         self.duplicates = 0
@@ -60,21 +51,6 @@ class RecordLog:
         except BaseException:
             os.close(self._lock_fd)
             raise
-
-    def _lock(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = self.path.with_name(self.path.name + ".lock")
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 100, 0).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise StoreError(f"{self.path}: in use by {holder}; one process at a time may open a campaign's "
-                             f"sample log (wait for it to finish)") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
-        return fd
 
     def _open(self) -> None:
         new = not self.path.exists()
@@ -92,17 +68,12 @@ class RecordLog:
                 self._rewrite_magic()
             else:
                 raise StoreError(f"{self.path}: not a mimesys sample log (bad magic {data[:8]!r})")
-        off = len(MAGIC)
-        good_end = off
-        while off < len(data):
-            rec, nxt = self._parse_at(data, off)
-            if rec is None:
-                if self._has_valid_record_after(data, off):
-                    raise StoreError(f"{self.path}: record at byte offset {off} is damaged (length or CRC-32 "
-                                     f"mismatch) and valid records follow it; refusing to drop them")
-                break
+        records, good_end, damaged_at = scan(data)
+        if damaged_at is not None:
+            raise StoreError(f"{self.path}: record at byte offset {damaged_at} is damaged (length or CRC-32 "
+                             f"mismatch) and valid records follow it; refusing to drop them")
+        for rec in records:
             self._accept(rec)
-            off = good_end = nxt
         if good_end < len(data):
             self.truncated_bytes = len(data) - good_end
             log.warning("%s: dropped a torn tail of %d bytes (an append interrupted by a crash; "
@@ -119,33 +90,6 @@ class RecordLog:
             f.flush()
             os.fsync(f.fileno())
 
-    @staticmethod
-    def _parse_at(data: bytes, off: int) -> tuple[dict | None, int]:
-        if off + _HEAD.size > len(data):
-            return None, off
-        length, crc = _HEAD.unpack_from(data, off)
-        start = off + _HEAD.size
-        if length > MAX_RECORD or start + length > len(data):
-            return None, off
-        payload = data[start:start + length]
-        if zlib.crc32(payload) != crc:
-            return None, off
-        try:
-            rec = msgpack.unpackb(payload, raw=False)
-        except Exception:
-            return None, off
-        if not isinstance(rec, dict) or "key" not in rec:
-            return None, off
-        return rec, start + length
-
-    def _has_valid_record_after(self, data: bytes, off: int) -> bool:
-        """Is there a parseable record starting anywhere after a damaged one? (scan bounded)"""
-        for probe in range(off + 1, min(len(data), off + (1 << 22))):
-            rec, _ = self._parse_at(data, probe)
-            if rec is not None:
-                return True
-        return False
-
     def _accept(self, rec: dict) -> bool:
         key = rec["key"]
         if key in self.keys:
@@ -160,11 +104,7 @@ class RecordLog:
         fresh = [r for r in records if r["key"] not in self.keys]
         if not fresh:
             return
-        buf = bytearray()
-        for rec in fresh:
-            payload = msgpack.packb(rec, use_bin_type=True)
-            buf += _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
-        self._fh.write(buf)
+        self._fh.write(frame(fresh))
         self._fh.flush()
         os.fsync(self._fh.fileno())
         for rec in fresh:
@@ -182,6 +122,23 @@ class RecordLog:
         if self._lock_fd is not None:
             os.close(self._lock_fd)    # releases the flock
             self._lock_fd = None
+
+
+def _lock(path: Path) -> int:
+    """An exclusive flock on <log>.lock, naming its holder inside; StoreError if held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(path.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 100, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise StoreError(f"{path}: in use by {holder}; one process at a time may open a campaign's "
+                         f"sample log (wait for it to finish)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def _fsync_dir(path: Path) -> None:
