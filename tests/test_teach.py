@@ -41,7 +41,8 @@ def toy_dataset(path: Path, catalog, S: int):
     """The toy dataset as a Dataset (the dataset file's own format attributes added)."""
     import h5py
 
-    from controller.dataset import FORMAT, SCHEMA_VERSION, Dataset
+    from controller.dataset import Dataset
+    from controller.dataset_h5 import FORMAT, SCHEMA_VERSION
     write_toy_dataset(path, catalog, S=S)
     with h5py.File(path, "a") as f:
         f.attrs["format"], f.attrs["schema_version"] = FORMAT, SCHEMA_VERSION

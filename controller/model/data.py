@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from controller.dataset import open_dataset, read_checked
+from controller.dataset_h5 import open_dataset, read_checked
 from mimesys.errors import ValidationError
 from mimesys.h5io import get_json, get_str
 from mimesys.metrics import MetricSpec
@@ -107,7 +107,7 @@ def load_training_data(path: Path | str, metrics: Sequence[str] | None = None) -
     say why."""
     path = Path(path)
     where = str(path)
-    # Opened through the gate plans and traces use (controller.dataset.open_dataset): a dataset
+    # Opened through the gate plans and traces use (controller.dataset_h5.open_dataset): a dataset
     # handed over may not read local files through external storage, nor declare what it never wrote.
     with open_dataset(path) as f:
         missing = [k for k in REQUIRED if k not in f]
