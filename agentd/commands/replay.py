@@ -242,7 +242,7 @@ async def _replay(cfg, plan, command: list[str], repetitions: int, seed, progres
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await be.close()
-        run.close_trace(complete=sys.exc_info()[0] is None)
+        run.trace.close(sys.exc_info()[0] is None, repetitions=run.reps_done, state=run.state)
     if textfile is not None:
         textfile.finish(run.state, run.exit_status())
     return run.result()
@@ -273,14 +273,16 @@ async def _open_backend(cfg, plan, prepare, textfile_dir: Path | None, command: 
 
 class _Replay:
     """One replay here as its parts share it: the plan's windows run on the backend (repeated
-    for as long as the command beside it runs), the trace written as they come, and what the
-    result reports."""
+    for as long as the command beside it runs) and recorded (agentd/replay_trace.py), the
+    command beside them, and what the result reports."""
 
     def __init__(self, be, plan, command: list[str], repetitions: int, seed, textfile, spawn, output: Path | None):
+        from ..replay_trace import ReplayTrace
+
         self.be, self.plan, self.command, self.repetitions, self.seed = be, plan, command, repetitions, seed
-        self.textfile, self.spawn, self.output = textfile, spawn, output
-        self.info, self.schema = be.info(), be.metric_schema()
-        self.writer = None                       # TraceAppender, made at the first window
+        self.textfile, self.spawn = textfile, spawn
+        self.info = be.info()
+        self.trace = ReplayTrace(output, self.info, be.metric_schema(), plan, command, seed)
         self.windows_done = self.reps_done = 0
         self.proc = None                         # the command's process
         self.cmd_started = self.cmd_wall = None
@@ -337,36 +339,14 @@ class _Replay:
             options = RunOptions(repetitions=1, seed=self.seed)
             async with contextlib.aclosing(self.be.execute(self.plan, options)) as windows:
                 async for w in windows:
-                    self._record(w)
+                    self.trace.append(w)
+                    self.windows_done += 1
                     bar.update(1)
                     if self.textfile is not None:
                         self.textfile.window(w)
                     if self.command and self.proc is None:
                         await self._start_command()
             self.reps_done += 1
-
-    def _record(self, w) -> None:
-        if self.output is not None:
-            if self.writer is None:     # made at the first window: a replay that ran nothing writes nothing
-                self.writer = self._open_trace(int(w.start_ns))
-            self.writer.append(int(w.start_ns), w.values)
-        self.windows_done += 1
-
-    def _open_trace(self, first_start_ns: int):
-        from mimesys import __version__
-        from mimesys.trace import wall_clock_of_monotonic
-        from ..trace_append import TraceAppender
-
-        info, plan, seed = self.info, self.plan, self.seed
-        return TraceAppender(
-            self.output, self.schema, window_s=float(plan.window_s), host_fingerprint=info.fingerprint,
-            simulated=bool(info.simulated),
-            provenance={"kind": "replay", "backend": info.name, "agent_version": __version__,
-                        "plan_windows": plan.T, "command": self.command or None,
-                        "plan_provenance": plan.provenance, "catalog_hash": plan.catalog_hash,
-                        "seed": seed if seed is not None else plan.seed,
-                        "window_start_clock": "CLOCK_MONOTONIC",
-                        "started_unix_s": wall_clock_of_monotonic(first_start_ns)})
 
     async def _start_command(self) -> None:
         from mimesys.errors import ValidationError
@@ -381,21 +361,11 @@ class _Replay:
                 raise ValidationError(f"cannot start {self.command[0]!r}: {e.strerror or e}") from None
         self.command_started.set()
 
-    def close_trace(self, complete: bool) -> None:
-        """The trace finished with how the replay ended, or, where it ended by an exception,
-        abandoned: what was flushed stays readable, marked incomplete."""
-        if self.writer is None:
-            return
-        if complete:
-            self.writer.finish(repetitions=self.reps_done, state=self.state)
-        else:
-            self.writer.abandon()
-
     def exit_status(self) -> int | None:
         return self.proc.returncode if self.proc is not None else None
 
     def result(self) -> dict:
-        return {"trace_path": self.output if self.writer is not None else None,
+        return {"trace_path": self.trace.path,
                 "simulated": bool(self.info.simulated), "windows": self.windows_done, "plan_windows": self.plan.T,
                 "repetitions": self.reps_done, "state": self.state, "error": self.error,
                 "exit_status": self.exit_status(), "wall_s": self.cmd_wall or 0.0}
