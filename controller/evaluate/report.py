@@ -1,5 +1,5 @@
 """Evaluation results: one row per (trace, method, metric), grouped by load level, written as
-JSON, CSV and PNGs.
+JSON and CSV (results_out.py) and PNGs.
 
 Burst structure (mimesys/bursts.py): per (trace, method, resource, statistic) the target's and
 the executed trace's value and their capped relative error (`burst_rows`, bursts.csv), and per
@@ -15,16 +15,14 @@ imported from elsewhere carries no allocation, so the measured mean stands in fo
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from mimesys.fsutil import atomic_path, atomic_write_text, atomic_write_with
+from mimesys.fsutil import atomic_write_with
 from mimesys.trace import Trace
 
 LEVELS = ((0.30, "low"), (0.60, "mid"), (math.inf, "high"))
@@ -119,55 +117,16 @@ class EvaluationResults:
                 out[method][level] = means
         return out
 
+    # -- what the results become (controller/evaluate/results_out.py) --------------------
     def write(self, outdir: Path) -> dict[str, Path]:
-        outdir.mkdir(parents=True, exist_ok=True)
-        paths = {"json": outdir / "results.json", "csv": outdir / "results.csv",
-                 "summary_csv": outdir / "summary.csv", "bursts_csv": outdir / "bursts.csv"}
-        doc = {"meta": self.meta, "summary": self.summary(), "own_scale_summary": self.own_scale_summary(),
-               "runs": self.runs,
-               "burst_summary": self.burst_summary(), "bursts": self.burst_rows,
-               "rows": [{**asdict(r), "distance": None if math.isnan(r.distance) else r.distance,
-                         "scale": None if math.isnan(r.scale) else r.scale} for r in self.rows]}
-        _atomic_text(paths["json"], json.dumps(doc, indent=1, sort_keys=True))
-        with atomic_path(paths["csv"]) as tmp, tmp.open("w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["trace", "method", "load_level", "metric", "dtw_normalized", "scale", "scale_from", "reason"])
-            for r in self.rows:
-                w.writerow([r.trace, r.method, r.load_level, r.metric, "" if math.isnan(r.distance) else f"{r.distance:.6f}",
-                            "" if math.isnan(r.scale) else f"{r.scale:.6g}", r.scale_from, r.reason])
-        with atomic_path(paths["summary_csv"]) as tmp, tmp.open("w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["method", "load_level", "metric", "mean_dtw_normalized"])
-            for method, levels in self.summary().items():
-                for level, metrics in sorted(levels.items()):
-                    for metric, v in metrics.items():
-                        w.writerow([method, level, metric, f"{v:.6f}"])
-        with atomic_path(paths["bursts_csv"]) as tmp, tmp.open("w", newline="") as fh:
-            w = csv.writer(fh)
-            cols = ["trace", "method", "load_level", "resource", "statistic", "target", "executed", "error"]
-            w.writerow(cols)
-            for r in self.burst_rows:
-                w.writerow(["" if r[c] is None else (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c]) for c in cols])
-        return paths
+        """results.json, results.csv, summary.csv and bursts.csv in outdir; their paths."""
+        from . import results_out
+        return results_out.write(self, outdir)
 
     def render(self) -> str:
         """A plain table: methods as rows, metrics (+ MEAN) as columns, over all levels."""
-        s = self.summary()
-        bs = self.burst_summary()
-        metrics = list(dict.fromkeys(m for lv in s.values() for m in lv.get("all", {}) if m != "MEAN")) + ["MEAN"]
-        own = self.own_scale_summary()
-        head = f"{'method':<18}" + "".join(f"{m[:16]:>17}" for m in metrics) + f"{'burst error':>17}" \
-            + f"{'own scale':>17}{'added windows':>17}"
-        lines = [head]
-        for method in s:
-            row = s[method].get("all", {})
-            b = bs.get(method, {}).get("all")
-            o = own.get(method, {})
-            lines.append(f"{method:<18}" + "".join(f"{row[m]:>17.4f}" if m in row else f"{'-':>17}" for m in metrics)
-                         + (f"{b:>17.4f}" if b is not None else f"{'-':>17}")
-                         + (f"{o['resource_mean']:>17.4f}" if o.get("resource_mean") is not None else f"{'-':>17}")
-                         + f"{o.get('added_windows', 0):>17d}")
-        return "\n".join(lines)
+        from . import results_out
+        return results_out.render(self)
 
     def own_scale_summary(self) -> dict:
         """method -> {"resource_mean": mean over runs of the CPU/disk/loopback score on the
@@ -186,10 +145,6 @@ class EvaluationResults:
 
 def _none(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    atomic_write_text(path, text)   # unique temp, fsync, rename (mimesys.fsutil)
 
 
 def burst_table(target: dict, executed: dict[str, dict], errors: dict[str, float]) -> tuple[list[str], list[list[str]]]:
