@@ -37,6 +37,7 @@ import numpy as np
 
 from ..metrics import Availability, MetricSpec
 from .profiles import StressorProfile, profile_for
+from .sensors import Sensors
 
 SOURCE = "sim"
 PMU_REASON = "simulated host configured without a PMU (pmu = false)"
@@ -221,6 +222,51 @@ def _pressure(f: np.ndarray, c: dict, cores: np.ndarray, busy_k: np.ndarray, wai
     return cpu_some, io_some, io_full, mem_some
 
 
+def _window(a: np.ndarray, state: SimState, c: dict, p: SimParams, window_s: float,
+            held_B: float) -> tuple[np.ndarray, SimState]:
+    """The host in one window, as it is rather than as it is seen: a [M, K] (checked) ->
+    (true values float64 [N] in schema() order, the state for the next window)."""
+    f = a.sum(axis=1)                                   # [M] thread-windows per stressor
+    active = f > 1e-6
+    threads_on = (a > 1e-6).sum(axis=1)                 # [M] threads running each stressor
+
+    # Thermal budget: sustained load lowers the clock a little, for every stressor.
+    busy_share = float(a.sum()) / p.n_cpus
+    speed = 1.0 - 0.08 * state.heat
+    heat = 0.75 * state.heat + 0.25 * busy_share
+
+    extra_miss, llc_warm = _llc(f, active, c, state)
+    mem_bw, s_mem, llc_miss = _dram(f, c, p, speed, extra_miss, state)
+    disk = _disk(f, c, p, state, window_s)
+    busy_k, wait_k = _cpu(a, c, disk.s_disk)
+    net = _network(f, c, p, state, s_mem, speed)
+
+    cores = np.full(p.n_cpus, p.background_cpu + net.softirq / p.n_cpus)
+    cores[: a.shape[1]] += busy_k
+    cores = np.clip(cores, 0.0, 1.0)
+
+    # Memory footprint and page cache.
+    used = p.base_used_B + (c["resident_B"] * threads_on).sum() + (c["shared_resident_B"] * active).sum() \
+        + float(held_B)
+    extra_cache = max(state.extra_cache_B * 0.9, float((c["page_cache_B"] * active).sum()))
+    extra_cache += disk.pending
+
+    cpu_some, io_some, io_full, mem_some = _pressure(f, c, cores, busy_k, wait_k, net.softirq, s_mem)
+    s_disk, nic_tx, lo_Bps = disk.s_disk, net.nic_tx, net.lo_Bps
+    values = [*cores, cores.mean(),
+              disk.R * s_disk, disk.W * s_disk, disk.iops_r * s_disk, disk.iops_w * s_disk, disk.busy,
+              used, p.base_cache_B + extra_cache,
+              20e3 + 0.02 * nic_tx, nic_tx + 15e3,
+              150.0 + (0.02 * nic_tx / 1500 if nic_tx else 0.0), (nic_tx * net.nic_pkt) + 120.0,
+              lo_Bps, lo_Bps, lo_Bps * net.lo_pkt, lo_Bps * net.lo_pkt,
+              mem_bw + 0.15e9, llc_miss + 0.2e6,
+              cpu_some, io_some, io_full, mem_some, 0.3 * mem_some]
+    new_state = SimState(llc_warm=llc_warm, tcp_warm=float(net.tcp_warm), pending_write_B=float(disk.pending),
+                         extra_cache_B=float(extra_cache * 0.999), heat=float(heat),
+                         mem_residue_Bps=float(p.mem_residue * mem_bw))
+    return np.asarray(values, dtype=np.float64), new_state
+
+
 @dataclass(frozen=True)
 class SimModel:
     """Per-stressor coefficient vectors (length M, catalog order) plus the machine."""
@@ -262,85 +308,25 @@ class SimModel:
         a = np.asarray(a, dtype=np.float64)
         if a.ndim != 2 or a.shape[0] != self.M or a.shape[1] > p.n_cpus:
             raise ValueError(f"composition must be [M={self.M}, K<={p.n_cpus}], got {a.shape}")
-        f = a.sum(axis=1)                                   # [M] thread-windows per stressor
-        active = f > 1e-6
-        threads_on = (a > 1e-6).sum(axis=1)                 # [M] threads running each stressor
-
-        # Thermal budget: sustained load lowers the clock a little, for every stressor.
-        busy_share = float(a.sum()) / p.n_cpus
-        speed = 1.0 - 0.08 * state.heat
-        heat = 0.75 * state.heat + 0.25 * busy_share
-
-        extra_miss, llc_warm = _llc(f, active, c, state)
-        mem_bw, s_mem, llc_miss = _dram(f, c, p, speed, extra_miss, state)
-        disk = _disk(f, c, p, state, window_s)
-        busy_k, wait_k = _cpu(a, c, disk.s_disk)
-        net = _network(f, c, p, state, s_mem, speed)
-
-        cores = np.full(p.n_cpus, p.background_cpu + net.softirq / p.n_cpus)
-        cores[: a.shape[1]] += busy_k
-        cores = np.clip(cores, 0.0, 1.0)
-
-        # Memory footprint and page cache.
-        used = p.base_used_B + (c["resident_B"] * threads_on).sum() + (c["shared_resident_B"] * active).sum() \
-            + float(held_B)
-        extra_cache = max(state.extra_cache_B * 0.9, float((c["page_cache_B"] * active).sum()))
-        extra_cache += disk.pending
-
-        cpu_some, io_some, io_full, mem_some = _pressure(f, c, cores, busy_k, wait_k, net.softirq, s_mem)
-        s_disk, nic_tx, lo_Bps = disk.s_disk, net.nic_tx, net.lo_Bps
-        values = [*cores, cores.mean(),
-                  disk.R * s_disk, disk.W * s_disk, disk.iops_r * s_disk, disk.iops_w * s_disk, disk.busy,
-                  used, p.base_cache_B + extra_cache,
-                  20e3 + 0.02 * nic_tx, nic_tx + 15e3,
-                  150.0 + (0.02 * nic_tx / 1500 if nic_tx else 0.0), (nic_tx * net.nic_pkt) + 120.0,
-                  lo_Bps, lo_Bps, lo_Bps * net.lo_pkt, lo_Bps * net.lo_pkt,
-                  mem_bw + 0.15e9, llc_miss + 0.2e6,
-                  cpu_some, io_some, io_full, mem_some, 0.3 * mem_some]
-        v = self._measured(np.asarray(values, dtype=np.float64), rng)
-        new_state = SimState(llc_warm=llc_warm, tcp_warm=float(net.tcp_warm), pending_write_B=float(disk.pending),
-                             extra_cache_B=float(extra_cache * 0.999), heat=float(heat),
-                             mem_residue_Bps=float(p.mem_residue * mem_bw))
-        return v.astype(np.float32), new_state
-
-    def _measured(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The window's true values [N] as a host's samplers would report them: with noise, and
-        NaN where the simulated host has no PMU."""
-        p = self.params
-        if p.noise > 0:
-            v = v * np.exp(rng.normal(0.0, p.noise, v.shape))
-            frac = self._fraction_mask()
-            v = v + frac * rng.normal(0.0, 0.1 * p.noise, v.shape)
-            v = np.where(frac, np.clip(v, 0.0, 1.0), np.maximum(v, 0.0))
-        if not p.pmu:
-            v[~self._available_mask()] = np.nan
-        return v
+        values, new_state = _window(a, state, c, p, window_s, held_B)
+        return self._sensors().read(values, rng).astype(np.float32), new_state
 
     def simulate(self, compositions: np.ndarray, state: SimState | None,
                  rng: np.random.Generator, window_s: float = 1.0) -> tuple[np.ndarray, SimState]:
         """A chain of windows. compositions: [T, M, K] -> (values float32 [T, N], final state)."""
         state = state or self.idle_state()
-        out = np.empty((len(compositions), len(self._schema_cache())), dtype=np.float32)
+        out = np.empty((len(compositions), self._sensors().N), dtype=np.float32)
         for t, a in enumerate(compositions):
             out[t], state = self.step(a, state, rng, window_s)
         return out, state
 
-    def _schema_cache(self) -> list[MetricSpec]:
-        cached = self.__dict__.get("_schema")
-        if cached is None:
-            cached = self.schema()
-            object.__setattr__(self, "_schema", cached)
-            object.__setattr__(self, "_frac", np.array([m.unit == "fraction" for m in cached]))
-            object.__setattr__(self, "_avail", np.array([m.available for m in cached]))
-        return cached
-
-    def _fraction_mask(self) -> np.ndarray:
-        self._schema_cache()
-        return self.__dict__["_frac"]
-
-    def _available_mask(self) -> np.ndarray:
-        self._schema_cache()
-        return self.__dict__["_avail"]
+    def _sensors(self) -> Sensors:
+        """What the host's samplers report (sensors.py); made once (the dataclass is frozen)."""
+        sensors = self.__dict__.get("_sensors_made")
+        if sensors is None:
+            sensors = Sensors.for_schema(self.schema(), self.params.noise, self.params.pmu)
+            object.__setattr__(self, "_sensors_made", sensors)
+        return sensors
 
 
 def idle_decay(state: SimState, idle_windows: float) -> SimState:
