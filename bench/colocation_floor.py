@@ -34,6 +34,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -521,6 +522,8 @@ def cmd_score(args) -> None:
 
 
 def main() -> None:
+    # A stop (SIGTERM) unwinds like ^C: the neighbour's cluster and the running mix are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure")

@@ -62,6 +62,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -368,6 +369,8 @@ class held:
 
 
 def main() -> None:
+    # A stop (SIGTERM) unwinds like ^C: the neighbour's cluster and the running mix are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fidelity", type=Path, required=True, help="a fidelity bench's work directory (OUT/LABEL)")
     ap.add_argument("--out", type=Path, required=True)
