@@ -5,7 +5,7 @@ runner stopped however the run ends, before the lock is released."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import AsyncIterator
 
 from mimesys.backend import ExecutedWindow, RunOptions
 from mimesys.catalog import Catalog
@@ -16,13 +16,9 @@ from .hostlock import host_run_lock
 from .sampler_thread import SamplerThread
 from .window_alignment import WindowAligner
 
-if TYPE_CHECKING:
-    from .host_backend import HostBackend
-
-
-async def run_on_host(backend: HostBackend, plan: Plan, options: RunOptions) -> AsyncIterator[ExecutedWindow]:
-    """The plan's windows as measured; the lateness of each boundary sample goes to
-    backend.boundary_lag_ns, begun afresh."""
+async def run_on_host(backend, plan: Plan, options: RunOptions) -> AsyncIterator[ExecutedWindow]:
+    """The plan's windows as measured on `backend` (the HostBackend whose run this is); the
+    lateness of each boundary sample goes to backend.boundary_lag_ns, begun afresh."""
     from .runner import RunnerConfig
 
     b = backend

@@ -25,11 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mimesys.errors import ValidationError
 from mimesys.metrics import MetricSpec
 
-class DatasetError(ValidationError):
-    """A dataset file is malformed or inconsistent; the message names the file and field."""
+from . import dataset_h5
+from .dataset_h5 import DatasetError
 
 
 @dataclass
@@ -94,12 +93,10 @@ class Dataset:
     # -- HDF5 (controller/dataset_h5.py) ----------------------------------------------
     def write(self, path: Path | str) -> None:
         """Atomic: a crash leaves the old file (or none), never half of this one."""
-        from . import dataset_h5
         dataset_h5.write(self.validate(str(path)), path)
 
     @classmethod
     def read(cls, path: Path | str) -> "Dataset":
-        from . import dataset_h5
         return cls(**dataset_h5.read_fields(path)).validate(str(path))
 
     def summary(self) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import h5py
 import numpy as np
@@ -16,10 +16,10 @@ from mimesys.h5io import atomic_h5, get_json, get_str, set_json
 from mimesys.metrics import MetricSpec
 from mimesys.untrusted import H5Limits, open_h5, read_array
 
-from .dataset import DatasetError
 
-if TYPE_CHECKING:
-    from .dataset import Dataset
+class DatasetError(ValidationError):
+    """A dataset file is malformed or inconsistent; the message names the file and field."""
+
 
 FORMAT = "mimesys.dataset"
 SCHEMA_VERSION = 1
@@ -60,7 +60,7 @@ def read_checked(f: h5py.File, name: str, where: str) -> np.ndarray:
     return np.asarray(read_array(ds, where), READ_AS[name])
 
 
-def write(ds: Dataset, path: Path | str) -> None:
+def write(ds, path: Path | str) -> None:
     """Atomic: a crash leaves the old file (or none), never half of this one."""
     with atomic_h5(path) as f:
         for name in ARRAYS:

@@ -24,11 +24,11 @@ import numpy as np
 
 from .catalog import Catalog
 from .errors import PlanError
+from .plan_wire import MAX_WINDOWS
 from .untrusted import H5Limits
 
 # A thread's fractions may sum to 1 + this (float32 rounding of fractions that add to 1).
 SUM_TOLERANCE = 1e-5
-MAX_WINDOWS = 7 * 24 * 3600  # a week of 1 s windows: bounds what a request may ask the agent to hold
 # What a plan file from outside may declare: /compositions (and /core_busy_target), at most 1 GiB.
 PLAN_LIMITS = H5Limits(max_dataset_bytes=1 << 30, max_total_bytes=1 << 30)
 # Memory a plan may name for one window at all (16 TiB); the agent also checks its own budget.

@@ -6,37 +6,34 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
 
 from .errors import PlanError, ValidationError
 from .h5io import atomic_h5, get_json, get_str, set_json
-from .plan import MAX_WINDOWS
+from .plan_wire import MAX_WINDOWS
 from .untrusted import H5Limits, open_h5, read_array
-
-if TYPE_CHECKING:
-    from .plan import Plan
 
 FORMAT = "mimesys.plan"
 SCHEMA_VERSION = 1
 _GZIP = dict(compression="gzip", compression_opts=4, shuffle=True)
 
 
-def write(plan: Plan, path: Path | str) -> None:
+def write(plan, path: Path | str) -> None:
+    """A Plan (mimesys/plan.py) into an HDF5 file, atomically."""
     with atomic_h5(path) as f:
         _write_into(plan, f)
 
 
-def to_bytes(plan: Plan) -> bytes:
+def to_bytes(plan) -> bytes:
     buf = io.BytesIO()
     with h5py.File(buf, "w") as f:
         _write_into(plan, f)
     return buf.getvalue()
 
 
-def _write_into(plan: Plan, f: h5py.File) -> None:
+def _write_into(plan, f: h5py.File) -> None:
     f.create_dataset("compositions", data=np.asarray(plan.compositions, np.float32), **_GZIP)
     f.attrs["format"] = FORMAT
     f.attrs["schema_version"] = SCHEMA_VERSION

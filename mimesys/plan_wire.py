@@ -4,22 +4,18 @@ an array is built (the arrays' values are Plan.validate's)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .errors import PlanError, ValidationError
-from .plan import MAX_WINDOWS
 from .untrusted import array_from_wire, array_to_wire, metadata_maps
 
-if TYPE_CHECKING:
-    from .plan import Plan
-
+MAX_WINDOWS = 7 * 24 * 3600  # a week of 1 s windows: bounds what a request may ask the agent to hold
 FIELDS = ("compositions", "catalog_names", "catalog_hash", "window_s", "seed", "provenance",
           "host_fingerprint", "core_busy_target", "mem_held_B")
 
 
-def to_wire(plan: Plan) -> dict:
+def to_wire(plan) -> dict:
+    """A Plan (mimesys/plan.py) as a wire map."""
     out = {"compositions": array_to_wire(plan.compositions, "<f4"), "catalog_names": list(plan.catalog_names),
            "catalog_hash": plan.catalog_hash, "window_s": float(plan.window_s), "seed": int(plan.seed),
            "provenance": plan.provenance, "host_fingerprint": plan.host_fingerprint}

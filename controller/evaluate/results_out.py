@@ -12,15 +12,11 @@ import json
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from mimesys.fsutil import atomic_path, atomic_write_text
 
-if TYPE_CHECKING:
-    from .report import EvaluationResults
 
-
-def write(results: EvaluationResults, outdir: Path) -> dict[str, Path]:
+def write(results, outdir: Path) -> dict[str, Path]:
     """results.json (everything, summaries included), results.csv (the rows), summary.csv and
     bursts.csv in outdir, each written atomically; their paths."""
     outdir.mkdir(parents=True, exist_ok=True)
@@ -54,7 +50,7 @@ def write(results: EvaluationResults, outdir: Path) -> dict[str, Path]:
     return paths
 
 
-def render(results: EvaluationResults) -> str:
+def render(results) -> str:
     """A plain table: methods as rows, metrics (+ MEAN) as columns, over all levels."""
     s = results.summary()
     bs = results.burst_summary()

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import aiohttp
 import numpy as np
@@ -23,8 +23,6 @@ from mimesys.trace import Trace
 from .connection import MAX_FRAME_BYTES
 from .errors import AgentError, RunFailed
 
-if TYPE_CHECKING:
-    from .client import AgentClient
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +61,7 @@ class RunStream:
     """One run's frames, from the first on every (re)connection; windows are keyed by
     (repetition, window), so a reconnection keeps those already seen."""
 
-    def __init__(self, client: AgentClient, run_id: str, plan: Plan, options: RunOptions,
+    def __init__(self, client, run_id: str, plan: Plan, options: RunOptions,
                  on_window: Callable[[ExecutedWindow], None] | None):
         self.client, self.run_id, self.plan, self.options, self.on_window = client, run_id, plan, options, on_window
         self.got: dict[tuple[int, int], ExecutedWindow] = {}

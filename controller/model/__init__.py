@@ -1,9 +1,9 @@
 """The generative model: p(a_t | o_t, a_{t−1}, o_{t−1}) as a conditional diffusion policy.
 
 Layers (after real-stanford/diffusion_policy): `networks` (plain nn.Modules), `policy`
-(networks + schedule + normalization: compute_loss, sample, step_log_prob; `sampling` is
-the guided DDIM behind the last two), training in controller/train.py. `layout` decides
-which metrics feed which thread; `schedule` holds the cosine noise schedule and the DDIM
+(networks + schedule + normalization: compute_loss, sample, step_log_prob, the last two
+guided DDIM in functions beside the class), training in controller/train.py. `layout` decides
+which metrics feed which thread; `noise_schedule` holds the cosine noise schedule and the DDIM
 step with its log-probability; `checkpoint` the model file; `data` reads training samples.
 
 Importing the package loads nothing: `data` and `layout` serve the dataset baselines

@@ -2,7 +2,7 @@
 operations everything else uses — compute_loss (training), sample (generation, and
 rollouts for alignment with per-step log-probabilities), step_log_prob (alignment's
 re-evaluation of one denoising step under the current weights). The last two are
-guided DDIM, in sampling.py.
+guided DDIM, module functions below the class.
 
 Models p(a_t | o_t, a_{t−1}, o_{t−1}) (the MIMESYS paper §4.2.2, state-aware
 conditioning) with ε-prediction DDPM training (Ho et al. 2020) and classifier-free
@@ -26,7 +26,7 @@ from mimesys.metrics import MetricSpec
 from .config import ModelConfig
 from .layout import ActionScale, MetricLayout, Normalizer
 from .networks import ContextEncoder, Denoiser
-from .noise_schedule import DDIMSchedule, DDIMStep, cosine_alpha_bar
+from .noise_schedule import DDIMSchedule, DDIMStep, cosine_alpha_bar, ddim_step
 
 
 @dataclass
@@ -165,23 +165,21 @@ class DiffusionPolicy(nn.Module):
         """= compute_loss; DistributedDataParallel synchronizes gradients through forward."""
         return self.compute_loss(batch, generator)
 
-    # -- sampling (controller/model/sampling.py) ------------------------------------
+    # -- sampling (the functions below) ------------------------------------------------
     def sample(self, ctx: Context, *, steps: int | None = None, guidance: float | None = None,
                eta: float | None = None, generator: torch.Generator | None = None,
                x_T: torch.Tensor | None = None, noise: torch.Tensor | None = None) -> SampleOutput:
         """Draw one composition per context row with DDIM, recording the path and each
         step's log-probability (finite when η > 0). Gradients flow if enabled by the caller.
         x_T [B, M, K] and noise [S, B, M, K] replace the generator's draws when given."""
-        from . import sampling
-        return sampling.sample(self, ctx, steps=steps, guidance=guidance, eta=eta, generator=generator,
+        return sample(self, ctx, steps=steps, guidance=guidance, eta=eta, generator=generator,
                                x_T=x_T, noise=noise)
 
     def step_log_prob(self, ctx: Context, latents: torch.Tensor, next_latents: torch.Tensor, step: int, *,
                       steps: int | None = None, guidance: float | None = None, eta: float) -> DDIMStep:
         """Re-evaluate sampling step `step` (0 = the first, from x_T): the log-probability of
         next_latents [B, M, K] given latents [B, M, K] under the current weights (differentiable)."""
-        from . import sampling
-        return sampling.step_log_prob(self, ctx, latents, next_latents, step, steps=steps, guidance=guidance,
+        return step_log_prob(self, ctx, latents, next_latents, step, steps=steps, guidance=guidance,
                                       eta=eta)
 
     # -- convenience --------------------------------------------------------------
@@ -192,3 +190,62 @@ class DiffusionPolicy(nn.Module):
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+# -- guided DDIM sampling: module functions, so the class stays the networks and the loss --
+
+def encode(policy: DiffusionPolicy, ctx: Context, guidance: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Context tokens for guided denoising: [B] conditional rows, then (if guidance ≠ 1)
+    [B] null rows. -> thread_ctx [B or 2B, K, D], global_ctx [B or 2B, D]."""
+    ones = torch.ones_like(ctx.target_obs[:, 0])          # (written so that ONNX tracing keeps B dynamic)
+    if guidance == 1.0:
+        return policy.encoder(ctx.target_obs, ctx.prev_obs, ctx.prev_action, ones)
+    keep = torch.cat([ones, torch.zeros_like(ones)])
+    two = lambda x: torch.cat([x, x])  # noqa: E731
+    return policy.encoder(two(ctx.target_obs), two(ctx.prev_obs), two(ctx.prev_action), keep)
+
+
+def guided_eps(policy: DiffusionPolicy, x_t: torch.Tensor, t: int, tokens, guidance: float) -> torch.Tensor:
+    """x_t [B, M, K] -> ε̂ = ε_u + w (ε_c − ε_u), one batched call of 2B rows."""
+    h, g = tokens
+    B = x_t.shape[0]
+    if guidance == 1.0:
+        return policy.denoiser(x_t, torch.full_like(x_t[:, 0, 0], t, dtype=torch.long), h, g)
+    x2 = torch.cat([x_t, x_t])
+    eps = policy.denoiser(x2, torch.full_like(x2[:, 0, 0], t, dtype=torch.long), h, g)
+    eps_c, eps_u = eps[:B], eps[B:]
+    return eps_u + guidance * (eps_c - eps_u)
+
+
+def sample(policy: DiffusionPolicy, ctx: Context, *, steps: int | None, guidance: float | None,
+           eta: float | None, generator: torch.Generator | None, x_T: torch.Tensor | None,
+           noise: torch.Tensor | None) -> SampleOutput:
+    """DiffusionPolicy.sample: one composition per context row, the path and each step's log-prob."""
+    sched = policy.schedule(steps)
+    w = policy.config.guidance if guidance is None else float(guidance)
+    eta = policy.config.eta if eta is None else float(eta)
+    dev = ctx.target_obs.device
+    tokens = encode(policy, ctx, w)
+    x = x_T if x_T is not None else torch.randn((len(ctx), policy.M, policy.K), generator=generator, device=dev)
+    latents, log_probs = [x], []
+    for i in range(sched.steps):
+        eps = guided_eps(policy, x, int(sched.timesteps[i]), tokens, w)
+        step = ddim_step(eps, x, sched.alpha_bar_t[i], sched.alpha_bar_prev[i], eta, clip=policy.latent_box,
+                         generator=generator, noise=None if noise is None else noise[i])
+        x = step.prev_sample
+        latents.append(x)
+        log_probs.append(step.log_prob)
+    actions = project_to_valid(policy.from_latent(x))
+    return SampleOutput(actions, torch.stack(latents, dim=1), torch.stack(log_probs, dim=1))
+
+
+def step_log_prob(policy: DiffusionPolicy, ctx: Context, latents: torch.Tensor, next_latents: torch.Tensor,
+                  step: int, *, steps: int | None, guidance: float | None, eta: float) -> DDIMStep:
+    """DiffusionPolicy.step_log_prob: sampling step `step` re-evaluated under the current weights."""
+    sched = policy.schedule(steps)
+    if not 0 <= step < sched.steps:
+        raise ValueError(f"step {step} outside 0..{sched.steps - 1}")
+    w = policy.config.guidance if guidance is None else float(guidance)
+    eps = guided_eps(policy, latents, int(sched.timesteps[step]), encode(policy, ctx, w), w)
+    return ddim_step(eps, latents, sched.alpha_bar_t[step], sched.alpha_bar_prev[step], float(eta),
+                     clip=policy.latent_box, prev_sample=next_latents)
