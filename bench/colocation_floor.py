@@ -50,29 +50,13 @@ sys.path.insert(0, str(REPO / "bench" / "workloads"))
 from mixes import PG_BIN, MixRun, free_port, start_postgres  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from colocation_real import descendants, finish  # noqa: E402
+from colocation_real import cpu_times, descendants, finish  # noqa: E402
 
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 CLK = os.sysconf("SC_CLK_TCK")
 
 
 # -- sampling -----------------------------------------------------------------------------------
-def _procs(reaped: bool = True) -> dict[int, tuple[int, float]]:
-    """pid -> (ppid, CPU seconds: utime+stime, and with `reaped` cutime+cstime) of every process."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                s = fh.read()
-        except OSError:
-            continue
-        f = s[s.rindex(")") + 2:].split()
-        out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15 if reaped else 13]) / CLK)
-    return out
-
-
 def _stat() -> list[int]:
     with open("/proc/stat") as fh:
         f = fh.readline().split()[1:]
@@ -101,7 +85,7 @@ class Sampler(threading.Thread):
         while not self.stop.is_set():
             t = time.time()
             st = _stat()
-            procs = _procs()
+            procs = cpu_times(reaped=True)
             nt = descendants(procs, self.n_roots())
             wt = descendants(procs, [self.w_root] if self.w_root else [])
             n = sum(procs[p][1] for p in nt)
@@ -111,7 +95,7 @@ class Sampler(threading.Thread):
             # count its child twice), a process new since the last look in full. The runs of
             # 2026-11-29 10:42-10:50 counted reaped children too (an overcount): their guard is
             # the `other` rule in disturbed()
-            own = _procs(reaped=False)
+            own = cpu_times()
             cur = {p: own[p][1] for p, (pp, _) in procs.items()
                    if p in own and p not in nt and p not in wt and p not in (os.getpid(), 2) and pp != 2}
             if prev is not None:
@@ -131,7 +115,7 @@ class PgNeighbour:
         if pin:
             # the server and its backends (forked later: they inherit it) and the client on these CPUs only
             self.name = "pg-pin" + "-".join(map(str, sorted(pin)))
-            procs = _procs()
+            procs = cpu_times(reaped=True)
             for p in descendants(procs, [self.server.pid]):
                 os.sched_setaffinity(p, pin)
         subprocess.run([str(PG_BIN / "pgbench"), *self.conn, "-i", "-q", "-s", "4", "postgres"],

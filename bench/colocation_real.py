@@ -84,9 +84,9 @@ CLK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count() or 1
 
 
-def _cpu_times() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds of the process itself). Not the children it reaped: a
-    parent reaping a child would count the child's time a second time."""
+def cpu_times(reaped: bool = False) -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds of the process itself; with `reaped` also those of the
+    children it reaped, which counts a child's time a second time once its parent reaps it)."""
     out = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -96,7 +96,7 @@ def _cpu_times() -> dict[int, tuple[int, float]]:
             except OSError:
                 continue
             f = s[s.rindex(")") + 2:].split()
-            out[int(d)] = (int(f[1]), (int(f[11]) + int(f[12])) / CLK)
+            out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15 if reaped else 13]) / CLK)
     return out
 
 
@@ -146,7 +146,7 @@ class HostNoise(threading.Thread):
         self.done = threading.Event()
 
     def _look(self) -> tuple[float, dict[int, float]]:
-        procs = _cpu_times()
+        procs = cpu_times()
         self.known |= descendants(procs, [os.getpid(), *self.own])
         return _steal(), {p: c for p, (pp, c) in procs.items() if p not in self.known and pp != 2}
 

@@ -119,7 +119,7 @@ def test_host_noise_accounting_without_load(monkeypatch):
         state["cur"] = next(looks)
         return state["cur"][0]
 
-    monkeypatch.setattr(cr, "_cpu_times", fake_cpu_times)
+    monkeypatch.setattr(cr, "cpu_times", fake_cpu_times)
     monkeypatch.setattr(cr, "_steal", lambda: state["cur"][1])
     monkeypatch.setattr(cr, "NCPU", 2)
     times = iter([100.0, 100.0, 102.0, 102.0])
