@@ -50,7 +50,8 @@ sys.path.insert(0, str(REPO / "bench" / "workloads"))
 from mixes import PG_BIN, MixRun, free_port, start_postgres  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from colocation_real import cpu_times, descendants, finish  # noqa: E402
+from colocation_real import finish  # noqa: E402
+from hostnoise import cpu_times, descendants  # noqa: E402
 
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 CLK = os.sysconf("SC_CLK_TCK")

@@ -60,44 +60,26 @@ import argparse
 import fcntl
 import itertools
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench" / "workloads"))
 
+from hostnoise import HostNoise, host_noise_pct  # noqa: E402
 from mixes import PG_BIN, MixRun, start_postgres  # noqa: E402
 
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 
 
-CLK = os.sysconf("SC_CLK_TCK")
-NCPU = os.cpu_count() or 1
-
-
-def cpu_times(reaped: bool = False) -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds of the process itself; with `reaped` also those of the
-    children it reaped, which counts a child's time a second time once its parent reaps it)."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    s = fh.read()
-            except OSError:
-                continue
-            f = s[s.rindex(")") + 2:].split()
-            out[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15 if reaped else 13]) / CLK)
-    return out
 
 
 def finish(work: subprocess.Popen | None, seconds: int) -> str:
@@ -109,60 +91,6 @@ def finish(work: subprocess.Popen | None, seconds: int) -> str:
     except subprocess.TimeoutExpired:
         work.kill()
         return work.communicate()[1]
-
-
-def descendants(procs: dict[int, tuple[int, float]], roots: list[int]) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, _) in procs.items():
-        kids.setdefault(ppid, []).append(pid)
-    seen, todo = set(), [r for r in roots if r in procs]
-    while todo:
-        p = todo.pop()
-        if p not in seen:
-            seen.add(p)
-            todo.extend(kids.get(p, []))
-    return seen
-
-
-def _steal() -> float:
-    with open("/proc/stat") as fh:
-        return int(fh.readline().split()[8]) / CLK
-
-
-class HostNoise(threading.Thread):
-    """While the neighbour runs: per interval, the hypervisor's steal and the CPU time of every
-    process that is neither the neighbour's (`own` roots and their descendants), nor the
-    workload's, nor this bench's, nor a kernel thread, as % of the host's CPUs. It looks every
-    `period` seconds. A process once seen in those trees stays theirs (a mix's command killed at
-    the end of its phase is reparented to init while it dies); one that appeared since the last
-    look counts in full; one that came and went between two looks is missed."""
-
-    def __init__(self, own: list[int], interval: int, period: float = 1.0):
-        super().__init__(daemon=True)
-        self.own, self.interval, self.period = own, interval, period
-        self.steal_pct: list[float] = []
-        self.foreign_pct: list[float] = []
-        self.known: set[int] = {2}
-        self.done = threading.Event()
-
-    def _look(self) -> tuple[float, dict[int, float]]:
-        procs = cpu_times()
-        self.known |= descendants(procs, [os.getpid(), *self.own])
-        return _steal(), {p: c for p, (pp, c) in procs.items() if p not in self.known and pp != 2}
-
-    def run(self) -> None:
-        t, (steal, cpu) = time.monotonic(), self._look()
-        t_int, s_sum, f_sum = t, 0.0, 0.0
-        while not self.done.wait(max(0.0, t + self.period - time.monotonic())):
-            t2, (steal2, cpu2) = time.monotonic(), self._look()
-            s_sum += steal2 - steal
-            f_sum += sum(c - cpu.get(p, 0.0) for p, c in cpu2.items() if c >= cpu.get(p, 0.0))
-            t, steal, cpu = t2, steal2, cpu2
-            if t - t_int >= self.interval - self.period / 2:
-                span = (t - t_int) * NCPU
-                self.steal_pct.append(s_sum / span * 100)
-                self.foreign_pct.append(f_sum / span * 100)
-                t_int, s_sum, f_sum = t, 0.0, 0.0
 
 
 def neighbour_tps(conn: list[str], seconds: int, interval: int, server_pid: int | None = None,
@@ -243,13 +171,6 @@ def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: 
         raise SystemExit(f"{condition} for {mix} exited {work.returncode}: {err.strip()[-400:]}")
     return {"mix": mix, "condition": condition, "tps": tps, "interval_s": interval, "at": time.time(),
             "start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds)), **noise}
-
-
-def host_noise_pct(run: dict) -> float:
-    """The most, over the run's intervals, of steal + foreign CPU (% of the host's CPUs); 0 for a
-    run recorded before the bench watched the host."""
-    s, f = run.get("steal_pct") or [0.0], run.get("foreign_pct") or [0.0]
-    return float(np.max(np.asarray(s[:len(f)]) + np.asarray(f[:len(s)]))) if s and f else 0.0
 
 
 def degradations(alone: np.ndarray, tps: list[float], cost: bool = False) -> tuple[float, np.ndarray]:
