@@ -158,6 +158,7 @@ def test_segment_error_histogram_counts_each_active_cell_once():
 
 @pytest.mark.parametrize("metric, unit, expected, labels, scale", [
     ("cpu.util.core3", "fraction", "mimesys_host_cpu_busy_ratio", (("cpu", "3"),), 1.0),
+    ("cpu.idle_entries_per_s.core1", "1/s", "mimesys_host_cpu_idle_entries_per_second", (("cpu", "1"),), 1.0),
     ("disk.nvme0n1.write_Bps", "B/s", "mimesys_host_disk_written_bytes_per_second", (("device", "nvme0n1"),), 1.0),
     ("net.eth0.rx_pps", "1/s", "mimesys_host_network_receive_packets_per_second", (("device", "eth0"),), 1.0),
     ("psi.io.full", "fraction", "mimesys_host_pressure_io_stalled_ratio", (), 1.0),

@@ -181,6 +181,63 @@ def test_psi_missing_is_unsupported_with_reason(tmp_path):
     assert "No such file or directory" in specs[0].reason and "pressure/cpu" in specs[0].reason
 
 
+# -- cpuidle -------------------------------------------------------------------
+def _cpuidle_tree(root: Path, usage: dict[int, list[int]]) -> HostPaths:
+    cpu = root / "sys/devices/system/cpu"
+    cpu.mkdir(parents=True, exist_ok=True)
+    (cpu / "online").write_text(f"0-{len(usage) - 1}\n")
+    for c, counts in usage.items():
+        for j, n in enumerate(counts):
+            d = cpu / f"cpu{c}/cpuidle/state{j}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "usage").write_text(f"{n}\n")
+            (d / "name").write_text(f"S{j}\n")
+    (root / "proc").mkdir(exist_ok=True)
+    return HostPaths(root / "proc", root / "sys")
+
+
+def test_cpuidle_counts_every_state_entry_per_core_per_second(tmp_path):
+    from agentd.samplers.cpuidle import CpuIdleSampler
+    a = CpuIdleSampler(_cpuidle_tree(tmp_path / "t0", {0: [5, 1000], 1: [0, 40]}))
+    b = CpuIdleSampler(_cpuidle_tree(tmp_path / "t1", {0: [9, 13000], 1: [0, 50]}))
+    specs = a.probe()
+    b.probe()
+    assert [(m.name, m.unit, m.available) for m in specs] == [("cpu.idle_entries_per_s.core0", "1/s", True),
+                                                             ("cpu.idle_entries_per_s.core1", "1/s", True)]
+    out = CpuIdleSampler.derive(a.read(), b.read(), 0.5)
+    assert out == {"cpu.idle_entries_per_s.core0": pytest.approx((4 + 12000) / 0.5),
+                   "cpu.idle_entries_per_s.core1": pytest.approx(10 / 0.5)}
+    # a counter that went backwards (a core offlined and back) gives no figure, not a negative one
+    assert CpuIdleSampler.derive({"0": 100}, {"0": 50}, 1.0) == {}
+    a.close(), b.close()
+
+
+def test_cpuidle_missing_is_unsupported_with_reason_and_off_by_default(tmp_path):
+    from agentd.samplers.cpuidle import CpuIdleSampler
+    hp = _cpuidle_tree(tmp_path, {0: []})
+    specs = CpuIdleSampler(hp).probe()
+    assert [m.availability for m in specs] == [Availability.UNSUPPORTED]
+    assert "cpu0/cpuidle" in specs[0].reason and "No such file or directory" in specs[0].reason
+    names = [m.name for m in SamplerSet.from_config(SamplersConfig(), hp).schema()]
+    assert not any("idle_entries" in n for n in names), names
+
+
+def test_cpuidle_on_this_host_sees_the_cores_wake(tmp_path):
+    """Where the host has cpuidle, two real readings a quarter second apart: every core went idle
+    at least once (the timer tick alone wakes an idle core)."""
+    from agentd.samplers.cpuidle import CpuIdleSampler
+    s = CpuIdleSampler(HostPaths())
+    specs = s.probe()
+    if not any(m.available for m in specs):
+        pytest.skip(f"no cpuidle here: {specs[0].reason if specs else 'no cpus'}")
+    a = s.read()
+    time.sleep(0.25)
+    out = CpuIdleSampler.derive(a, s.read(), 0.25)
+    s.close()
+    assert set(out) == {m.name for m in specs if m.available}
+    assert all(v > 0 for v in out.values()), out
+
+
 # -- memory -------------------------------------------------------------------
 def test_mem_used_and_cache_from_recorded_meminfo():
     specs, a, b = fixture_pair(MemSampler)

@@ -64,6 +64,8 @@ def prom_name(metric: str, unit: str) -> PromName | None:
     scale = UNITS.get(unit, ("", 1.0))[1]
     if m := re.fullmatch(r"cpu\.util\.core(\d+)", metric):
         return PromName(PREFIX + "cpu_busy_ratio", (("cpu", m[1]),), scale)
+    if m := re.fullmatch(r"cpu\.idle_entries_per_s\.core(\d+)", metric):
+        return PromName(PREFIX + "cpu_idle_entries_per_second", (("cpu", m[1]),), scale)
     if m := re.fullmatch(r"disk\.([^.]+)\.([a-z_A-Z]+)", metric):
         if m[2] in _DISK:
             return PromName(PREFIX + _DISK[m[2]], (("device", m[1]),), scale)
