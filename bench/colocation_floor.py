@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO / "bench" / "workloads"))
 from mixes import PG_BIN, MixRun, free_port, start_postgres  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from colocation_real import finish  # noqa: E402
+from colocation_real import finish, pin_server  # noqa: E402
 from hostnoise import cpu_times, descendants  # noqa: E402
 
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
@@ -116,9 +116,7 @@ class PgNeighbour:
         if pin:
             # the server and its backends (forked later: they inherit it) and the client on these CPUs only
             self.name = "pg-pin" + "-".join(map(str, sorted(pin)))
-            procs = cpu_times(reaped=True)
-            for p in descendants(procs, [self.server.pid]):
-                os.sched_setaffinity(p, pin)
+            pin_server(self.server.pid, pin)
         subprocess.run([str(PG_BIN / "pgbench"), *self.conn, "-i", "-q", "-s", "4", "postgres"],
                        capture_output=True, check=True)
         self.client = None

@@ -60,6 +60,7 @@ import argparse
 import fcntl
 import itertools
 import json
+import os
 import re
 import signal
 import subprocess
@@ -74,7 +75,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench" / "workloads"))
 
-from hostnoise import HostNoise, host_noise_pct  # noqa: E402
+from hostnoise import HostNoise, cpu_times, descendants, host_noise_pct  # noqa: E402
 from mixes import PG_BIN, MixRun, start_postgres  # noqa: E402
 
 PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
@@ -94,15 +95,17 @@ def finish(work: subprocess.Popen | None, seconds: int) -> str:
 
 
 def neighbour_tps(conn: list[str], seconds: int, interval: int, server_pid: int | None = None,
-                  workload_pid: int | None = None) -> tuple[list[float], dict]:
+                  workload_pid: int | None = None, pin: set[int] | None = None) -> tuple[list[float], dict]:
     """pgbench select-only for `seconds`: transactions per second in each interval, and per
     interval the transactions' latency percentiles (ms; pgbench's per-transaction log) and the
-    host's noise (HostNoise: steal and foreign CPU, % of the CPUs)."""
+    host's noise (HostNoise: steal and foreign CPU, % of the CPUs). `pin`: the CPUs pgbench may
+    run on (the server's are set by pin_server)."""
     with tempfile.TemporaryDirectory() as logdir:
         t0 = time.time()
         p = subprocess.Popen([str(PG_BIN / "pgbench"), *conn, "-S", "-c", "2", "-j", "1", "-T", str(seconds),
                               "-P", str(interval), "-l", "--log-prefix", f"{logdir}/tx", "postgres"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
         noise = HostNoise([x for x in (server_pid, workload_pid, p.pid) if x], interval)
         noise.start()
         _, err = p.communicate()
@@ -157,14 +160,21 @@ def workload_argv(condition: str, mix: str, seconds: int, plans: Path, config: P
             str(config), "--no-record", "--no-progress"]
 
 
+def pin_server(server_pid: int, pin: set[int]) -> None:
+    """The neighbour's server and every process of its tree on `pin` only (the backends it forks
+    later inherit it)."""
+    for p in descendants(cpu_times(), [server_pid]):
+        os.sched_setaffinity(p, pin)
+
+
 def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: Path, config: Path,
-            server_pid: int | None = None) -> dict:
+            server_pid: int | None = None, pin: set[int] | None = None) -> dict:
     argv = workload_argv(condition, mix, seconds, plans, config)
     work = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True) if argv else None
     try:
         time.sleep(1.0)     # the recording a plan follows started a second before its mix
-        tps, noise = neighbour_tps(conn, seconds - 2, interval, server_pid, work.pid if work else None)
+        tps, noise = neighbour_tps(conn, seconds - 2, interval, server_pid, work.pid if work else None, pin)
     finally:
         err = finish(work, seconds)
     if work is not None and work.returncode != 0:
@@ -307,6 +317,8 @@ def main() -> None:
                     help="measure a run again when steal + other processes' CPU took more than this %% of the "
                          "CPUs in an interval")
     ap.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
+    ap.add_argument("--pin", help="CPUs (e.g. 0) to pin the neighbour to, server and client: what it feels is then "
+                                  "the share of those CPUs the load takes, not how the load wakes the others")
     ap.add_argument("--regenerate", action="store_true",
                     help="make the plans again with this code (into DIR/plans) instead of the fidelity bench's")
     args = ap.parse_args()
@@ -332,6 +344,9 @@ def main() -> None:
                       f'scratch_dir = "{agent / "scratch"}"\n')
     run = MixRun(Path("/var/tmp"))
     server, conn = start_postgres(run)
+    pin = {int(c) for c in args.pin.split(",")} if args.pin else None
+    if pin:
+        pin_server(server.pid, pin)
     try:
         subprocess.run([str(PG_BIN / "pgbench"), *conn, "-i", "-q", "-s", "4", "postgres"], capture_output=True,
                        check=True)
@@ -346,7 +361,7 @@ def main() -> None:
                         if path.exists():
                             break
                         with held(args.lock):
-                            r = measure(conn, c, mix, args.seconds, args.interval, plans, config, server.pid)
+                            r = measure(conn, c, mix, args.seconds, args.interval, plans, config, server.pid, pin)
                         noisy = host_noise_pct(r)
                         if noisy > args.max_foreign and j < args.retries:
                             print(f"  {mix} {c} #{n}: steal + other processes took {noisy:.1f} % of the CPUs "
@@ -364,7 +379,7 @@ def main() -> None:
     summary = summarize(runs, mixes, methods, args.metric)
     summary.update({"bench": "colocation_real", "fidelity": str(args.fidelity), "plans": str(plans),
                     "seconds": args.seconds, "repeats": args.repeats, "max_foreign_pct": args.max_foreign,
-                    "lock": str(args.lock) if args.lock else None,
+                    "lock": str(args.lock) if args.lock else None, "pin": sorted(pin) if pin else None,
                     "interval_s": args.interval, "neighbour": "PostgreSQL select-only pgbench, 2 clients",
                     "simulated": False})
     (out / "colocation.json").write_text(json.dumps(summary, indent=1))
