@@ -5,28 +5,21 @@ has always used; with more, the means of disjoint groups of N//2 runs. HostNoise
 process that is neither this process's nor the neighbour's, and not one of its own children.
 """
 
-import importlib.util
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench" / "colocation_real.py"
-if not BENCH.is_file():    # the agent's tests on Debian's packages copy the agent, not bench/
-    pytest.skip(f"{BENCH} is not here: a bench's tests run in the checkout", allow_module_level=True)
+from bench_modules import load_bench, require_bench
+
+require_bench("colocation_real")
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("colocation_real", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "bench" / "workloads"))
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("colocation_real")
 
 
 def _runs(series: dict[str, list[list[float]]]) -> dict:

@@ -3,24 +3,15 @@ load sleeps and wakes), and its per-CPU reading on this host."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench" / "wake_pattern.py"
-if not BENCH.is_file():    # the agent's tests on Debian's packages copy the agent, not bench/
-    pytest.skip(f"{BENCH} is not here: a bench's tests run in the checkout", allow_module_level=True)
+from bench_modules import load_bench, require_bench
+
+require_bench("wake_pattern")
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("wake_pattern", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "bench" / "workloads"))
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("wake_pattern")
 
 
 def test_conditions_name_their_load_and_bad_ones_are_refused(tmp_path):
