@@ -564,9 +564,16 @@ def record_targets(b: Bench) -> Path:
     """Calibrate the agent, record every mix twice, profile the host (each kept once made); the profile."""
     args, out, agent = b.args, b.out, b.agent
     if agent is not None:
-        sh([*AGENT, "calibrate", "--config", agent.config_file])
-        # kept beside the results: bench/colocation_real.py replays these plans with it
-        (out / "calibration.json").write_bytes((agent.tmp / "state" / "calibration.json").read_bytes())
+        # a resumed run reuses the calibration it kept (calibrate --import checks the hardware and
+        # the catalog), so the forward model it fitted stays the agent's; else it measures one
+        kept = out / "calibration.json"
+        if not (kept.exists() and (out / "profile.h5").exists() and subprocess.run(
+                [*AGENT, "calibrate", "--config", str(agent.config_file), "--import", str(out)], cwd=REPO).returncode == 0):
+            sh([*AGENT, "calibrate", "--config", agent.config_file])
+            # kept beside the results (bench/colocation_real.py replays these plans with it), with
+            # the solo profile measured with it: one measurement, which a resumed run imports
+            kept.write_bytes((agent.tmp / "state" / "calibration.json").read_bytes())
+            (out / "profile.h5").write_bytes((agent.tmp / "state" / "profile.h5").read_bytes())
     b.targets_dir.mkdir(exist_ok=True)
     for mix in b.mixes:
         for suffix in ("", ".rerun"):

@@ -52,6 +52,7 @@ DUTY_C = r"""
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 static double on, off, secs;
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static void *loop(void *arg) {
