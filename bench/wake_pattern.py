@@ -151,9 +151,9 @@ def measure(conn, server_pid: int, condition: str, seconds: int, duty: Path, con
         time.sleep(1.0)
         tps, noise = neighbour_tps(conn, seconds - 2, 5, server_pid, work.pid if work else None)
     finally:
-        err = finish(work, seconds)
-        watch.done.set()
+        watch.done.set()      # the CPUs while the neighbour ran (a replayed plan may run on past it)
         watch.join()
+        err = finish(work, seconds)
     if work is not None and work.returncode != 0:
         raise SystemExit(f"{condition} exited {work.returncode}: {err.strip()[-400:]}")
     return {"condition": condition, "tps": tps, "busy": watch.busy, "idle_entries_per_s": watch.entries,
