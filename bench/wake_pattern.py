@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -42,9 +41,9 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench" / "workloads"))
 
 from colocation_real import finish, held, neighbour_tps  # noqa: E402
+from hostnoise import CLK  # noqa: E402
 from mixes import PG_BIN, MixRun, start_postgres  # noqa: E402
 
-CLK = os.sysconf("SC_CLK_TCK")
 DUTY_C = r"""
 #define _GNU_SOURCE
 #include <pthread.h>
