@@ -164,7 +164,10 @@ def pin_server(server_pid: int, pin: set[int]) -> None:
     """The neighbour's server and every process of its tree on `pin` only (the backends it forks
     later inherit it)."""
     for p in descendants(cpu_times(), [server_pid]):
-        os.sched_setaffinity(p, pin)
+        try:
+            os.sched_setaffinity(p, pin)
+        except ProcessLookupError:      # a short-lived child (a startup helper) already gone
+            pass
 
 
 def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: Path, config: Path,
@@ -345,9 +348,9 @@ def main() -> None:
     run = MixRun(Path("/var/tmp"))
     server, conn = start_postgres(run)
     pin = {int(c) for c in args.pin.split(",")} if args.pin else None
-    if pin:
-        pin_server(server.pid, pin)
     try:
+        if pin:
+            pin_server(server.pid, pin)
         subprocess.run([str(PG_BIN / "pgbench"), *conn, "-i", "-q", "-s", "4", "postgres"], capture_output=True,
                        check=True)
         runs: dict = {}

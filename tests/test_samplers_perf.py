@@ -234,6 +234,12 @@ def test_mem_latency_probe_is_off_by_default_and_sees_dram_beyond_llc():
         seen.add(i)
         i = int(nxt[i])
     assert i == 0 and len(seen) == 1000
+    nxt = random_cycle(800, 3, 8)               # one slot per 64-byte line: a cycle through the 100 lines
+    seen, i = set(), 0
+    for _ in range(100):
+        seen.add(i)
+        i = int(nxt[i])
+    assert i == 0 and seen == set(range(0, 800, 8))
 
     def median_latency(mib):
         p = MemLatencyProbe(HostPaths(), MemLatencyProbe.Options(buffer_mib=mib, loads_per_tick=2000))
