@@ -46,6 +46,16 @@ def paced_calibration(catalog, tmp_path_factory):
 
 
 
+def pytest_ignore_collect(collection_path, config):
+    """`-m serial` alone (make test's second phase) imports only the test files that mark a test
+    serial: a test is marked in its own file, so one that never says "serial" has none, and
+    importing the other ~70 modules (PyTorch among them) only to deselect them took ~6 s."""
+    if (config.getoption("markexpr", "") == "serial" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_") and "serial" not in collection_path.read_text()):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     """Files with slow tests first, the most slow tests first (collection order otherwise).
     `make test`'s parallel phase hands a whole file to one worker in this order

@@ -5,10 +5,8 @@ import asyncio
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +19,8 @@ from controller.campaign import proposals  # noqa: E402
 from controller.campaign.coverage import coverage  # noqa: E402
 from controller.campaign.recordformat import MAGIC  # noqa: E402
 from controller.campaign.store import RecordLog, StoreError  # noqa: E402
+from campaign_helpers import COLLECT, SMALL, TOKEN, agents, small_campaign  # noqa: E402,F401 (agents: a fixture)
 
-TOKEN = "campaign-test-token-0123456789"
 
 
 # -- store --------------------------------------------------------------------------------
@@ -90,47 +88,6 @@ def test_coverage_counts_occupied_cells():
 
 
 # -- whole campaigns ------------------------------------------------------------------------
-def _agents(tmp_path, n, speedup):
-    tok = tmp_path / "token"
-    tok.write_text(TOKEN)
-    tok.chmod(0o600)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sim_agents.py"), "--n", str(n),
-                             "--token-file", str(tok), "--state-dir", str(tmp_path / "agents"),
-                             "--speedup", str(speedup)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    urls = json.loads(proc.stdout.readline())["urls"]
-    fleet = tmp_path / "fleet.toml"
-    fleet.write_text("".join(f'[[agent]]\nurl = "{u}"\ntoken_file = "token"\n' for u in urls))
-    return proc, fleet
-
-
-def _stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=10)
-
-
-COLLECT = [sys.executable, "-m", "controller.cli", "collect"]
-SMALL = ["--round-size", "24", "--chain-len", "8", "--sweep-intensities", "1.0", "--no-progress"]
-
-
-def small_campaign(path, **config):
-    """A campaign directory configured small (a lighter surrogate than the defaults: fast tests)."""
-    from controller.campaign.campaign import CampaignConfig
-    path.mkdir(parents=True)
-    cfg = CampaignConfig(**{"round_size": 24, "chain_len": 8, "hold_max": 3, "sweep_intensities": (1.0,), "pool": 400,
-                            "trees": 16, **config})
-    (path / "campaign.toml").write_text(cfg.to_toml())
-    return path
-
-
-@pytest.fixture
-def agents(tmp_path):
-    pytest.importorskip("agentd.api.app", reason="the agent HTTP API is not in this checkout yet")
-    proc, fleet = _agents(tmp_path, 2, speedup=60.0)
-    yield fleet
-    _stop(proc)
-
-
 @pytest.mark.slow
 def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     camp = small_campaign(tmp_path / "camp")
@@ -174,78 +131,6 @@ def test_campaign_runs_builds_dataset_and_reports(tmp_path, agents):
     out = CliRunner().invoke(mimesys, ["collect", str(camp), "--rounds", "1", "--fleet", str(agents),
                                        "--strategy", "random"])
     assert out.exit_code != 0 and "created with strategy = 'novelty'" in out.output
-
-
-def _acked(camp):
-    text = (camp / "logs" / "collect.log").read_text() if (camp / "logs" / "collect.log").exists() else ""
-    return re.findall(r"acknowledged (r\d+/(?:c\d+|profile))", text)
-
-
-def _kill_when(camp, agents, pred, timeout=90):
-    proc = subprocess.Popen(COLLECT + [str(camp), "--rounds", "2", "--fleet", str(agents)] + SMALL,
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t0 = time.monotonic()
-    try:
-        while not pred(_acked(camp)):
-            assert proc.poll() is None, "collect ended before it could be killed"
-            assert time.monotonic() - t0 < timeout
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return set(_acked(camp))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("round0", ["profile", "sweep"])
-def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(tmp_path, agents, round0):
-    camp = small_campaign(tmp_path / "camp", round0=round0)
-    # kill 1: in round 0, once its samples from the solo profile, or three of its sweep chains,
-    # were acknowledged
-    acked1 = _kill_when(camp, agents, lambda a: "r0/profile" in a if round0 == "profile" else len(a) >= 3)
-    # kill 2: in round 1, once one of its chains was acknowledged (its proposals are on disk)
-    acked2 = _kill_when(camp, agents, lambda a: any(k.startswith("r1/") for k in a))
-    assert (camp / "rounds" / "round_0001.npz").exists()
-    out = subprocess.run(COLLECT + [str(camp), "--rounds", "2", "--fleet", str(agents)] + SMALL,
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 0, out.stderr
-
-    log = RecordLog(camp / "samples.log")
-    keys = [r["key"] for r in log if r["type"] == "chain"]
-    assert log.duplicates == 0 and len(keys) == len(set(keys))          # nothing written twice
-    assert acked1 | acked2 <= set(keys)                                  # nothing acknowledged lost
-    log.close()                                                          # one opener at a time
-    from controller.campaign.campaign import Campaign
-    from controller.campaign.run import chains
-    c = Campaign.open(camp, create=False)
-    for r in range(3):
-        with np.load(c.round_path(r)) as z:
-            proposed, info = z["compositions"], json.loads(str(z["info"]))
-        if r == 0:
-            assert ("from_profile" in info) == (round0 == "profile") and ("sweep" in info) == (round0 == "sweep")
-        if "from_profile" in info:                                       # one record: the profile, once
-            assert [k for k in keys if k.startswith("r0/")] == ["r0/profile"]
-            [rec] = [rec for rec in c.chain_records() if rec["round"] == 0]
-            assert rec["shape"][:2] == [1, len(proposed)]
-            assert np.array_equal(np.frombuffer(rec["comps"], "<f4"), proposed.ravel())
-            continue
-        expected = chains(proposed, c.config.chain_len)
-        got = sorted(int(k.split("/c")[1]) for k in keys if k.startswith(f"r{r}/"))
-        assert got == list(range(len(expected))), f"round {r}"          # every chain exactly once
-        for rec in c.chain_records():                                    # and it ran what was proposed
-            if rec["round"] == r:
-                comps = np.frombuffer(rec["comps"], "<f4").reshape(rec["shape"][1], -1)
-                assert np.array_equal(comps, expected[rec["chain"]].reshape(len(comps), -1))
-    assert c.next_round() == 3
-    started = [r for r in c.store if r["type"] == "run_started"]
-    ran = [k for k in keys if k != "r0/profile"]                         # the profile's record ran nothing
-    assert len(started) >= len(ran) and c.orphan_runs() == set()        # every run noted; none left over
-    total = sum(r["shape"][1] - 1 for r in c.chain_records())
-    s = c.samples(filtered=False)
-    assert len(s["action"]) == total
-    c.close()
 
 
 TINY = {"round_size": 8, "chain_len": 4, "sweep_intensities": [1.0], "pool": 100, "trees": 8}

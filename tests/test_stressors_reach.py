@@ -395,13 +395,16 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
     out = tmp_path / "cal.json"
     only = ["disk_seq_read_1m_qd4", "disk_seq_write_direct_1m_qd4", "disk_rand_read_4k_qd64",
             "disk_rand_write_4k_qd64", "net_tcp_loopback", "net_tcp_loopback_pace50", "mem_stream_triad_256M"]
-    # --probe-seconds 0.05: three probes of ~130 shapes each (before the stressors, after each of
-    # the 2 reach runs) were 65 s of this test's 86 at 0.15 on the 2-vCPU VM; at 0.05 the test
-    # takes 70 s. Nothing here asserts a probe's figure beyond its being there
-    # (test_probes_try_the_catalogs_own_shapes screens the disk and loopback shapes at 0.03).
+    # Three probes of ~130 shapes each (before the stressors, after each of the 2 reach runs) are
+    # most of this test: on the 2-vCPU VM one took 11.8 s at --probe-seconds 0.05 and 8.4 s at
+    # 0.02 (a deep-queue shape of 4 MiB IOs lasts an IO's latency, ~0.1 s, however short it is
+    # asked to be). Nothing here asserts a probe's figure beyond its being there
+    # (test_probes_try_the_catalogs_own_shapes screens the disk and loopback shapes at 0.03), nor
+    # the disk stressors' segments (test_runner_commands.py does): one segment pair each.
     r = subprocess.run([sys.executable, "-m", "agentd.cli", "calibrate", "--json", "--output", str(out), "--cpus", str(CPU),
-                        "--scratch-dir", str(SCRATCH), "--window-s", "0.2", "--probe-seconds", "0.05",
-                        "--reach-repeats", "2", "--one-thread-only"] + [a for n in only for a in ("--only", n)],
+                        "--scratch-dir", str(SCRATCH), "--window-s", "0.2", "--probe-seconds", "0.02",
+                        "--segment-pairs", "1", "--reach-repeats", "2", "--one-thread-only"]
+                       + [a for n in only for a in ("--only", n)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
