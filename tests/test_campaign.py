@@ -22,7 +22,6 @@ from controller.campaign.store import RecordLog, StoreError  # noqa: E402
 from campaign_helpers import COLLECT, SMALL, TOKEN, agents, small_campaign  # noqa: E402,F401 (agents: a fixture)
 
 
-
 # -- store --------------------------------------------------------------------------------
 def test_store_survives_torn_tail_and_ignores_duplicates(tmp_path):
     p = tmp_path / "samples.log"

@@ -4,6 +4,7 @@ the core reaches the target whatever the IO before it cost (agentd/schedule.py, 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -133,6 +134,11 @@ def stat_now() -> tuple[int, dict]:
     return time.monotonic_ns(), stat
 
 
+def held_cpu() -> int:
+    """The core the hold tests run and measure on: CPU 1 where there are two, else CPU 0."""
+    return 1 if len(os.sched_getaffinity(0)) > 1 else 0
+
+
 SIZED_T, SIZED_W = 8, 0.5
 
 
@@ -140,7 +146,7 @@ SIZED_T, SIZED_W = 8, 0.5
 def unheld_run(catalog):
     """The plan of test_the_runner_sizes_compute_so_the_core_reaches_the_target without a
     target, run once for both of its targets: where the compiled durations put the core."""
-    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
+    cpu = held_cpu()
     return _run(runner_or_skip(), held_plan(catalog, 0.5, 0.25, None, T=SIZED_T, window_s=SIZED_W), catalog, cpu)
 
 
@@ -151,7 +157,7 @@ def test_the_runner_sizes_compute_so_the_core_reaches_the_target(catalog, target
     fraction, as /proc/stat counts it, lands on the target — without the hold it lands where the
     compiled durations happen to put it."""
     runner = runner_or_skip()
-    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
+    cpu = held_cpu()
     T, W = SIZED_T, SIZED_W
     held = held_plan(catalog, 0.5, 0.25, target, T=T, window_s=W)
     busy, ran = _run(runner, held, catalog, cpu)
@@ -173,7 +179,7 @@ def test_the_reserve_fills_the_core_a_window_of_io_alone_leaves_short(catalog):
     """Synchronous reads alone keep the core well under the target; the 0 ns reserve grows into
     the time they leave, so the core reaches the target (and without a target nothing is added)."""
     runner = runner_or_skip()
-    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
+    cpu = held_cpu()
     T, W, target = 8, 0.5, 0.6
     busy, ran = _run(runner, held_plan(catalog, 0.4, 0.0, target, T=T, window_s=W), catalog, cpu)
     plain_busy, plain_ran = _run(runner, held_plan(catalog, 0.4, 0.0, None, T=T, window_s=W), catalog, cpu)
@@ -190,7 +196,7 @@ def test_the_hold_learns_the_cpu_that_lands_on_its_core_after_its_reading(catalo
     The runner learns the overshoot from the windows before, so once it has a few windows the
     core lands on the target."""
     runner = runner_or_skip()
-    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
+    cpu = held_cpu()
     T, W, target = 20, 0.5, 0.5
     spin = ("import os, time\n"
             f"os.sched_setaffinity(0, {{{cpu}}})\n"
@@ -214,7 +220,7 @@ def test_io_that_costs_the_core_less_than_planned_yields_to_the_tail(catalog):
     CPU first: the runner measures the first reader's cost and shortens the second so the tail
     fits, and the core lands on the target (without it, well under)."""
     runner = runner_or_skip()
-    cpu = 1 if len(__import__("os").sched_getaffinity(0)) > 1 else 0
+    cpu = held_cpu()
     T, W, target = 8, 0.5, 0.75
     plan = make_plan(catalog, {IO: 0.35, "disk_seq_read_direct": 0.35, COMPUTE: 0.3}, T=T, K=1, window_s=W)
     plan.core_busy_target = np.full((T, 1), target, np.float32)
