@@ -28,6 +28,7 @@ from .samplers.registry import SamplersConfig
 
 DEFAULT_PATH = Path("/etc/mimesys/agent.toml")
 MiB = 1 << 20
+PLACEMENTS = ("pinned", "free")    # agent.placement: how the runner places a plan's threads
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class AgentSection:
     runner: Path | None = None                             # mimesys-runner binary; None = the packaged one
     run_lock: Path = Path("/run/mimesys/run.lock")         # host-wide: one run at a time across agents
     replay_dir: Path | None = None                         # offline replays' scratch; None = <scratch_dir>/../replay
+    # "pinned": plan thread k runs on cpus[k % n] and holds that core's busy target; "free": the
+    # scheduler moves the plan's threads among `cpus`, as it moves an application's, so a
+    # neighbour finds the free core an application would have left it (no per-core hold then)
+    placement: str = "pinned"
 
     def validate(self, where: str) -> None:
         from .backend_registry import BACKENDS
@@ -64,6 +69,8 @@ class AgentSection:
                                   f"(online: {sorted(online)})")
             if len(set(self.cpus)) != len(self.cpus):
                 raise ConfigError(f"{where}: agent.cpus lists a CPU twice: {list(self.cpus)}")
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"{where}: agent.placement = {self.placement!r}; expected one of {', '.join(PLACEMENTS)}")
         if self.scratch_budget_mib < 1:
             raise ConfigError(f"{where}: agent.scratch_budget_mib must be >= 1, got {self.scratch_budget_mib}")
         if self.memory_budget_mib < 0 or self.memory_margin_mib < 0:

@@ -57,8 +57,9 @@ class HostBackend(Backend):
                  catalog: Catalog, samplers, runner_binary: Path | None = None, state_dir: Path | None = None,
                  hostpaths: HostPaths | None = None, run_lock: Path = DEFAULT_LOCK,
                  sampler_thread: concurrent.futures.ThreadPoolExecutor | None = None,
-                 memory_budget_bytes: int = 0, memory_margin_bytes: int = 256 << 20):
+                 memory_budget_bytes: int = 0, memory_margin_bytes: int = 256 << 20, placement: str = "pinned"):
         self.cpus = tuple(cpus)
+        self.placement = placement
         self.memory_budget_bytes = int(memory_budget_bytes)
         self.memory_margin_bytes = int(memory_margin_bytes)
         self.max_threads = len(self.cpus)
@@ -88,7 +89,8 @@ class HostBackend(Backend):
                        memory_margin_bytes=config.agent.memory_margin_mib << 20,
                        catalog=load_catalog(config.agent.catalog), samplers=sampling.samplers,
                        runner_binary=config.agent.runner, state_dir=config.agent.state_dir, hostpaths=hp,
-                       run_lock=config.agent.run_lock, sampler_thread=sampling.thread)
+                       run_lock=config.agent.run_lock, sampler_thread=sampling.thread,
+                       placement=config.agent.placement)
         except BaseException:
             sampling.close_now()
             raise

@@ -26,7 +26,7 @@ async def run_on_host(backend, plan: Plan, options: RunOptions) -> AsyncIterator
                        scratch_budget_bytes=b.scratch_budget_bytes,
                        memory_budget_bytes=b.memory_budget_bytes, memory_margin_bytes=b.memory_margin_bytes,
                        catalog_path=str(b.catalog.path) if b.catalog.path else None,
-                       pace_Bps=b.pace_rates())
+                       pace_Bps=b.pace_rates(), placement=b.placement)
     b.boundary_lag_ns = []
     with host_run_lock(b.run_lock, owner=f"agent state {b.state_dir}"):
         # aclosing: the runner is stopped (the inner generator's finally) before the lock goes

@@ -18,6 +18,8 @@ so that a drift of the host's background hits every condition alike:
     mix             next to the real mix (bench/workloads/mixes.py), twice: the floor is one
                     run against the other
     <method>        next to the method's plan replayed (`mimesys-agent replay --no-record`), twice
+    <method>@free   the same plan replayed with agent.placement = "free": the runner's threads
+                    move among the CPUs as an application's do, instead of each pinned to its core
 
 Degradation of a run, per interval i: (alone_i − with_i) / alone_i × 100 (alone_i: the mean of
 the alone runs' interval i), and overall on the run's mean. A method's error: over every (mix
@@ -135,8 +137,14 @@ def latency_percentiles(logs: list[Path], t0: float, interval: int, n: int) -> d
 LATENCY_Q = ("50", "95", "99")
 
 
+def plan_method(condition: str) -> str:
+    """The planner a condition's plan comes from: "inverse@free" replays inverse's plan."""
+    return condition.split("@", 1)[0]
+
+
 def regenerate(work: Path, mixes: list[str], methods: list[str], out: Path) -> Path:
     """Each method's plan for each mix's recorded target, made now through the planner registry."""
+    methods = list(dict.fromkeys(plan_method(m) for m in methods))
     import controller.baselines  # noqa: F401  (registers the dataset baselines)
     from mimesys.planners.registry import load_planner
     from mimesys.trace import Trace
@@ -156,7 +164,10 @@ def workload_argv(condition: str, mix: str, seconds: int, plans: Path, config: P
         return None
     if condition == "mix":
         return [sys.executable, str(REPO / "bench/workloads/mixes.py"), mix, "--seconds", str(seconds)]
-    return [sys.executable, "-m", "agentd.cli", "replay", str(plans / f"{mix}__{condition}.h5"), "--config",
+    method, _, placement = condition.partition("@")
+    if placement:
+        config = config.with_name(f"agent-{placement}.toml")
+    return [sys.executable, "-m", "agentd.cli", "replay", str(plans / f"{mix}__{method}.h5"), "--config",
             str(config), "--no-record", "--no-progress"]
 
 
@@ -329,7 +340,7 @@ def main() -> None:
     plans = regenerate(args.fidelity, mixes, methods, args.out / "plans") if args.regenerate \
         else args.fidelity / "eval-rep0" / "plans"
     for mix in mixes:
-        for m in methods:
+        for m in map(plan_method, methods):
             if not (plans / f"{mix}__{m}.h5").exists():
                 raise SystemExit(f"no plan {plans / f'{mix}__{m}.h5'}: run bench/fidelity_real.py with that mix "
                                  f"and method first")
@@ -345,6 +356,9 @@ def main() -> None:
     config = agent / "agent.toml"
     config.write_text(f'[agent]\nbackend = "host"\nstate_dir = "{agent / "state"}"\n'
                       f'scratch_dir = "{agent / "scratch"}"\n')
+    for placement in {m.partition("@")[2] for m in methods} - {""}:
+        # a condition "<method>@<placement>" replays that method's plan with agent.placement set
+        config.with_name(f"agent-{placement}.toml").write_text(config.read_text() + f'placement = "{placement}"\n')
     run = MixRun(Path("/var/tmp"))
     server, conn = start_postgres(run)
     pin = {int(c) for c in args.pin.split(",")} if args.pin else None

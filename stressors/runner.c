@@ -4,6 +4,7 @@
  *   mimesys-runner --schedule FILE|- [--cpus LIST] [--scratch-dir DIR] [--scratch-budget BYTES]
  *                  [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]
  *                  [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]
+ *                  [--placement pinned|free]
  *   mimesys-runner --list-kernels
  *   mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--scratch-dir DIR] [--scratch-budget B]
  *                  (host peaks by code that is not a catalog kernel: probe.c)
@@ -133,6 +134,7 @@ static struct {
     pthread_condattr_t cattr;
     int ready, failed, go;
     int nice;                        /* --nice: worker threads' nice value (0 = inherit) */
+    int free_placement;              /* --placement free: each worker may run on any of --cpus */
     uint64_t printed;
     uint64_t t0;
     volatile sig_atomic_t stop_sig;
@@ -578,9 +580,13 @@ static void *worker_main(void *arg) {
     }
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(w->cpu, &set);
+    if (g.free_placement)
+        for (int c = 0; c < g.ncpus; c++) CPU_SET(g.cpus[c], &set);
+    else
+        CPU_SET(w->cpu, &set);
     if (!fail && pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
-        snprintf(w->err, ERRLEN, "thread %d: cannot pin to CPU %d (not allowed or offline)", w->k, w->cpu);
+        snprintf(w->err, ERRLEN, "thread %d: cannot %s CPU %d (not allowed or offline)", w->k,
+                 g.free_placement ? "run on the --cpus set with" : "pin to", w->cpu);
         fail = 1;
     }
     /* per-thread kernel state, only for the stressors this thread uses, before t0 */
@@ -728,6 +734,7 @@ static void usage(void) {
     fprintf(stderr, "usage: mimesys-runner --schedule FILE [--cpus LIST] [--scratch-dir DIR] "
                     "[--scratch-budget BYTES] [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]\n"
                     "                      [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]\n"
+                    "                      [--placement pinned|free]\n"
                     "       mimesys-runner --list-kernels\n"
                     "       mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--scratch-dir DIR] [--scratch-budget B]\n");
     exit(EXIT_USAGE);
@@ -837,7 +844,7 @@ static void parse_args(int argc, char **argv, struct args *a) {
         {"udp-sink", required_argument, 0, 'u'}, {"start-delay-ms", required_argument, 0, 'w'},
         {"nice", required_argument, 0, 'n'}, {"list-kernels", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
         {"memory-budget", required_argument, 0, 'm'}, {"memory-margin", required_argument, 0, 'M'},
-        {"oom-score-adj", required_argument, 0, 'o'},
+        {"oom-score-adj", required_argument, 0, 'o'}, {"placement", required_argument, 0, 'P'},
         {"probe", required_argument, 0, 'p'}, {"probe-seconds", required_argument, 0, 'S'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -853,6 +860,11 @@ static void parse_args(int argc, char **argv, struct args *a) {
         case 'm': a->memory_budget = strtoull(optarg, NULL, 10); break;
         case 'M': a->memory_margin = strtoull(optarg, NULL, 10); break;
         case 'o': a->oom_score_adj = atoi(optarg); break;
+        case 'P':
+            if (!strcmp(optarg, "pinned")) g.free_placement = 0;
+            else if (!strcmp(optarg, "free")) g.free_placement = 1;
+            else die(EXIT_USAGE, "--placement %s: expected pinned or free", optarg);
+            break;
         case 'p': a->probe = optarg; break;
         case 'S': a->probe_s = strtod(optarg, NULL); break;
         default: usage();
@@ -992,8 +1004,10 @@ static void setup_stressors(const uint8_t *used, uint64_t memory_budget) {
     }
 }
 
-/* one worker thread per plan thread, each pinned to its CPU; then whether the plan's core
- * busy targets can be held (the workers read /proc/stat) */
+/* one worker thread per plan thread, each pinned to its CPU (or, --placement free, let the
+ * scheduler move it among --cpus, as it moves an application's threads); then whether the
+ * plan's core busy targets can be held (pinned workers read their core's /proc/stat line; a
+ * free worker has no core of its own to hold, so it runs its compute as compiled) */
 static void start_workers(void) {
     const struct schedule *s = &g.sch;
     g.w = xcalloc(s->K, sizeof *g.w, "the workers");
@@ -1012,13 +1026,14 @@ static void start_workers(void) {
         /* the per-cpu lines come first in /proc/stat: enough for the lines up to this CPU's */
         w->statcap = ((size_t)w->cpu + 3) * 256;
         w->statbuf = malloc(w->statcap);
-        w->statfd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+        w->statfd = g.free_placement ? -1 : open("/proc/stat", O_RDONLY | O_CLOEXEC);
         for (int r = 0; r < RING; r++) w->ring[r].segs = xcalloc(max_seg, sizeof(struct seg_result), "a worker's results");
         if (pthread_create(&w->tid, NULL, worker_main, w)) die(EXIT_FAILED, "cannot create thread %u", k);
     }
     int readable = 1;
     for (uint32_t k = 0; k < s->K; k++) readable &= g.w[k].statfd >= 0 && g.w[k].statbuf != NULL;
-    out("info hold %s\n", readable ? "proc-stat" : "unavailable (/proc/stat not readable)");
+    out("info hold %s\n", g.free_placement ? "off (--placement free: no worker has a core of its own)"
+                          : readable ? "proc-stat" : "unavailable (/proc/stat not readable)");
     fflush(stdout);
 }
 

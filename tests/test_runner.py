@@ -400,3 +400,45 @@ def test_the_runner_repeats_the_plan_and_draws_each_repetitions_order(catalog):
     assert len({tuple(o) for o in runs.values()}) >= 8                   # 24 orders of 4, 30 repetitions
     assert all(d == durations[0] for d in durations.values())            # durations repeat exactly
     assert orders()[0] == runs                                           # deterministic from the seed
+
+
+@pytest.mark.parametrize("placement", ["pinned", "free"])
+def test_placement_pins_each_worker_or_lets_it_run_on_every_cpu(catalog, placement):
+    """agent.placement: pinned workers may run on their own CPU only; free ones on every CPU of
+    --cpus (the scheduler places them, as it places an application's threads), with no hold."""
+    if len(CPUS) < 2:
+        pytest.skip("needs two CPUs")
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.2}, T=3, K=2, window_s=0.1)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=CPUS, placement=placement))
+        allowed = {}
+        async for ev in handle.events():
+            if isinstance(ev, WindowStarted) and not allowed:
+                for task in Path(f"/proc/{handle.pid}/task").iterdir():
+                    if int(task.name) != handle.pid:
+                        status = (task / "status").read_text()
+                        allowed[int(task.name)] = status.split("Cpus_allowed_list:")[1].split()[0]
+        return allowed, dict(handle.info)
+
+    allowed, infos = asyncio.run(go())
+    every = ",".join(map(str, CPUS)) if len(CPUS) > 2 else f"{CPUS[0]}-{CPUS[-1]}"
+    if placement == "pinned":
+        # the two workers, one on each CPU (the runner's printer thread is not pinned)
+        assert set(map(str, CPUS)) <= set(allowed.values()), allowed
+        assert infos["hold"] == "proc-stat"
+    else:
+        assert set(allowed.values()) == {every}, allowed
+        assert infos["hold"].startswith("off")
+
+
+def test_an_unknown_placement_is_refused(catalog, tmp_path):
+    from agentd.config import load_config
+    from mimesys.errors import ConfigError
+    bad = tmp_path / "agent.toml"
+    bad.write_text('[agent]\nplacement = "spread"\n')
+    with pytest.raises(ConfigError, match=r"agent.placement = 'spread'; expected one of pinned, free"):
+        load_config(bad)
+    out = subprocess.run([str(runner_or_skip()), "--schedule", "-", "--placement", "spread"], capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2 and "--placement spread: expected pinned or free" in out.stderr
