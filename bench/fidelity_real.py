@@ -495,6 +495,9 @@ def parse_args() -> argparse.Namespace:
                     help="Mixes to record and replay (comma-separated; bench/workloads/mixes.py --list): the five "
                          "by default; held-out kinds only when named.")
     ap.add_argument("--replays", type=int, default=2)
+    ap.add_argument("--placement", choices=["pinned", "free"], default="pinned",
+                    help="agent.placement of the replaying agent; free: the runner's threads move among the CPUs "
+                         "(evaluations then go to eval-rep<R>-free, the summary to fidelity-free.json)")
     ap.add_argument("--methods", default="single,nearest,knn,diffusion,inverse,select",
                     help="Rows: single, nearest, knn, diffusion (alias model), inverse, inverse-first-order, select, "
                          "and the diffusion ablation steered, taught, taught-steered, ddpo-forward, ddpo-live.")
@@ -666,6 +669,11 @@ def build_ablation(b: Bench, m: Models) -> None:
             sh([*CTL, "export", model_dir, "--onnx", export_dir, "--overwrite", *(["--forward", m.fm] if steer else [])])
 
 
+def placed(args) -> str:
+    """The suffix of the evaluations and summary of replays made with a placement other than pinned."""
+    return "" if args.placement == "pinned" else f"-{args.placement}"
+
+
 def replay_all(b: Bench, m: Models) -> tuple[list[Path], list[Path], list[str]]:
     """Every method's plan for every target, --replays times (and --update's methods again):
     (the targets, the evaluation directories, the updated methods)."""
@@ -684,7 +692,7 @@ def replay_all(b: Bench, m: Models) -> tuple[list[Path], list[Path], list[str]]:
 
     eval_dirs = []
     for r in range(args.replays):
-        d = m.work / f"eval-rep{r}"
+        d = m.work / f"eval-rep{r}{placed(args)}"
         done = (d / "results.json").exists() and \
             not any(x.get("error") for x in json.loads((d / "results.json").read_text())["runs"])
         if not done:
@@ -692,11 +700,11 @@ def replay_all(b: Bench, m: Models) -> tuple[list[Path], list[Path], list[str]]:
         eval_dirs.append(d)
     update = [x for x in args.update.split(",") if x]
     for r, d in enumerate(list(eval_dirs) if update else []):
-        u = m.work / f"eval-rep{r}-update"
+        u = m.work / f"eval-rep{r}{placed(args)}-update"
         if not (u / "results.json").exists():
             evaluate(u, [specs[x] for x in update], r)
         eval_dirs[r] = combine_evaluations(d, u, [specs[x].partition("=")[0] for x in update],
-                                           m.work / f"eval-rep{r}-combined")
+                                           m.work / f"eval-rep{r}{placed(args)}-combined")
     return targets, eval_dirs, update
 
 
@@ -748,15 +756,15 @@ def summarize(b: Bench, m: Models, targets: list[Path], eval_dirs: list[Path], u
     report(summary)
     summary.update({"bench": "fidelity_real", "label": args.label, "samples": m.samples,
                     "max_round": args.max_round, "mixes": list(tr), "mix_seconds": args.mix_seconds,
-                    "replays": args.replays, "train_steps": args.train_steps, "simulated": False,
+                    "replays": args.replays, "placement": args.placement, "train_steps": args.train_steps, "simulated": False,
                     "updated_methods": update, "eval_dirs": [str(d) for d in eval_dirs],
                     "teaching": json.loads((work / "teaching.json").read_text())
                     if (work / "teaching.json").exists() else None,
                     "forward_score": {k: v for k, v in json.loads(m.score).items() if k != "metrics"},
                     "elapsed_s": round(time.monotonic() - b.t_start, 1)})
-    (work / "fidelity.json").write_text(json.dumps(summary, indent=1))
-    plot(summary, work / "fidelity.png", f"real mixes on this host, {args.label} ({m.samples} samples)")
-    memory_overlay(eval_dirs, tr, re, work / "memory.png")
+    (work / f"fidelity{placed(args)}.json").write_text(json.dumps(summary, indent=1))
+    plot(summary, work / f"fidelity{placed(args)}.png", f"real mixes on this host, {args.label} ({m.samples} samples)")
+    memory_overlay(eval_dirs, tr, re, work / f"memory{placed(args)}.png")
     return summary
 
 
@@ -764,7 +772,7 @@ def main() -> None:
     args = parse_args()
     mixes = check_mixes(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    b = Bench(args, mixes, args.out, None if args.summarize_only else LocalAgent(args.out / "agent"))
+    b = Bench(args, mixes, args.out, None if args.summarize_only else LocalAgent(args.out / "agent", placement=args.placement))
     if b.agent is not None:
         b.agent.start()
     try:

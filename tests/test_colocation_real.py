@@ -123,3 +123,15 @@ def test_host_noise_accounting_without_load(monkeypatch):
     h.run()
     assert h.foreign_pct == [pytest.approx(1.5 / 4 * 100)]
     assert h.steal_pct == [pytest.approx(0.2 / 4 * 100)]
+
+
+def test_a_placed_condition_replays_its_methods_plan_with_that_agent_config(tmp_path):
+    c = _bench()
+    assert c.plan_method("inverse@free") == "inverse" and c.plan_method("single") == "single"
+    plans, config = tmp_path / "plans", tmp_path / "agent" / "agent.toml"
+    free = c.workload_argv("inverse@free", "kv_grow", 60, plans, config)
+    pinned = c.workload_argv("inverse", "kv_grow", 60, plans, config)
+    assert str(plans / "kv_grow__inverse.h5") in free and str(plans / "kv_grow__inverse.h5") in pinned
+    assert free[free.index("--config") + 1] == str(config.with_name("agent-free.toml"))
+    assert pinned[pinned.index("--config") + 1] == str(config)
+    assert c.workload_argv("alone", "kv_grow", 60, plans, config) is None

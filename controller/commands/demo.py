@@ -288,6 +288,7 @@ class LocalAgent:
     NAME = "this-host"            # its name in the fleet file the demo writes
     tmp: Path | None = None
     port: int = 0
+    placement: str = "pinned"     # agent.placement: how the runner places a plan's threads
 
     @property
     def url(self) -> str:
@@ -312,7 +313,7 @@ class LocalAgent:
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_hex(32) + "\n")
-        self.config_file.write_text(agent_config(self.tmp, self.port, self.token_file))
+        self.config_file.write_text(agent_config(self.tmp, self.port, self.token_file, self.placement))
         for d in ("state", "scratch", "model"):
             (self.tmp / d).mkdir()
 
@@ -361,11 +362,12 @@ class LocalAgent:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def agent_config(tmp: Path, port: int, token_file: Path) -> str:
+def agent_config(tmp: Path, port: int, token_file: Path, placement: str = "pinned") -> str:
     """The throwaway agent's configuration: the host backend, its directories under `tmp`, 127.0.0.1."""
     return ("# written by `mimesys demo`: a throwaway agent for this host\n"
             "[agent]\n"
             'backend = "host"\n'
+            f'placement = "{placement}"\n'
             f'state_dir = "{tmp / "state"}"\n'
             f'scratch_dir = "{tmp / "scratch"}"\n'
             f'model_dir = "{tmp / "model"}"\n'
