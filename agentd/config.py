@@ -175,6 +175,11 @@ class Config:
         agent.validate("--backend")
         return dataclasses.replace(self, agent=agent)
 
+    def with_placement(self, placement: str) -> "Config":
+        agent = dataclasses.replace(self.agent, placement=placement)
+        agent.validate("--placement")
+        return dataclasses.replace(self, agent=agent)
+
     def to_dict(self) -> dict:
         """The resolved configuration as plain TOML-like data (check-config, /v1/info)."""
         out: dict[str, Any] = {}

@@ -531,3 +531,27 @@ def test_an_idle_plan_replayed_through_the_agent_shows_no_loopback_of_the_agents
     lo = np.nan_to_num(tr.column("net.lo.tx_Bps"))
     # streamed frames are ~1-3 kB/s with headers; what is left is the host's own (none on a quiet host)
     assert np.median(lo) < 300 and (lo < 1000).sum() >= len(lo) - 1, lo
+
+
+def test_replay_placement_free_lets_the_runners_threads_run_on_every_cpu(tmp_path, catalog):
+    """`replay --placement free` overrides agent.placement: the command, run while the plan does,
+    sees no runner thread pinned to one CPU; with --via-agent the running agent decides, so it is
+    refused."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    cpu_plan(catalog, [[0.1, 0.1]] * 6, window_s=0.25).write(tmp_path / "plan.h5")
+    cfg = write_config(tmp_path)
+    # the replay's own runner: a child of the replay process, as this command is
+    show = "sleep 0.5; cat /proc/$(pgrep -P $PPID -x mimesys-runner)/task/*/status | grep Cpus_allowed_list"
+    lists = {}
+    for placement in ("pinned", "free"):
+        out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "plan.h5"),
+                              "--no-record", "--no-progress", "--placement", placement, "--", "sh", "-c", show],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert out.returncode == 0, out.stdout + out.stderr
+        lists[placement] = {ln.split()[-1] for ln in out.stdout.splitlines() if ln.startswith("Cpus_allowed_list")}
+    assert {"0", "1"} <= lists["pinned"], lists           # a worker on each CPU (and the unpinned printer)
+    assert len(lists["free"]) == 1 and not lists["free"] & {"0", "1"}, lists   # every thread on "0-1"
+    out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "plan.h5"),
+                          "--placement", "free", "--via-agent"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 2 and "--placement with --via-agent" in out.stderr

@@ -65,6 +65,9 @@ from ._common import config_options, friendly_errors, load
 @click.option("--fold-threads", is_flag=True,
               help="Run a plan with more threads than this host's CPUs by folding threads onto them "
                    "(work that no longer fits a window is dropped and reported).")
+@click.option("--placement", type=click.Choice(["pinned", "free"]), default=None,
+              help="How the runner places the plan's threads (default: agent.placement): pinned, one per "
+                   "core, or free, moved by the scheduler as an application's are (no per-core hold).")
 @click.option("--via-agent", is_flag=True,
               help="Hand the plan to this host's running agent (URL and token from --config): it measures "
                    "everything the unit may (perf events), the command runs here as you.")
@@ -73,13 +76,18 @@ from ._common import config_options, friendly_errors, load
                   "command's own stdout go to stderr.")
 @friendly_errors
 def replay(config_path, backend, plan_path, command, output, no_record, csv_path, repetitions, seed, progress,
-           textfile_dir, run_as, pass_stdin, strict, fold_threads, via_agent, as_json):
+           textfile_dir, run_as, pass_stdin, strict, fold_threads, placement, via_agent, as_json):
     """Execute PLAN on this host, optionally around `-- CMD ARGS...`."""
     from mimesys.errors import ValidationError
     from mimesys.plan import Plan
     from ..runas import parse_run_as
 
     cfg = load(config_path, backend)
+    if placement is not None:
+        if via_agent:
+            raise click.UsageError("--placement with --via-agent: the running agent places threads as its "
+                                   "agent.placement says")
+        cfg = cfg.with_placement(placement)
     command = list(command)
     who = parse_run_as(run_as) if run_as else None
     if who is not None and not command:
