@@ -224,19 +224,26 @@ def test_cpuidle_missing_is_unsupported_with_reason_and_off_by_default(tmp_path)
 
 @pytest.mark.serial     # a core kept busy by other tests' work may not go idle in a quarter second
 def test_cpuidle_on_this_host_sees_the_cores_wake(tmp_path):
-    """Where the host has cpuidle, two real readings a quarter second apart: every core went idle
-    at least once (the timer tick alone wakes an idle core)."""
+    """Where the host has cpuidle, real readings a quarter second apart: every core went idle at
+    least once in one of them (the timer tick alone wakes an idle core)."""
     from agentd.samplers.cpuidle import CpuIdleSampler
     s = CpuIdleSampler(HostPaths())
     specs = s.probe()
     if not any(m.available for m in specs):
         pytest.skip(f"no cpuidle here: {specs[0].reason if specs else 'no cpus'}")
-    a = s.read()
-    time.sleep(0.25)
-    out = CpuIdleSampler.derive(a, s.read(), 0.25)
+    # Up to four quarter-seconds: on a shared host a core can stay busy through one (seen in
+    # CI: core0 0 entries, core1 88), never through a second while the tick still wakes it.
+    woke: dict[str, float] = {}
+    for _ in range(4):
+        a = s.read()
+        time.sleep(0.25)
+        out = CpuIdleSampler.derive(a, s.read(), 0.25)
+        assert set(out) == {m.name for m in specs if m.available}
+        woke = {k: max(v, woke.get(k, 0.0)) for k, v in out.items()}
+        if all(v > 0 for v in woke.values()):
+            break
     s.close()
-    assert set(out) == {m.name for m in specs if m.available}
-    assert all(v > 0 for v in out.values()), out
+    assert all(v > 0 for v in woke.values()), woke
 
 
 # -- memory -------------------------------------------------------------------
