@@ -541,8 +541,11 @@ def test_replay_placement_free_lets_the_runners_threads_run_on_every_cpu(tmp_pat
         pytest.skip("needs two CPUs")
     cpu_plan(catalog, [[0.1, 0.1]] * 6, window_s=0.25).write(tmp_path / "plan.h5")
     cfg = write_config(tmp_path)
-    # the replay's own runner: a child of the replay process, as this command is
-    show = "sleep 0.5; cat /proc/$(pgrep -P $PPID -x mimesys-runner)/task/*/status | grep Cpus_allowed_list"
+    # the replay's own runner: a child of the replay process, as this command is (found without
+    # pgrep, which a minimal Debian root lacks)
+    show = ('sleep 0.5; for p in /proc/[0-9]*; do if [ "$(cat $p/comm 2>/dev/null)" = mimesys-runner ] && '
+            'grep -q "^PPid:[[:space:]]*$PPID$" $p/status 2>/dev/null; then cat $p/task/*/status; fi; done '
+            '| grep Cpus_allowed_list')
     lists = {}
     for placement in ("pinned", "free"):
         out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "plan.h5"),
