@@ -37,6 +37,7 @@ import click
 from mimesys.cliopts import json_option, progress_option, stderr_fd
 from mimesys.terminal import printable
 
+from ..config import PLACEMENTS
 from ._common import config_options, friendly_errors, load
 
 
@@ -65,7 +66,7 @@ from ._common import config_options, friendly_errors, load
 @click.option("--fold-threads", is_flag=True,
               help="Run a plan with more threads than this host's CPUs by folding threads onto them "
                    "(work that no longer fits a window is dropped and reported).")
-@click.option("--placement", type=click.Choice(["pinned", "free"]), default=None,
+@click.option("--placement", type=click.Choice(PLACEMENTS), default=None,
               help="How the runner places the plan's threads (default: agent.placement): pinned, one per "
                    "core, or free, moved by the scheduler as an application's are (no per-core hold).")
 @click.option("--via-agent", is_flag=True,
