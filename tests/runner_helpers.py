@@ -66,11 +66,17 @@ def proc_stat_cpu(cpu: int) -> tuple[int, int]:
 
 def worker_schedstat(pid: int) -> dict[int, tuple[int, int]]:
     """tid → (ns on CPU, ns waiting on a run queue) from /proc/<pid>/task/<tid>/schedstat."""
+    return {tid: (on_cpu, wait) for tid, (on_cpu, wait, _) in thread_schedstat(pid).items()}
+
+
+def thread_schedstat(pid: int) -> dict[int, tuple[int, int, int]]:
+    """tid → (ns on CPU, ns waiting on a run queue, times it was put on a CPU): every thread of
+    `pid`, from /proc/<pid>/task/<tid>/schedstat."""
     out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            on_cpu, wait, _ = map(int, (task / "schedstat").read_text().split())
-            out[int(task.name)] = (on_cpu, wait)
+            on_cpu, wait, runs = map(int, (task / "schedstat").read_text().split())
+            out[int(task.name)] = (on_cpu, wait, runs)
         except (OSError, ValueError):
             pass
     return out

@@ -201,7 +201,7 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     # descheduled while the runner's segment clock runs; once in CI a window read 61 ms short).
     assert (ran / 1e9 >= fractions - 0.02).all(), report
     assert (measured >= fractions - 0.05 - steal[None, :]).all(), report
-    if max(background) > 0.03:
+    if max(background) > 0.05:
         pytest.xfail(f"host busy (background {np.round(background, 2)} of each core): the strict ±0.05 "
                      f"check is not meaningful now; max |error| = {np.abs(measured - fractions).max():.3f}\n{report}")
     if steal.max() > 0.05:
@@ -209,13 +209,20 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
                      f"±0.05 check is not meaningful now; max |error| = {np.abs(measured - fractions).max():.3f}"
                      f"\n{report}")
     np.testing.assert_allclose(ran / 1e9, fractions, atol=0.02, err_msg=report)
-    # Above the plan: a 1-s burst of some other process on a 2-core host lands in one cell
-    # (seen in CI: 0.76 for 0.70 where the runner ran exactly 0.70), so one cell may exceed
-    # +0.05 by a burst's worth; every other cell must be within ±0.05, and the typical one
-    # within ±0.02.
+    # Above the plan is the host's other work (the agent sampling and streaming, this test, the
+    # VM's daemons), and the scheduler puts it where a core has room: on each window's less busy
+    # core (seen in CI: 0.24-0.27 for 0.2 where the 0.7 cells read 0.70 and the runner ran
+    # exactly the plan; the host's background before the run 0.036 of a core in all). So every
+    # cell, and each window's cores together, may exceed the plan by the whole host's background
+    # and 0.05; one 1-s burst of some other process may land in one window (seen: 0.76 for
+    # 0.70), up to 0.15; and each window's busiest core, where nothing else goes, reads its plan
+    # within ±0.02 typically.
     err = measured - fractions
-    assert (err > 0.05).sum() <= 1 and err.max() <= 0.15, report
-    assert np.median(np.abs(err)) <= 0.02, report
+    room = float(np.sum(background)) + 0.05
+    assert (err > room).sum() <= 1 and err.max() <= 0.15, report
+    assert (err.sum(axis=1) > room).sum() <= 1 and err.sum(axis=1).max() <= 0.15, report
+    busiest = fractions == fractions.max(axis=1, keepdims=True)
+    assert np.median(np.abs(err[busiest])) <= 0.02, report
 
 
 @pytest.mark.slow

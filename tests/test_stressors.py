@@ -27,7 +27,7 @@ import pytest
 from agentd.runner import RunnerConfig, WindowDone, WindowStarted, start_runner
 
 from runner_helpers import (device_of, diskstats, make_plan, net_bytes, proc_stat_cpu, runner_or_skip,
-                            worker_schedstat)
+                            thread_schedstat, worker_schedstat)
 
 CPU = (os.cpu_count() or 1) - 1   # the last CPU: thread 0 of the single-thread plans
 # Per-core CPU, diskstats, interface counters and window lateness: another test's work would
@@ -124,16 +124,33 @@ def test_cpu_stressor_fraction_matches_core_utilization(catalog, f):
 
 
 def test_idle_plan_uses_no_cpu(catalog):
-    plan = make_plan(catalog, {}, T=6, K=1, window_s=0.25)
+    """An idle plan's runner sleeps: every thread wakes a few times per window (the window's
+    start, the worker's done, the records written), never polls or spins."""
+    T, W = 8, 0.25
+    plan = make_plan(catalog, {}, T=T, K=1, window_s=W)
     marks = {}
 
+    # From window 0's start to window T-2's record: an idle window's worker is done as soon as
+    # it starts, so that record comes while the worker sleeps towards window T-1 and every
+    # thread (the worker exits after the last window) can still be read.
     def probe(kind, ev, handle):
-        if kind == "start" and ev.window in (0, 5):
-            marks["ab"[ev.window // 5]] = (time.monotonic_ns(), worker_schedstat(handle.pid))
+        if (kind, ev and ev.window) in (("start", 0), ("done", T - 2)):
+            marks[kind] = (time.monotonic_ns(), thread_schedstat(handle.pid))
     asyncio.run(_run_with_probes(plan, RunnerConfig(cpus=(CPU,)), probe))
-    (a_ns, a), (b_ns, b) = marks["a"], marks["b"]
-    used = sum(b[t][0] - a.get(t, (0, 0))[0] for t in b) / (b_ns - a_ns)
-    assert used < 0.005, f"idle plan used {used:.4f} of a core"
+    (a_ns, a), (b_ns, b) = marks["start"], marks["done"]
+    windows = (b_ns - a_ns) / (W * 1e9)
+    on_cpu = {t: (b[t][0] - a.get(t, (0, 0, 0))[0]) / (b_ns - a_ns) for t in b}
+    runs = {t: (b[t][2] - a.get(t, (0, 0, 0))[2]) / windows for t in b}
+    msg = (f"over {windows:.1f} windows of {W} s, per thread: on-CPU share of a core "
+           f"{ {t: round(v, 4) for t, v in on_cpu.items()} }, times run per window "
+           f"{ {t: round(v, 1) for t, v in runs.items()} }")
+    print(msg)
+    # A thread that polls runs many times per window; one that spins never sleeps and holds the
+    # CPU. Each wake costs a VM well under a millisecond (0.3-1.5 ms per window measured here,
+    # steal and vCPU wake-up included), so under 2 % of a core: nothing a 1-s per-core sampler
+    # reads above an idle host's own noise, and a fiftieth of a thread that spins.
+    assert max(runs.values()) <= 4, msg
+    assert sum(on_cpu.values()) < 0.02, msg
 
 
 @pytest.mark.parametrize("name", ["sched_futex_pingpong", "cpu_contend_2x"])
