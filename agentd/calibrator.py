@@ -17,7 +17,10 @@ the neighbours, not the catalog. Each side of a pair keeps the best of as many d
 probes keep the best of their confirmed shapes (two runs of the best memory shape), so the
 catalog's candidates run twice in each pair (REACH_DRAWS; with one draw on the catalog's side,
 memory bandwidth that moved 35-77 GB/s between seconds on the VM read as reach 0.68 for two
-copies of the same streaming-store loop). Paced variants are
+copies of the same streaming-store loop). The probes after the reach runs skip the screening
+and run again the shapes the first probe confirmed (`--probe-shapes`): a device's figures move
+between minutes, which shapes it likes best does not, and the screening of ~100 shapes was
+three quarters of each probe (8.2 s against 2.4 s at 0.02 s a shape on the 2-vCPU VM). Paced variants are
 measured like the others (at the rate their base's one-thread figure sets) and never
 count towards `peaks` or `reach`.
 
@@ -50,6 +53,7 @@ import platform
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -375,14 +379,15 @@ async def _segment_pass(catalog: Catalog, config, doc: dict, seg_names: list[str
 
 async def _reach_and_peaks(catalog: Catalog, config, doc: dict, probes: list, window_s: float, all_threads: bool,
                            n_cpus: int, tick: _Ticks, probe_seconds: float, reach_repeats: int) -> None:
-    """The reach runs, each followed by a probe of the host's peaks; then into doc the highest
-    peaks of all probes (`probes`: those before the stressors so far), the reach, and the pairs
-    it is the median over."""
+    """The reach runs, each followed by a probe of the host's peaks (of the shapes the first
+    probe confirmed); then into doc the highest peaks of all probes (`probes`: those before the
+    stressors so far), the reach, and the pairs it is the median over."""
     best_names = reach_candidates(catalog, doc)
     multi = all_threads and n_cpus > 1
     tick.total += REACH_DRAWS * reach_repeats * sum(1 + (multi and catalog.stressors[catalog.index(n)].resource_class
                                                          in BANDWIDTH_CLASSES) for n in best_names)
     doc["reach_runs"], paired = {}, []
+    screened = probes[0].shapes if probes else None
     for _ in range(reach_repeats if best_names else 0):
         draws = []
         for _ in range(REACH_DRAWS):
@@ -392,14 +397,14 @@ async def _reach_and_peaks(catalog: Catalog, config, doc: dict, probes: list, wi
             draws += list(run.items())
         if not draws:
             break
-        probes.append(await probe_host_peaks(config, seconds=probe_seconds))
+        probes.append(await probe_host_peaks(config, seconds=probe_seconds, shapes=screened))
         for name, entry in draws:
             doc["reach_runs"].setdefault(name, []).append(entry)
-        paired.append((draws, probes[-1][0]))
+        paired.append((draws, probes[-1].peaks))
     if not paired:
         probes.append(await probe_host_peaks(config, seconds=probe_seconds))
     peaks, method = {}, {}
-    for got, how in probes:
+    for got, how, _ in probes:
         for metric, text in how.items():
             if metric in got and got[metric] > peaks.get(metric, 0):
                 peaks[metric], method[metric] = got[metric], text
@@ -432,9 +437,18 @@ REACH_SOURCES = {
 }
 
 
-async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, dict]:
-    """Each resource's peak by `mimesys-runner --probe all` (code that is not a catalog kernel):
-    ({metric: value}, {metric: how it was measured, or why not})."""
+class HostProbe(NamedTuple):
+    """One `mimesys-runner --probe all`: {metric: peak}, {metric: how it was measured, or why
+    not}, {metric: the shapes it ran again, as --probe-shapes takes them}."""
+    peaks: dict
+    detail: dict
+    shapes: dict
+
+
+async def probe_host_peaks(config=None, *, seconds: float = 1.0, shapes: dict | None = None) -> HostProbe:
+    """Each resource's peak by `mimesys-runner --probe all` (code that is not a catalog kernel).
+    `shapes` ({metric: "I,J,..."}, an earlier probe's HostProbe.shapes): run just those shapes of
+    those metrics, without screening them all again."""
     import asyncio
 
     from mimesys.errors import RunnerError
@@ -445,6 +459,8 @@ async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, 
     args = [str(runner), "--probe", "all", "--probe-seconds", f"{seconds:g}",
             "--scratch-dir", str(config.scratch_dir or DEFAULT_SCRATCH_DIR),
             "--scratch-budget", str(int(config.scratch_budget_bytes))]
+    if shapes:
+        args += ["--probe-shapes", ";".join(f"{m}={ids}" for m, ids in sorted(shapes.items()))]
     proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     # ~30 shapes of `seconds` each, but a shape ends only when its IOs in flight come back: on a
     # throttled device (60 MB/s, 128 MiB in flight) each overran by seconds and 60 + 10 s was
@@ -459,16 +475,18 @@ async def probe_host_peaks(config=None, *, seconds: float = 1.0) -> tuple[dict, 
                           f"scratch device? `--probe-seconds` shortens every shape)") from None
     if proc.returncode != 0:
         raise RunnerError(f"{runner} --probe all failed (exit {proc.returncode}): {err.decode(errors='replace').strip()}")
-    peaks, detail = {}, {}
+    peaks, detail, ran = {}, {}, {}
     for line in out.decode().splitlines():
         parts = line.split(" ", 3)
+        if len(parts) == 3 and parts[0] == "shapes":
+            ran[parts[1]] = parts[2]
         if len(parts) < 3 or parts[0] != "peak":
             continue
         value = float(parts[2])
         detail[parts[1]] = parts[3] if len(parts) > 3 else ""
         if np.isfinite(value) and value > 0:
             peaks[parts[1]] = value
-    return peaks, detail
+    return HostProbe(peaks, detail, ran)
 
 
 REACH_DRAWS = 2   # runs of the catalog's candidates per reach pair (the probe keeps its best of 2 or more)

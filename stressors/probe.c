@@ -26,6 +26,11 @@
  * Disk and loopback: all shapes run once for half of --probe-seconds (screening), the 4 best run
  * again for --probe-seconds, and the peak is the best of those second runs (CONFIRM below:
  * the best of many short runs on a shared host is mostly its luckiest).
+ * After each peak, `shapes METRIC I,J,...` names the shapes run again (their indices in the order
+ * this probe generates them on this host). `--probe-shapes "METRIC=I,J,...;METRIC=..."` runs just
+ * those for --probe-seconds, without the screening: a calibration probes the host again after
+ * each reach run, and which shapes a device likes best does not change between minutes as its
+ * figures do (agentd/calibrator.py). A metric left out is screened as usual.
  * A probe that cannot run prints `peak METRIC nan REASON`. With MIMESYS_PROBE_VERBOSE set in
  * the environment every run's figure goes to stderr (`shape|again METRIC VALUE DETAIL`). The
  * disk probes use one unlinked scratch file under --scratch-dir (counted against
@@ -293,7 +298,84 @@ static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io,
  * catalog side's figure in a reach run is the best of its two best variants on one thread
  * and on all threads (four runs, agentd/calibrator.py). */
 #define CONFIRM 4
-struct shape { double v; int n, how; uint64_t io; };
+struct shape { double v; int n, how, id; uint64_t io; };
+
+/* --probe-shapes, checked by probe_shapes_valid before any probe runs */
+static const char *g_given;
+#define MAX_GIVEN 16
+static const char *const PROBE_METRICS[] = {"disk.write_Bps", "disk.read_Bps", "disk.read_iops", "disk.write_iops",
+                                            "mem.bw_Bps", "net.lo_Bps"};
+
+/* Each entry METRIC=I[,J...] names a metric this file probes and 1..MAX_GIVEN indices. */
+int probe_shapes_valid(const char *spec, char *err) {
+    for (const char *p = spec; *p;) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ';');
+        if (!end) end = p + strlen(p);
+        int known = 0;
+        for (size_t m = 0; eq && eq < end && m < sizeof PROBE_METRICS / sizeof *PROBE_METRICS; m++)
+            known |= strlen(PROBE_METRICS[m]) == (size_t)(eq - p) && !strncmp(p, PROBE_METRICS[m], (size_t)(eq - p));
+        if (!known) {
+            snprintf(err, ERRLEN, "--probe-shapes: \"%.*s\" is not METRIC=I,J,... with a probed metric", (int)(end - p), p);
+            return 0;
+        }
+        int n = 0;
+        for (const char *q = eq + 1; q < end; n++) {
+            char *after;
+            long v = strtol(q, &after, 10);
+            if (after == q || v < 0 || v > 1000 || (after < end && *after != ',') || n == MAX_GIVEN) {
+                snprintf(err, ERRLEN, "--probe-shapes: \"%.*s\": expected 1 to %d shape indices, comma-separated",
+                         (int)(end - p), p, MAX_GIVEN);
+                return 0;
+            }
+            q = after < end ? after + 1 : after;
+        }
+        if (!n) {
+            snprintf(err, ERRLEN, "--probe-shapes: \"%.*s\" names no shape", (int)(end - p), p);
+            return 0;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 1;
+}
+
+/* The shapes --probe-shapes gives for `metric` into out[] (their count; 0: screen them all), or -1
+ * with why[] where one is not among this host's n shapes of it. */
+static int given_shapes(const char *metric, const struct shape *all, int n, struct shape *out, char *why) {
+    size_t ml = strlen(metric);
+    for (const char *p = g_given; p && *p;) {
+        const char *end = strchr(p, ';');
+        if (!end) end = p + strlen(p);
+        if (!strncmp(p, metric, ml) && p[ml] == '=') {
+            int k = 0;
+            for (const char *q = p + ml + 1; q < end && k < MAX_GIVEN;) {
+                char *after;
+                long v = strtol(q, &after, 10);
+                if (v >= n) {
+                    snprintf(why, ERRLEN, "--probe-shapes: shape %ld is not one of this host's %d %s shapes", v, n, metric);
+                    return -1;
+                }
+                out[k++] = all[v];
+                q = after < end ? after + 1 : after;
+            }
+            return k;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static void print_shapes(const char *metric, const struct shape *sh, int n) {
+    printf("shapes %s", metric);
+    for (int i = 0; i < n; i++) printf("%c%d", i ? ',' : ' ', sh[i].id);
+    printf("\n");
+}
+
+/* The peak line's account of which runs it is the best of. */
+static const char *best_of(char *buf, size_t len, int confirmed, int of, int given) {
+    if (given) snprintf(buf, len, "best of %d shapes an earlier probe screened, run again", confirmed);
+    else snprintf(buf, len, "best of the %d best of %d shapes run again", confirmed, of);
+    return buf;
+}
 
 static int by_value(const void *a, const void *b) {
     double x = ((const struct shape *)a)->v, y = ((const struct shape *)b)->v;
@@ -321,36 +403,44 @@ static void disk_peak(const char *metric, int fd, uint64_t file, int write, int 
                                 "native AIO, that many on each of %d threads", "io_uring, that many on each of %d threads"};
     static const char *tag[] = {"sync threads", "aio x 1", "aio x cpus", "uring x cpus"};
     const int hows[] = {0, 1, 2, 3};
-    struct shape sh[64];
+    struct shape sh[64], top[MAX_GIVEN];
     int n = 0;
-    char why[ERRLEN] = "", desc[96];
+    char why[ERRLEN] = "", desc[96], of[96];
     int iops = strstr(metric, "iops") != NULL, verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL;
     for (int a = 0; a < nt; a++)
         for (int b = 0; b < ni; b++)
             for (int h = 0; h < 4 && n < 64; h++) {
                 if (hows[h] == 2 && cpus < 2) continue;   /* the same as one AIO thread */
-                sh[n] = (struct shape){.n = threads[a], .io = ios[b], .how = hows[h]};
-                sh[n].v = disk_shape(&sh[n], fd, file, write, random, seconds / 2, iops, cpus, why);
-                if (verbose)
-                    fprintf(stderr, "shape %s %.1f %d x %llu B, %s\n", metric, sh[n].v, sh[n].n,
-                            (unsigned long long)sh[n].io, tag[sh[n].how]);
+                sh[n] = (struct shape){.n = threads[a], .io = ios[b], .how = hows[h], .id = n};
                 n++;
             }
-    qsort(sh, (size_t)n, sizeof *sh, by_value);
+    int given = given_shapes(metric, sh, n, top, why), nc = given;
+    if (given < 0) { printf("peak %s nan %s\n", metric, why); fflush(stdout); return; }
+    if (!given) {
+        for (int i = 0; i < n; i++) {
+            sh[i].v = disk_shape(&sh[i], fd, file, write, random, seconds / 2, iops, cpus, why);
+            if (verbose)
+                fprintf(stderr, "shape %s %.1f %d x %llu B, %s\n", metric, sh[i].v, sh[i].n,
+                        (unsigned long long)sh[i].io, tag[sh[i].how]);
+        }
+        qsort(sh, (size_t)n, sizeof *sh, by_value);
+        while (nc < CONFIRM && nc < n && sh[nc].v > 0) { top[nc] = sh[nc]; nc++; }
+    }
     double best = -1;
     int k = 0;
-    for (int i = 0; i < CONFIRM && i < n && sh[i].v > 0; i++) {
-        double v = disk_shape(&sh[i], fd, file, write, random, seconds, iops, cpus, why);
+    for (int i = 0; i < nc; i++) {
+        double v = disk_shape(&top[i], fd, file, write, random, seconds, iops, cpus, why);
         if (verbose)
-            fprintf(stderr, "again %s %.1f %d x %llu B, %s\n", metric, v, sh[i].n, (unsigned long long)sh[i].io,
-                    tag[sh[i].how]);
+            fprintf(stderr, "again %s %.1f %d x %llu B, %s\n", metric, v, top[i].n, (unsigned long long)top[i].io,
+                    tag[top[i].how]);
         if (v > best) { best = v; k = i; }
     }
     if (best <= 0) { printf("peak %s nan %s\n", metric, why[0] ? why : "no shape moved any data"); fflush(stdout); return; }
-    snprintf(desc, sizeof desc, how[sh[k].how], cpus);
-    printf("peak %s %.1f best of the %d best of %d shapes run again: %d in flight (%s) x %llu B O_DIRECT %s\n",
-           metric, best, CONFIRM < n ? CONFIRM : n, n, sh[k].n, desc, (unsigned long long)sh[k].io,
+    snprintf(desc, sizeof desc, how[top[k].how], cpus);
+    printf("peak %s %.1f %s: %d in flight (%s) x %llu B O_DIRECT %s\n", metric, best,
+           best_of(of, sizeof of, nc, n, given), top[k].n, desc, (unsigned long long)top[k].io,
            random ? "random" : "sequential");
+    print_shapes(metric, top, nc);
     fflush(stdout);
 }
 
@@ -427,25 +517,32 @@ static void probe_mem(int threads, double seconds) {
         j[i].buf2 = alloc_touched(len, err);
         if (!j[i].buf || !j[i].buf2) { printf("peak mem.bw_Bps nan %s\n", err); return; }
     }
-    double screen[MEM_MODES];
-    int order[MEM_MODES];
-    for (int mode = 0; mode < MEM_MODES; mode++) {
-        screen[mode] = mem_shape(j, t, threads, mode, seconds / 2);
-        if (verbose) fprintf(stderr, "shape mem.bw_Bps %.1f %d threads %s\n", screen[mode], threads, modes[mode]);
-        int k = mode;   /* insertion into order[], best first */
-        while (k > 0 && screen[order[k - 1]] < screen[mode]) { order[k] = order[k - 1]; k--; }
-        order[k] = mode;
+    struct shape sh[MEM_MODES], top[MAX_GIVEN];
+    char why[ERRLEN] = "", of[96];
+    for (int mode = 0; mode < MEM_MODES; mode++) sh[mode] = (struct shape){.id = mode};
+    int given = given_shapes("mem.bw_Bps", sh, MEM_MODES, top, why), nc = given;
+    if (given < 0) printf("peak mem.bw_Bps nan %s\n", why);
+    if (!given) {
+        for (int mode = 0; mode < MEM_MODES; mode++) {
+            sh[mode].v = mem_shape(j, t, threads, mode, seconds / 2);
+            if (verbose) fprintf(stderr, "shape mem.bw_Bps %.1f %d threads %s\n", sh[mode].v, threads, modes[mode]);
+        }
+        qsort(sh, MEM_MODES, sizeof *sh, by_value);
+        for (nc = 0; nc < 2; nc++) top[nc] = sh[nc];
     }
     double best = 0;
-    int best_mode = order[0];
-    for (int i = 0; i < 2; i++) {
-        double v = mem_shape(j, t, threads, order[i], seconds);
-        if (verbose) fprintf(stderr, "again mem.bw_Bps %.1f %d threads %s\n", v, threads, modes[order[i]]);
-        if (v > best) { best = v; best_mode = order[i]; }
+    int k = 0;
+    for (int i = 0; i < nc; i++) {
+        double v = mem_shape(j, t, threads, top[i].id, seconds);
+        if (verbose) fprintf(stderr, "again mem.bw_Bps %.1f %d threads %s\n", v, threads, modes[top[i].id]);
+        if (v > best) { best = v; k = i; }
     }
     for (int i = 0; i < threads; i++) { free_touched(j[i].buf, len); free_touched(j[i].buf2, len); }
-    printf("peak mem.bw_Bps %.1f best of the 2 best of %d shapes run again: %d threads %s over 2 x 128 MiB each, "
-           "bytes read + written\n", best, MEM_MODES, threads, modes[best_mode]);
+    if (given >= 0) {
+        printf("peak mem.bw_Bps %.1f %s: %d threads %s over 2 x 128 MiB each, bytes read + written\n", best,
+               best_of(of, sizeof of, nc, MEM_MODES, given), threads, modes[top[k].id]);
+        print_shapes("mem.bw_Bps", top, nc);
+    }
     fflush(stdout);
     free(j); free(t);
 }
@@ -558,45 +655,52 @@ static double lo_shape(const struct shape *sh, double seconds, char *err) {
 }
 
 static void probe_lo(int cpus, double seconds) {
-    char err[ERRLEN] = "";
+    char err[ERRLEN] = "", of[96];
     int verbose = getenv("MIMESYS_PROBE_VERBOSE") != NULL, n = 0;
-    struct shape sh[16];
+    struct shape sh[16], top[MAX_GIVEN];
     const int pairs[] = {1, cpus, 2 * cpus}, selfs[] = {1, cpus};
     const size_t msgs[] = {64u << 10, 256u << 10, 1u << 20};
     for (int how = 0; how < 2; how++)
         for (int a = 0; a < (how ? 2 : 3); a++) {
             int t = how ? selfs[a] : pairs[a];
             if (a && t == (how ? selfs[a - 1] : pairs[a - 1])) continue;
-            for (int b = 0; b < 3; b++) {
-                sh[n] = (struct shape){.n = t, .io = msgs[b], .how = how};
-                sh[n].v = lo_shape(&sh[n], seconds / 2, err);
-                if (sh[n].v < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
-                if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d %s x %zu B\n", sh[n].v, t, how ? "self" : "pairs",
-                                     (size_t)msgs[b]);
-                n++;
-            }
+            for (int b = 0; b < 3; b++, n++) sh[n] = (struct shape){.n = t, .io = msgs[b], .how = how, .id = n};
         }
-    qsort(sh, (size_t)n, sizeof *sh, by_value);
+    int given = given_shapes("net.lo_Bps", sh, n, top, err), nc = given;
+    if (given < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
+    if (!given) {
+        for (int i = 0; i < n; i++) {
+            sh[i].v = lo_shape(&sh[i], seconds / 2, err);
+            if (sh[i].v < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
+            if (verbose) fprintf(stderr, "shape net.lo_Bps %.1f %d %s x %zu B\n", sh[i].v, sh[i].n,
+                                 sh[i].how ? "self" : "pairs", (size_t)sh[i].io);
+        }
+        qsort(sh, (size_t)n, sizeof *sh, by_value);
+        for (nc = 0; nc < CONFIRM && nc < n; nc++) top[nc] = sh[nc];
+    }
     double best = -1;
     int k = 0;
-    for (int i = 0; i < CONFIRM && i < n; i++) {
-        double v = lo_shape(&sh[i], seconds, err);
-        if (verbose) fprintf(stderr, "again net.lo_Bps %.1f %d %s x %zu B\n", v, sh[i].n, sh[i].how ? "self" : "pairs",
-                             (size_t)sh[i].io);
+    for (int i = 0; i < nc; i++) {
+        double v = lo_shape(&top[i], seconds, err);
+        if (verbose) fprintf(stderr, "again net.lo_Bps %.1f %d %s x %zu B\n", v, top[i].n, top[i].how ? "self" : "pairs",
+                             (size_t)top[i].io);
         if (v > best) { best = v; k = i; }
     }
     if (best < 0) { printf("peak net.lo_Bps nan %s\n", err); return; }
-    if (sh[k].how)
-        printf("peak net.lo_Bps %.1f best of the %d best of %d shapes run again: %d thread(s) each sending to and "
-               "draining its own connection, %zu B sends\n", best, CONFIRM < n ? CONFIRM : n, n, sh[k].n, (size_t)sh[k].io);
+    best_of(of, sizeof of, nc, n, given);
+    if (top[k].how)
+        printf("peak net.lo_Bps %.1f %s: %d thread(s) each sending to and draining its own connection, %zu B sends\n",
+               best, of, top[k].n, (size_t)top[k].io);
     else
-        printf("peak net.lo_Bps %.1f best of the %d best of %d shapes run again: %d sender/receiver thread pairs, "
-               "%zu B sends\n", best, CONFIRM < n ? CONFIRM : n, n, sh[k].n, (size_t)sh[k].io);
+        printf("peak net.lo_Bps %.1f %s: %d sender/receiver thread pairs, %zu B sends\n", best, of, top[k].n,
+               (size_t)top[k].io);
+    print_shapes("net.lo_Bps", top, nc);
     fflush(stdout);
 }
 
-int run_probes(const struct runner_env *env, const char *which, double seconds) {
+int run_probes(const struct runner_env *env, const char *which, double seconds, const char *shapes) {
     int cpus = get_nprocs();
+    g_given = shapes;
     int all = !strcmp(which, "all");
     if (all || !strcmp(which, "mem")) probe_mem(cpus, seconds);
     if (all || !strcmp(which, "net")) probe_lo(cpus, seconds);

@@ -6,7 +6,8 @@
  *                  [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]
  *                  [--placement pinned|free]
  *   mimesys-runner --list-kernels
- *   mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--scratch-dir DIR] [--scratch-budget B]
+ *   mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--probe-shapes SPEC] [--scratch-dir DIR]
+ *                  [--scratch-budget B]
  *                  (host peaks by code that is not a catalog kernel: probe.c)
  *
  * Privileges and memory. Right after parsing its arguments the runner drops every
@@ -711,7 +712,8 @@ static void *signal_main(void *arg) {
 /* ---------------------------------------------------------------- main */
 
 static void print_kernel(const char *name) { printf("%s\n", name); }
-int run_probes(const struct runner_env *env, const char *which, double seconds);  /* probe.c */
+int run_probes(const struct runner_env *env, const char *which, double seconds, const char *shapes);  /* probe.c */
+int probe_shapes_valid(const char *spec, char *err);                                              /* probe.c */
 
 static void parse_cpus(const char *text) {
     g.cpus = xcalloc(4096, sizeof *g.cpus, "--cpus");
@@ -736,7 +738,8 @@ static void usage(void) {
                     "                      [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]\n"
                     "                      [--placement pinned|free]\n"
                     "       mimesys-runner --list-kernels\n"
-                    "       mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--scratch-dir DIR] [--scratch-budget B]\n");
+                    "       mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--probe-shapes SPEC]\n"
+                    "                      [--scratch-dir DIR] [--scratch-budget B]\n");
     exit(EXIT_USAGE);
 }
 
@@ -827,7 +830,7 @@ static uint64_t held_set(uint64_t want) {
 
 /* The command line, as main's phases use it. */
 struct args {
-    const char *sched_path, *cpus, *sink, *probe;
+    const char *sched_path, *cpus, *sink, *probe, *probe_shapes;
     long start_delay_ms;
     uint64_t memory_budget, memory_margin;   /* memory_budget 0 = no budget */
     int oom_score_adj;
@@ -845,7 +848,8 @@ static void parse_args(int argc, char **argv, struct args *a) {
         {"nice", required_argument, 0, 'n'}, {"list-kernels", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
         {"memory-budget", required_argument, 0, 'm'}, {"memory-margin", required_argument, 0, 'M'},
         {"oom-score-adj", required_argument, 0, 'o'}, {"placement", required_argument, 0, 'P'},
-        {"probe", required_argument, 0, 'p'}, {"probe-seconds", required_argument, 0, 'S'}, {0, 0, 0, 0}};
+        {"probe", required_argument, 0, 'p'}, {"probe-seconds", required_argument, 0, 'S'},
+        {"probe-shapes", required_argument, 0, 'H'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -867,6 +871,7 @@ static void parse_args(int argc, char **argv, struct args *a) {
             break;
         case 'p': a->probe = optarg; break;
         case 'S': a->probe_s = strtod(optarg, NULL); break;
+        case 'H': a->probe_shapes = optarg; break;
         default: usage();
         }
     }
@@ -881,8 +886,10 @@ static int run_probe(const struct args *a) {
     if (strcmp(probe, "all") && strcmp(probe, "disk") && strcmp(probe, "mem") && strcmp(probe, "net"))
         die(EXIT_USAGE, "--probe %s: expected all, disk, mem or net", probe);
     if (!(a->probe_s > 0 && a->probe_s <= 30)) die(EXIT_USAGE, "--probe-seconds must be in (0, 30]");
+    char err[ERRLEN];
+    if (a->probe_shapes && !probe_shapes_valid(a->probe_shapes, err)) die(EXIT_USAGE, "%s", err);
     signal(SIGPIPE, SIG_IGN);
-    return run_probes(&g.env, probe, a->probe_s);
+    return run_probes(&g.env, probe, a->probe_s, a->probe_shapes);
 }
 
 /* UDP sink "host:port" ([v6]:port accepted) */

@@ -395,12 +395,13 @@ def test_calibration_probes_host_peaks_and_reports_reach(catalog, tmp_path):
     out = tmp_path / "cal.json"
     only = ["disk_seq_read_1m_qd4", "disk_seq_write_direct_1m_qd4", "disk_rand_read_4k_qd64",
             "disk_rand_write_4k_qd64", "net_tcp_loopback", "net_tcp_loopback_pace50", "mem_stream_triad_256M"]
-    # Three probes of ~130 shapes each (before the stressors, after each of the 2 reach runs) are
-    # most of this test: on the 2-vCPU VM one took 11.8 s at --probe-seconds 0.05 and 8.4 s at
-    # 0.02 (a deep-queue shape of 4 MiB IOs lasts an IO's latency, ~0.1 s, however short it is
-    # asked to be). Nothing here asserts a probe's figure beyond its being there
-    # (test_probes_try_the_catalogs_own_shapes screens the disk and loopback shapes at 0.03), nor
-    # the disk stressors' segments (test_runner_commands.py does): one segment pair each.
+    # Three probes (before the stressors, after each of the 2 reach runs) are most of this test:
+    # the first screens ~100 shapes (8.2 s on the 2-vCPU VM at --probe-seconds 0.02: a
+    # deep-queue shape of 4 MiB IOs lasts an IO's latency, ~0.1 s, however short it is asked to
+    # be), the two after the reach runs only run its confirmed shapes again (2.4 s). Nothing here
+    # asserts a probe's figure beyond its being there (test_probes_try_the_catalogs_own_shapes
+    # screens the disk and loopback shapes at 0.03), nor the disk stressors' segments
+    # (test_runner_commands.py does): one segment pair each.
     r = subprocess.run([sys.executable, "-m", "agentd.cli", "calibrate", "--json", "--output", str(out), "--cpus", str(CPU),
                         "--scratch-dir", str(SCRATCH), "--window-s", "0.2", "--probe-seconds", "0.02",
                         "--segment-pairs", "1", "--reach-repeats", "2", "--one-thread-only"]
@@ -488,6 +489,36 @@ def test_probes_try_the_catalogs_own_shapes():
     assert r.stdout.startswith("peak net.lo_Bps ") and float(r.stdout.split()[2]) > 0, r.stdout
     mine = screened_then_confirmed("net.lo_Bps", r.stdout.strip(), r.stderr)
     assert any("self x 262144 B" in h for _, h in mine), mine
+
+
+def test_a_probe_given_the_shapes_an_earlier_one_confirmed_runs_only_those():
+    """`--probe-shapes`: the probes after calibration's reach runs skip the screening and run the
+    shapes the first probe confirmed (its `shapes` lines), each once; a spec naming an unknown
+    metric or no shapes is refused before anything runs, a shape this host lacks is a nan peak."""
+    import subprocess
+    runner = str(runner_or_skip())
+    env = {**os.environ, "MIMESYS_PROBE_VERBOSE": "1"}
+    first = subprocess.run([runner, "--probe", "net", "--probe-seconds", "0.03"], capture_output=True, text=True,
+                           timeout=60, env=env)
+    assert first.returncode == 0, first.stderr
+    [ids] = [ln.split()[2] for ln in first.stdout.splitlines() if ln.startswith("shapes net.lo_Bps ")]
+    ran_first = sorted(ln.split(" ", 3)[3] for ln in first.stderr.splitlines() if ln.startswith("again "))
+    assert len(ids.split(",")) == len(ran_first) == 4, (ids, first.stderr)
+    again = subprocess.run([runner, "--probe", "net", "--probe-seconds", "0.03", "--probe-shapes", f"net.lo_Bps={ids}"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert again.returncode == 0, again.stderr
+    assert not [ln for ln in again.stderr.splitlines() if ln.startswith("shape ")], again.stderr   # no screening
+    assert sorted(ln.split(" ", 3)[3] for ln in again.stderr.splitlines() if ln.startswith("again ")) == ran_first
+    peak = next(ln for ln in again.stdout.splitlines() if ln.startswith("peak "))
+    assert float(peak.split()[2]) > 0 and "best of 4 shapes an earlier probe screened, run again" in peak, peak
+    assert f"shapes net.lo_Bps {ids}" in again.stdout
+    for bad, why in [("net.lo=1", "is not METRIC=I,J"), ("net.lo_Bps=", "names no shape"),
+                     ("net.lo_Bps=1,x", "expected 1 to 16 shape indices")]:
+        r = subprocess.run([runner, "--probe", "net", "--probe-shapes", bad], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and why in r.stderr and not r.stdout.startswith("peak"), (bad, r)
+    r = subprocess.run([runner, "--probe", "net", "--probe-seconds", "0.03", "--probe-shapes", "net.lo_Bps=999"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and "peak net.lo_Bps nan --probe-shapes: shape 999 is not one of this host's" in r.stdout, r
 
 
 def test_capacity_is_the_probe_peak_unless_the_catalog_went_past_it():
