@@ -7,7 +7,8 @@ replay, against what it feels next to the real mix the plan was made from (issue
 WORK is a fidelity bench's work directory (bench/fidelity_real.py --out OUT --label L: OUT/L): its
 plans (eval-rep0/plans/<mix>__<method>.h5) are replayed here, with the calibration that bench kept
 (OUT/calibration.json); with --regenerate the plans are made again by this code from the same
-targets, forward model and dataset (seed 0), into DIR/plans. Everything runs on this host, on
+targets, forward model, dataset and diffusion export (WORK/model-onnx, for diffusion and select)
+(seed 0), into DIR/plans: every planner the registry can build from those. Everything runs on this host, on
 127.0.0.1.
 
 The neighbour is PostgreSQL under select-only pgbench (2 clients), its own cluster started once;
@@ -143,15 +144,22 @@ def plan_method(condition: str) -> str:
 
 
 def regenerate(work: Path, mixes: list[str], methods: list[str], out: Path) -> Path:
-    """Each method's plan for each mix's recorded target, made now through the planner registry."""
+    """Each method's plan for each mix's recorded target, made now through the planner registry
+    from what the fidelity bench left in `work` (its forward model, dataset and, where it exported
+    one, its diffusion model)."""
     methods = list(dict.fromkeys(plan_method(m) for m in methods))
     import controller.baselines  # noqa: F401  (registers the dataset baselines)
-    from mimesys.planners.registry import load_planner
+    from mimesys.planners.registry import load_planner, specs_for
     from mimesys.trace import Trace
+    available = {"forward": work / "forward", "dataset": work / "dataset.h5"}
+    if (work / "model-onnx" / "manifest.json").exists():
+        available["model"] = work / "model-onnx"
+    specs = specs_for(available)
     out.mkdir(parents=True, exist_ok=True)
     for m in methods:
-        spec = f"inverse:{work / 'forward'}" if m == "inverse" else m
-        gen = load_planner(spec, dataset=str(work / "dataset.h5"))
+        if m not in specs:
+            raise SystemExit(f"--methods {m}: not a planner {work} can build (it can: {', '.join(specs)})")
+        gen = load_planner(specs[m])
         for mix in mixes:
             path = out / f"{mix}__{m}.h5"
             if not path.exists():
