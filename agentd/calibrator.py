@@ -20,9 +20,9 @@ memory bandwidth that moved 35-77 GB/s between seconds on the VM read as reach 0
 copies of the same streaming-store loop). The probes after the reach runs skip the screening
 and run again the shapes the first probe confirmed (`--probe-shapes`): a device's figures move
 between minutes, which shapes it likes best does not, and the screening of ~100 shapes was
-three quarters of each probe (8.2 s against 2.4 s at 0.02 s a shape on the 2-vCPU VM). Paced variants are
-measured like the others (at the rate their base's one-thread figure sets) and never
-count towards `peaks` or `reach`.
+three quarters of each probe (8.2 s against 2.4 s at 0.02 s a shape on the 2-vCPU VM). Paced
+variants are measured like the others (at the rate their base's one-thread figure sets) and
+never count towards `peaks` or `reach`.
 
 Short segments (`segment`, disk stressors): the runner ends every segment on time, so an IO
 stressor's queue fills only after its first IO's latency and drains before the deadline: a
