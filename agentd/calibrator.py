@@ -282,7 +282,6 @@ async def measure(config=None, *, window_s: float = 0.5, all_threads: bool = Tru
     `solo`: what measures each stressor alone (solo_pass's signature; default solo_pass: this
     runner's own plan; agentd/profile_recorder.ProfilePass: the host's solo profile, read once for
     both the calibration and the profile)."""
-    from mimesys.errors import RunnerError
     from mimesys.hostpaths import online_cpus
     from .runner import RunnerConfig
 

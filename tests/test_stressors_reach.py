@@ -16,7 +16,7 @@ import pytest
 
 from mimesys.errors import PlanError
 from agentd.runner import RunnerConfig, WindowDone, start_runner
-from agentd.schedule import compile_plan, decode_schedule
+from agentd.schedule import compile_plan
 
 from runner_helpers import device_of, make_plan, net_bytes, runner_or_skip
 
