@@ -8,8 +8,8 @@ WORK is a fidelity bench's work directory (bench/fidelity_real.py --out OUT --la
 plans (eval-rep0/plans/<mix>__<method>.h5) are replayed here, with the calibration that bench kept
 (OUT/calibration.json); with --regenerate the plans are made again by this code from the same
 targets, forward model, dataset and diffusion export (WORK/model-onnx, for diffusion and select)
-(seed 0), into DIR/plans: every planner the registry can build from those. Everything runs on this host, on
-127.0.0.1.
+(seed 0), into DIR/plans: every planner the registry can build from those. Everything runs on
+this host, on 127.0.0.1.
 
 The neighbour is PostgreSQL under select-only pgbench (2 clients), its own cluster started once;
 pgbench reports transactions per second every --interval seconds (-P). For each mix, interleaved
