@@ -300,21 +300,24 @@ static double run_aio(int fd, uint64_t file, int write, int random, uint64_t io,
 #define CONFIRM 4
 struct shape { double v; int n, how, id; uint64_t io; };
 
-/* --probe-shapes, checked by probe_shapes_valid before any probe runs */
-static const char *g_given;
+/* --probe-shapes, parsed once by probe_shapes_parse before any probe runs: per metric of
+ * PROBE_METRICS, the shape indices given (n 0: screen them all) */
 #define MAX_GIVEN 16
 static const char *const PROBE_METRICS[] = {"disk.write_Bps", "disk.read_Bps", "disk.read_iops", "disk.write_iops",
                                             "mem.bw_Bps", "net.lo_Bps"};
+#define N_PROBE_METRICS (sizeof PROBE_METRICS / sizeof *PROBE_METRICS)
+static struct { int n; long idx[MAX_GIVEN]; } g_given[N_PROBE_METRICS];
 
 /* Each entry METRIC=I[,J...] names a metric this file probes and 1..MAX_GIVEN indices. */
-int probe_shapes_valid(const char *spec, char *err) {
+int probe_shapes_parse(const char *spec, char *err) {
     for (const char *p = spec; *p;) {
         const char *eq = strchr(p, '='), *end = strchr(p, ';');
         if (!end) end = p + strlen(p);
-        int known = 0;
-        for (size_t m = 0; eq && eq < end && m < sizeof PROBE_METRICS / sizeof *PROBE_METRICS; m++)
-            known |= strlen(PROBE_METRICS[m]) == (size_t)(eq - p) && !strncmp(p, PROBE_METRICS[m], (size_t)(eq - p));
-        if (!known) {
+        size_t m = 0;
+        while (eq && eq < end && m < N_PROBE_METRICS &&
+               !(strlen(PROBE_METRICS[m]) == (size_t)(eq - p) && !strncmp(p, PROBE_METRICS[m], (size_t)(eq - p))))
+            m++;
+        if (!eq || eq >= end || m == N_PROBE_METRICS) {
             snprintf(err, ERRLEN, "--probe-shapes: \"%.*s\" is not METRIC=I,J,... with a probed metric", (int)(end - p), p);
             return 0;
         }
@@ -327,12 +330,14 @@ int probe_shapes_valid(const char *spec, char *err) {
                          (int)(end - p), p, MAX_GIVEN);
                 return 0;
             }
+            g_given[m].idx[n] = v;
             q = after < end ? after + 1 : after;
         }
         if (!n) {
             snprintf(err, ERRLEN, "--probe-shapes: \"%.*s\" names no shape", (int)(end - p), p);
             return 0;
         }
+        g_given[m].n = n;
         p = *end ? end + 1 : end;
     }
     return 1;
@@ -341,25 +346,17 @@ int probe_shapes_valid(const char *spec, char *err) {
 /* The shapes --probe-shapes gives for `metric` into out[] (their count; 0: screen them all), or -1
  * with why[] where one is not among this host's n shapes of it. */
 static int given_shapes(const char *metric, const struct shape *all, int n, struct shape *out, char *why) {
-    size_t ml = strlen(metric);
-    for (const char *p = g_given; p && *p;) {
-        const char *end = strchr(p, ';');
-        if (!end) end = p + strlen(p);
-        if (!strncmp(p, metric, ml) && p[ml] == '=') {
-            int k = 0;
-            for (const char *q = p + ml + 1; q < end && k < MAX_GIVEN;) {
-                char *after;
-                long v = strtol(q, &after, 10);
-                if (v >= n) {
-                    snprintf(why, ERRLEN, "--probe-shapes: shape %ld is not one of this host's %d %s shapes", v, n, metric);
-                    return -1;
-                }
-                out[k++] = all[v];
-                q = after < end ? after + 1 : after;
+    for (size_t m = 0; m < N_PROBE_METRICS; m++) {
+        if (strcmp(PROBE_METRICS[m], metric)) continue;
+        for (int k = 0; k < g_given[m].n; k++) {
+            long v = g_given[m].idx[k];
+            if (v >= n) {
+                snprintf(why, ERRLEN, "--probe-shapes: shape %ld is not one of this host's %d %s shapes", v, n, metric);
+                return -1;
             }
-            return k;
+            out[k] = all[v];
         }
-        p = *end ? end + 1 : end;
+        return g_given[m].n;
     }
     return 0;
 }
@@ -698,9 +695,8 @@ static void probe_lo(int cpus, double seconds) {
     fflush(stdout);
 }
 
-int run_probes(const struct runner_env *env, const char *which, double seconds, const char *shapes) {
+int run_probes(const struct runner_env *env, const char *which, double seconds) {
     int cpus = get_nprocs();
-    g_given = shapes;
     int all = !strcmp(which, "all");
     if (all || !strcmp(which, "mem")) probe_mem(cpus, seconds);
     if (all || !strcmp(which, "net")) probe_lo(cpus, seconds);

@@ -712,8 +712,8 @@ static void *signal_main(void *arg) {
 /* ---------------------------------------------------------------- main */
 
 static void print_kernel(const char *name) { printf("%s\n", name); }
-int run_probes(const struct runner_env *env, const char *which, double seconds, const char *shapes);  /* probe.c */
-int probe_shapes_valid(const char *spec, char *err);                                              /* probe.c */
+int run_probes(const struct runner_env *env, const char *which, double seconds);  /* probe.c */
+int probe_shapes_parse(const char *spec, char *err);   /* probe.c: --probe-shapes, for run_probes */
 
 static void parse_cpus(const char *text) {
     g.cpus = xcalloc(4096, sizeof *g.cpus, "--cpus");
@@ -887,9 +887,9 @@ static int run_probe(const struct args *a) {
         die(EXIT_USAGE, "--probe %s: expected all, disk, mem or net", probe);
     if (!(a->probe_s > 0 && a->probe_s <= 30)) die(EXIT_USAGE, "--probe-seconds must be in (0, 30]");
     char err[ERRLEN];
-    if (a->probe_shapes && !probe_shapes_valid(a->probe_shapes, err)) die(EXIT_USAGE, "%s", err);
+    if (a->probe_shapes && !probe_shapes_parse(a->probe_shapes, err)) die(EXIT_USAGE, "%s", err);
     signal(SIGPIPE, SIG_IGN);
-    return run_probes(&g.env, probe, a->probe_s, a->probe_shapes);
+    return run_probes(&g.env, probe, a->probe_s);
 }
 
 /* UDP sink "host:port" ([v6]:port accepted) */
