@@ -7,8 +7,9 @@ replay, against what it feels next to the real mix the plan was made from (issue
 WORK is a fidelity bench's work directory (bench/fidelity_real.py --out OUT --label L: OUT/L): its
 plans (eval-rep0/plans/<mix>__<method>.h5) are replayed here, with the calibration that bench kept
 (OUT/calibration.json); with --regenerate the plans are made again by this code from the same
-targets, forward model, dataset and diffusion export (WORK/model-onnx, for diffusion and select)
-(seed 0), into DIR/plans: every planner the registry can build from those. Everything runs on
+targets, forward model, dataset and diffusion exports (WORK/model-onnx, for diffusion and select;
+WORK/model-onnx-<row>, the fidelity bench's ablation rows, e.g. ddpo-forward) (seed 0), into
+DIR/plans: every planner the registry can build from those. Everything runs on
 this host, on 127.0.0.1.
 
 The neighbour is PostgreSQL under select-only pgbench (2 clients), its own cluster started once;
@@ -155,6 +156,10 @@ def regenerate(work: Path, mixes: list[str], methods: list[str], out: Path) -> P
     if (work / "model-onnx" / "manifest.json").exists():
         available["model"] = work / "model-onnx"
     specs = specs_for(available)
+    # the fidelity bench's diffusion ablation exports (WORK/model-onnx-<row>: ddpo-forward,
+    # taught-steered, ...), each a diffusion planner of its own, by its row's name
+    specs |= {d.name.removeprefix("model-onnx-"): str(d) for d in sorted(work.glob("model-onnx-*"))
+              if (d / "manifest.json").exists()}
     out.mkdir(parents=True, exist_ok=True)
     for m in methods:
         if m not in specs:

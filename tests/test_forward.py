@@ -779,6 +779,28 @@ def test_inverse_fills_cpu_time_without_unobservable_memory_traffic():
     assert plan.compositions[:, 1, 0].max() < 0.02
 
 
+def test_the_finish_hands_a_models_unobservable_memory_traffic_to_the_cpu_filler():
+    """A learned generator's plan that fills a core with a memory-bandwidth stressor this host
+    cannot observe: the forward model's finish starts its solve with that time given to the
+    plain CPU stressor (the same busy share), so the finished plan burns the core the way the
+    inverse planner's does, and nothing else moves."""
+    from mimesys.planners.steer import ForwardSteer, hand_to_filler
+    names, units = ["cpu.util.core0", "cpu.util"], ["fraction", "fraction"]
+    R = np.array([[0.0, 0.5], [0.0, 0.5]])
+    fo = FirstOrder(names, units, ["cpu_a", "mem_b"], [0], np.zeros(2), R, np.array([1.0, 0.8]), np.zeros(2),
+                    np.ones(2), classes=["cpu", "memory"])
+    steer = ForwardSteer(ForwardModel(fo, np.ones(2), "sha256:toy"))
+    vals = np.full((6, 2), [0.6, 0.3], np.float32)
+    model_plan = np.zeros((6, 2, 1), np.float32)
+    model_plan[:, 1, 0] = 0.75                     # the model's guess: memory traffic, 0.6 of the core
+    a, _, _ = steer.finish(model_plan, steer.prepare(vals))
+    assert a[:, 1, 0].max() < 0.02
+    assert a[:, 0, 0].mean() == pytest.approx(0.6, abs=0.03)
+    moved = hand_to_filler(model_plan.astype(np.float64), np.array([False, True]), 0, fo.own)
+    assert moved[:, 1, 0].max() == 0.0 and moved[:, 0, 0] == pytest.approx(0.6)    # 0.75 × 0.8 / 1.0
+    assert hand_to_filler(model_plan, np.array([False, True]), None, fo.own) is model_plan   # no filler: as it was
+
+
 def test_a_big_buffer_nobody_can_observe_is_used_only_where_the_target_held_that_memory():
     from mimesys.solo_profile import memory_footprint
     assert memory_footprint([{"params": {"working_set_bytes": 1 << 30, "shared": True}},

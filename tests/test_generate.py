@@ -211,3 +211,5 @@ def test_select_planner_keeps_the_candidate_the_forward_model_prefers(exported, 
 
     assert sel.provenance["generator"] == "select" and sel.provenance["candidates"] == 8
     assert err(sel) < err(plain)
+    # like every learned plan, it names each core's busy fraction in the target for the runner to hold
+    assert np.array_equal(sel.core_busy_target, plain.core_busy_target, equal_nan=True)

@@ -158,6 +158,12 @@ def test_a_steered_export_lands_nearer_its_target_than_the_same_model_unsteered(
     from mimesys.planners.diffusion import load_generator
     finished = load_generator(d / "steered", steer_weight=0.0).generate(trace, seed=0)
     assert error(finished) <= error(plain) + 1e-6
+    # select's pick among the model's candidates is finished by the same forward model
+    from mimesys.planners.select import ForwardSelect
+    picked = ForwardSelect(load_generator(d / "steered", steer_weight=0.0), fm, candidates=4).generate(trace, seed=0)
+    assert picked.provenance["steer_finish"]["stressors_allowed_per_window"] > 0
+    assert picked.core_busy_target is not None
+    assert error(picked) < 0.5 * error(plain), (error(picked), error(plain))
 
 
 def test_an_export_refuses_a_forward_model_of_another_catalog(taught_export, tmp_path):

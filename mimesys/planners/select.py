@@ -5,6 +5,10 @@ on the target window and on the composition chosen for the previous window); the
 model predicts what each would measure after that previous composition, and the candidate
 whose prediction is closest to the target (the inverse planner's weighted, scaled squared
 error on the metrics the target has) is kept. Costs N model samples per window.
+
+The chosen plan is then finished as the diffusion planner's own are: by the forward model the
+export carries, where it carries one (planners/steer.py: the solve from the chosen plan, byte
+rates capped), and with each core's busy fraction in the target named for the runner to hold.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from ..forward.model import ForwardModel, load_forward_model
 from ..plan import Plan
 from ..trace import Trace
 from .base import check_target, target_matrix
-from .diffusion import OnnxGenerator
+from .diffusion import OnnxGenerator, core_busy_target
 from .inverse.rules import fitted_metrics
 
 
@@ -53,9 +57,15 @@ class ForwardSelect:
             prev_o = values[t]
             if progress is not None:
                 progress(t + 1, trace.T)
+        busy = core_busy_target(values, self.gen.metric_names, K) if self.gen.hold_core_busy else None
+        finished, steer = None, self.gen.steer
+        if steer is not None:
+            comps, busy, finished = steer.finish(comps, steer.prepare(trace.select(steer.forward.metric_names)))
         prov = {"generator": self.name, "candidates": self.candidates, "model_dir": str(self.gen.model_dir),
                 "forward_model": self.forward_dir, "seed": int(seed), "trace_windows": trace.T,
-                "trace_simulated": bool(trace.simulated), "model_simulated": bool(fm.simulated)}
+                "trace_simulated": bool(trace.simulated), "model_simulated": bool(fm.simulated),
+                "steer_finish": finished, "core_busy_held": self.gen.hold_core_busy}
         return Plan(comps, list(self.gen.catalog_names), self.gen.catalog_hash, window_s=self.gen.window_s,
                     seed=int(seed), provenance=prov,
-                    host_fingerprint=dict(self.gen.manifest.get("training_host_fingerprint") or {})).validate()
+                    host_fingerprint=dict(self.gen.manifest.get("training_host_fingerprint") or {}),
+                    core_busy_target=busy).validate()

@@ -17,8 +17,10 @@ set, on the stressors the no-invented-activity rule allows in that window only.
 
 After sampling, the plan is finished by the inverse planner's solve (the same objective, device
 queue, rounding, dead time and CPU matching as its own plans) started from the model's plan
-(`warm_start`) with fewer steps than the inverse planner takes from idle (60 + 2 × 30 against
-150 + 2 × 60): the model, taught by that solve, starts it near its answer. Every byte rate is
+(`warm_start`; the time it gives stressors whose resource no metric of the target observes
+handed to the compute filler first: `hand_to_filler`) with fewer steps than the inverse
+planner takes from idle (60 + 2 × 30 against 150 + 2 × 60): the model, taught by that solve,
+starts it near its answer. Every byte rate is
 then capped at the target's level plus the host's noise (`activity.cap_to_target`: a plan may
 not write 1 GB/s where the target wrote 20 MB/s, busy or not), and the plan names each core's
 busy fraction for the runner to hold (`core_busy_target`). With `restrict` the solve sizes only
@@ -158,7 +160,10 @@ class ForwardSteer:
         filler = inv.cpu.filler(target.allowed)
         if filler is not None:
             chosen[:, filler] = True
-        start = first.effective(np.asarray(compositions, np.float64)) if self.settings.warm_start else None
+        start = None
+        if self.settings.warm_start:
+            unchecked = inv.rules.cost(values) > 1.0
+            start = first.effective(hand_to_filler(np.asarray(compositions, np.float64), unchecked, filler, first.own))
         a, _ = inv.solve(values, restrict=chosen if self.settings.restrict else None, start=start)
         a, capped = activity.cap_to_target(a, values, first.metric_names, first.units,
                                            np.asarray(first.idle, np.float64), inv.rules.idle_margins, first.response)
@@ -167,3 +172,25 @@ class ForwardSteer:
                 "stressors_allowed_per_window": round(float(target.allowed.sum(axis=1).mean()), 2),
                 "entries_capped": capped}
         return project_to_valid(a), busy, info
+
+
+def hand_to_filler(a: np.ndarray, unchecked: np.ndarray, filler: int | None, own: np.ndarray) -> np.ndarray:
+    """a [T, M, K] with the time of the `unchecked` stressors [M] (a resource no metric of the
+    target observes: the memory hierarchy without a PMU) given to the compute filler, at the same
+    busy share of the thread's core: the warm start the finish solves from.
+
+    Nothing in the target can confirm such a stressor, so the model's choice of one is a guess
+    that the solve keeps (it moves only what the fit sees), and a neighbour feels it: on four real
+    memory mixes a base model's own plans spent 0.12-0.26 of each thread's time in memory-bandwidth
+    stressors (inverse's ≤ 0.015), and a colocated PostgreSQL lost 18 % of its throughput next to
+    them against 6 % next to inverse's (bench/results/colocation-floor); finished from a DDPO-aligned
+    model's plans without this hand-off, 0.03-0.08 of each thread's time stayed in cache stressors
+    where inverse's plans had none. The solve may still use them, at their cost, where the fit
+    asks for it, as the inverse planner does from idle."""
+    if filler is None or not unchecked.any():
+        return a
+    a = a.copy()
+    moved = np.einsum("tmk,m->tk", a[:, unchecked, :], own[unchecked]) / max(float(own[filler]), 1e-9)
+    a[:, unchecked, :] = 0.0
+    a[:, filler, :] += moved
+    return a
