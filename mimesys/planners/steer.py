@@ -168,7 +168,7 @@ class ForwardSteer:
         a, capped = activity.cap_to_target(a, values, first.metric_names, first.units,
                                            np.asarray(first.idle, np.float64), inv.rules.idle_margins, first.response)
         busy = inv.core_busy_target(values) if inv.settings.hold_core_busy else None
-        info = {"stressors_chosen_per_window": round(float(chosen.sum(axis=1).mean()), 2),
+        info = {"stressors_chosen_per_window": round(float((chosen & target.allowed).sum(axis=1).mean()), 2),
                 "stressors_allowed_per_window": round(float(target.allowed.sum(axis=1).mean()), 2),
                 "entries_capped": capped}
         return project_to_valid(a), busy, info
