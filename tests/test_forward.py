@@ -779,6 +779,27 @@ def test_inverse_fills_cpu_time_without_unobservable_memory_traffic():
     assert plan.compositions[:, 1, 0].max() < 0.02
 
 
+def test_the_cpu_filler_is_compute_not_a_kernel_that_contends_for_its_core():
+    """Two compute kernels keep a core busy; one runs a second thread beside the worker (its solo
+    profile: the core under CPU pressure almost all the window) and is 0.0003 busier: the filler,
+    which fills CPU time with nothing else, is the plain one, and a learned plan's unobservable
+    memory traffic is handed to it."""
+    from mimesys.planners.steer import ForwardSteer
+    names, units = ["cpu.util.core0", "cpu.util", "psi.cpu.some"], ["fraction", "fraction", "fraction"]
+    R = np.array([[0.0, 0.5, 0.004], [0.0, 0.5, 0.99], [0.0, 0.5, 0.004]])
+    fo = FirstOrder(names, units, ["cpu_plain", "cpu_contend", "mem_b"], [0], np.zeros(3), R,
+                    np.array([0.9997, 1.0, 1.0]), np.zeros(3), np.ones(3), classes=["cpu", "cpu", "memory"])
+    fm = ForwardModel(fo, np.ones(3), "sha256:toy")
+    vals = np.full((6, 3), [0.6, 0.3, 0.0], np.float32)
+    planner = InversePlanner(fm)
+    assert planner.cpu.filler(planner.rules.allowed(vals)) == 0
+    steer = ForwardSteer(fm)
+    model_plan = np.zeros((6, 3, 1), np.float32)
+    model_plan[:, 2, 0] = 0.6
+    a, _, _ = steer.finish(model_plan, steer.prepare(vals))
+    assert a[:, 0, 0].mean() == pytest.approx(0.6, abs=0.03) and a[:, 1:, 0].max() < 0.02, a[0, :, 0]
+
+
 def test_the_finish_hands_a_models_unobservable_memory_traffic_to_the_cpu_filler():
     """A learned generator's plan that fills a core with a memory-bandwidth stressor this host
     cannot observe: the forward model's finish starts its solve with that time given to the

@@ -11,6 +11,10 @@ from ...forward.firstorder import FirstOrder
 # A stressor whose own-core busy share is within this of the compute filler's keeps its core
 # as busy as the filler does: handing its time to the filler buys no CPU (CoreMatch.match).
 BUSY_AS_FILLER = 0.05
+# The CPU pressure (psi.cpu.some, share of the window) a unit of the filler may add in its solo
+# profile: a kernel that keeps a second thread runnable on its core is contention, not compute
+# (measured here: cpu_contend_2x 0.99, sched_futex_pingpong 0.58; the plain kernels ≤ 0.02).
+FILLER_PRESSURE = 0.05
 
 
 class CoreMatch:
@@ -23,6 +27,8 @@ class CoreMatch:
         # (metric index, core) of each per-core busy fraction the model has
         self.cores = [(n, core_index(name)) for n, name in enumerate(first.metric_names)
                       if core_index(name) is not None]
+        n = first.metric_names.index("psi.cpu.some") if "psi.cpu.some" in first.metric_names else None
+        self.pressure = np.zeros(first.M) if n is None else np.nan_to_num(first.response[:, n])   # [M]
 
     def thread_of(self, core: int) -> int | None:
         """The plan thread that answers for a core's busy fraction: the first one pinned there
@@ -41,11 +47,14 @@ class CoreMatch:
 
     def filler(self, allowed: np.ndarray) -> int | None:
         """The stressor that fills CPU time with nothing else: a compute kernel that drives no
-        resource, the one with the highest busy share on its own core."""
+        resource and adds no CPU pressure, the one with the highest busy share on its own core.
+        (Chosen by busy share alone, a kernel that runs two threads on its core won by 0.0003 of
+        a core, and a model's plans finished around it put the target's CPU time under pressure
+        it never had: psi.cpu.some 0.41 of its range off on four real memory mixes, inverse 0.05.)"""
         first = self.first
         classes = first.classes or [None] * first.M
         ok = allowed.all(axis=0) & ~self.drives_any & np.array([c == "cpu" for c in classes]) \
-            & (first.own > 0.5) & ~first.unobserved()
+            & (first.own > 0.5) & ~first.unobserved() & (self.pressure <= FILLER_PRESSURE)
         if not ok.any():
             return None
         return int(np.argmax(np.where(ok, first.own, -1.0)))
