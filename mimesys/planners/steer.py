@@ -20,12 +20,12 @@ queue, rounding, dead time and CPU matching as its own plans) started from the m
 (`warm_start`; the time it gives stressors whose resource no metric of the target observes
 handed to the compute filler first: `hand_to_filler`) with fewer steps than the inverse
 planner takes from idle (60 + 2 × 30 against 150 + 2 × 60): the model, taught by that solve,
-starts it near its answer. Every byte rate is
-then capped at the target's level plus the host's noise (`activity.cap_to_target`: a plan may
-not write 1 GB/s where the target wrote 20 MB/s, busy or not), and the plan names each core's
-busy fraction for the runner to hold (`core_busy_target`). With `restrict` the solve sizes only
-the stressors the model runs in a window (more than `support_share` of it, over its threads;
-and the compute filler, which drives nothing).
+starts it near its answer. Every byte rate is then capped at the target's level plus the
+host's noise (`activity.cap_to_target`: a plan may not write 1 GB/s where the target wrote
+20 MB/s, busy or not), and the plan names each core's busy fraction for the runner to hold
+(`core_busy_target`). With `restrict` the solve sizes only the stressors the model runs in a
+window (more than `support_share` of it, over its threads; and the compute filler, which drives
+nothing).
 
 What each part is worth, through the forward model's prediction of the plans on the six real
 mixes of bench/results/fidelity/taught-2026-11-28 (a proxy used to choose, not evidence; a model
