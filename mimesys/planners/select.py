@@ -22,7 +22,7 @@ from ..forward.model import ForwardModel, load_forward_model
 from ..plan import Plan
 from ..trace import Trace
 from .base import check_target, target_matrix
-from .diffusion import OnnxGenerator, core_busy_target
+from .diffusion import OnnxGenerator
 from .inverse.rules import fitted_metrics
 
 
@@ -57,10 +57,7 @@ class ForwardSelect:
             prev_o = values[t]
             if progress is not None:
                 progress(t + 1, trace.T)
-        busy = core_busy_target(values, self.gen.metric_names, K) if self.gen.hold_core_busy else None
-        finished, steer = None, self.gen.steer
-        if steer is not None:
-            comps, busy, finished = steer.finish(comps, steer.prepare(trace.select(steer.forward.metric_names)))
+        comps, busy, finished = self.gen.finish_compositions(comps, trace, values)
         prov = {"generator": self.name, "candidates": self.candidates, "model_dir": str(self.gen.model_dir),
                 "forward_model": self.forward_dir, "seed": int(seed), "trace_windows": trace.T,
                 "trace_simulated": bool(trace.simulated), "model_simulated": bool(fm.simulated),

@@ -121,14 +121,24 @@ class OnnxGenerator:
             comps = chain.in_order(self.sample_window, values, shape, rng, progress,
                                    None if steer is None or steer.settings.weight <= 0 else
                                    lambda a, t: steer.nudge(a, t, goal))
-        busy = core_busy_target(values, self.metric_names, self.threads) if self.hold_core_busy else None
-        finished = None
-        if steer is not None:
-            comps, busy, finished = steer.finish(comps, goal)
+        comps, busy, finished = self.finish_compositions(comps, trace, values, goal)
         return Plan(comps, list(self.catalog_names), self.catalog_hash, window_s=self.window_s, seed=int(seed),
                     provenance={**self._provenance(trace, report, seed), "steer_finish": finished},
                     host_fingerprint=dict(self.manifest.get("training_host_fingerprint") or {}),
                     core_busy_target=busy).validate()
+
+    def finish_compositions(self, comps: np.ndarray, trace: Trace, values: np.ndarray, goal=None) -> tuple:
+        """The model's compositions [T, M, K] made a plan's: finished by the forward model the export
+        carries, if it carries one (planners/steer.py; `goal` its prepared target, when already
+        made), and each core's busy fraction in the target named for the runner to hold:
+        (compositions, core_busy_target or None, what the finish did or None). values: the trace
+        in the model's metric order."""
+        busy = core_busy_target(values, self.metric_names, self.threads) if self.hold_core_busy else None
+        if self.steer is None:
+            return comps, busy, None
+        if goal is None:
+            goal = self.steer.prepare(trace.select(self.steer.forward.metric_names))
+        return self.steer.finish(comps, goal)
 
     def _provenance(self, trace: Trace, report: dict, seed: int) -> dict:
         mm = self.manifest.get("model", {})
