@@ -28,7 +28,7 @@ from .samplers.registry import SamplersConfig
 
 DEFAULT_PATH = Path("/etc/mimesys/agent.toml")
 MiB = 1 << 20
-PLACEMENTS = ("pinned", "free")    # agent.placement: how the runner places a plan's threads
+PLACEMENTS = ("pinned", "free", "yield")    # agent.placement: how the runner places a plan's threads
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ class RunnerConfig:
     report_warmup: bool = False
     nice: int = 0                          # worker threads' nice value (< 0 needs CAP_SYS_NICE): a
                                            # lower value lets the plan hold its timing on a busy host
-    placement: str = "pinned"              # "free": threads move among cpus (agent.placement), no hold
+    placement: str = "pinned"              # agent.placement: "free" (threads move, no hold), "yield" (runner.c)
     setup_timeout_s: float = 300.0         # filling scratch files and big buffers takes a while
     memory_budget_bytes: int = 0           # the runner's private memory (RLIMIT_DATA); 0 = none
     memory_margin_bytes: int = 256 << 20   # MemAvailable the runner leaves to the rest of the host

@@ -4,7 +4,7 @@
  *   mimesys-runner --schedule FILE|- [--cpus LIST] [--scratch-dir DIR] [--scratch-budget BYTES]
  *                  [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]
  *                  [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]
- *                  [--placement pinned|free]
+ *                  [--placement pinned|free|yield]
  *   mimesys-runner --list-kernels
  *   mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--probe-shapes SPEC] [--scratch-dir DIR]
  *                  [--scratch-budget B]
@@ -29,7 +29,7 @@
  * window sleeps before its compute tail instead, which ends the window ("The hold").
  *
  * Output: line records on stdout, flushed as they happen (agentd/runner.py parses them):
- *   info KEY VALUE...                          facts about the host/setup
+ *   info KEY VALUE...                          facts about the host/setup (and, last, "info yielded")
  *   note STRESSOR TEXT...                      e.g. "O_DIRECT refused ... buffered"
  *   ready T0_NS WINDOW_NS WINDOWS THREADS STRESSORS
  *   start I REP WIN PLANNED_NS OBSERVED_NS     at each window boundary
@@ -44,6 +44,14 @@
  *   error MESSAGE                              setup failed / refused (also on stderr)
  * REP is -1 for warm-up windows. Exit status: 0 done, 4 stopped by a signal,
  * 2 usage, 3 refused or setup failed, 5 failed while running.
+ *
+ * Placement. pinned (the default): each worker runs on its CPU only. free: the scheduler moves
+ * the workers among --cpus, as it moves an application's threads (no hold: no worker has a core
+ * of its own). yield: pinned, except that a worker kept waiting on its run queue for more than
+ * YIELD_WAIT_SHARE of a YIELD_CHECK_NS stretch (someone else on the host wants that CPU) may run
+ * on any of --cpus until its next window, which starts pinned again. Alone on the host a yield
+ * replay is a pinned one (its per-core split and hold intact); next to a busy neighbour its threads
+ * leave the neighbour's CPU as the scheduler's load balancing moves a real workload's.
  *
  * Life cycle. PR_SET_PDEATHSIG(SIGTERM) ties the runner to its parent; SIGTERM, SIGINT
  * and SIGHUP stop every thread within one work step (~100 us) and exit. Scratch files are
@@ -113,6 +121,10 @@ struct worker {
     void **ts;                       /* [M] per-thread kernel state */
     uint16_t *order;                 /* [max segments]: this window's run order */
     int statfd;                      /* /proc/stat, for the hold (-1: not readable, no hold) */
+    int schedfd;                     /* --placement yield: /proc/thread-self/schedstat, or -1 */
+    int widened;                     /* --placement yield: may run on any of --cpus this window */
+    uint64_t yq_t, yq_wait;          /* --placement yield: last check's clock and run-queue wait, ns */
+    uint64_t yielded;                /* windows in which it left its CPU */
     char *statbuf;
     size_t statcap;
     struct adapt *adapt;             /* [M] */
@@ -136,6 +148,7 @@ static struct {
     int ready, failed, go;
     int nice;                        /* --nice: worker threads' nice value (0 = inherit) */
     int free_placement;              /* --placement free: each worker may run on any of --cpus */
+    int yield_placement;             /* --placement yield: pinned until kept waiting ("Placement") */
     uint64_t printed;
     uint64_t t0;
     volatile sig_atomic_t stop_sig;
@@ -512,6 +525,43 @@ static void hold_learn(struct worker *w, const int64_t now[2]) {
 /* ---------------------------------------------------------------- workers */
 
 /* Run one stressor until `deadline` (or stop); returns the ns it ran. */
+/* --placement yield ("Placement") */
+#define YIELD_CHECK_NS 2000000ull
+#define YIELD_WAIT_SHARE 0.25
+
+static uint64_t run_queue_wait_ns(struct worker *w) {
+    char buf[96];
+    ssize_t n = pread(w->schedfd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    unsigned long long on_cpu = 0, wait = 0;
+    return sscanf(buf, "%llu %llu", &on_cpu, &wait) == 2 ? (uint64_t)wait : 0;
+}
+
+static void set_placement(struct worker *w, int anywhere) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (anywhere)
+        for (int c = 0; c < g.ncpus; c++) CPU_SET(g.cpus[c], &set);
+    else
+        CPU_SET(w->cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);   /* checked at setup */
+}
+
+/* a worker waiting on its CPU's run queue for more than YIELD_WAIT_SHARE of the last
+ * YIELD_CHECK_NS leaves it for the rest of the window */
+static void yield_check(struct worker *w, uint64_t t) {
+    if (w->widened || w->schedfd < 0 || t - w->yq_t < YIELD_CHECK_NS) return;
+    uint64_t wait = run_queue_wait_ns(w);
+    if ((double)(wait - w->yq_wait) > YIELD_WAIT_SHARE * (double)(t - w->yq_t)) {
+        set_placement(w, 1);
+        w->widened = 1;
+        w->yielded++;
+    }
+    w->yq_t = t;
+    w->yq_wait = wait;
+}
+
 static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t deadline,
                             uint64_t *ops, uint64_t *bytes) {
     struct adapt *a = &w->adapt[st->index];
@@ -544,6 +594,7 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
             break;
         }
         uint64_t t2 = now_ns();
+        if (g.yield_placement) yield_check(w, t2);
         *ops += done;
         /* a kernel that stops itself at the deadline may do fewer than n: cost per op done */
         double per = (double)(t2 - t) / (double)(st->ops->watches_deadline && done ? done : n);
@@ -590,6 +641,11 @@ static void *worker_main(void *arg) {
                  g.free_placement ? "run on the --cpus set with" : "pin to", w->cpu);
         fail = 1;
     }
+    if (!fail && g.yield_placement && (w->schedfd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) < 0) {
+        snprintf(w->err, ERRLEN, "thread %d: --placement yield needs /proc/thread-self/schedstat: %s", w->k,
+                 strerror(errno));
+        fail = 1;
+    }
     /* per-thread kernel state, only for the stressors this thread uses, before t0 */
     for (uint32_t m = 0; m < s->M && !fail; m++) {
         w->adapt[m].units = 1;
@@ -619,6 +675,17 @@ static void *worker_main(void *arg) {
         sleep_until(&w->mu, &w->cv, win_start);
         if (stopping()) break;
         struct win_result *res = &w->ring[i % RING];
+        if (w->widened) {
+            /* it left its CPU last window: pinned again, and the hold learns nothing from a
+             * window whose time was not all on its core */
+            set_placement(w, 0);
+            w->widened = 0;
+            w->held_last = 0;
+        }
+        if (w->schedfd >= 0) {
+            w->yq_t = now_ns();
+            w->yq_wait = run_queue_wait_ns(w);
+        }
         uint64_t cpu0 = thread_cpu_ns() + helpers_cpu_ns(w), t = now_ns();
         res->start = t;
         uint32_t stored = stored_of(s, i);
@@ -736,7 +803,7 @@ static void usage(void) {
     fprintf(stderr, "usage: mimesys-runner --schedule FILE [--cpus LIST] [--scratch-dir DIR] "
                     "[--scratch-budget BYTES] [--udp-sink HOST:PORT] [--start-delay-ms N] [--nice N]\n"
                     "                      [--memory-budget BYTES] [--memory-margin BYTES] [--oom-score-adj N]\n"
-                    "                      [--placement pinned|free]\n"
+                    "                      [--placement pinned|free|yield]\n"
                     "       mimesys-runner --list-kernels\n"
                     "       mimesys-runner --probe all|disk|mem|net [--probe-seconds S] [--probe-shapes SPEC]\n"
                     "                      [--scratch-dir DIR] [--scratch-budget B]\n");
@@ -865,9 +932,10 @@ static void parse_args(int argc, char **argv, struct args *a) {
         case 'M': a->memory_margin = strtoull(optarg, NULL, 10); break;
         case 'o': a->oom_score_adj = atoi(optarg); break;
         case 'P':
-            if (!strcmp(optarg, "pinned")) g.free_placement = 0;
-            else if (!strcmp(optarg, "free")) g.free_placement = 1;
-            else die(EXIT_USAGE, "--placement %s: expected pinned or free", optarg);
+            g.free_placement = g.yield_placement = 0;
+            if (!strcmp(optarg, "free")) g.free_placement = 1;
+            else if (!strcmp(optarg, "yield")) g.yield_placement = 1;
+            else if (strcmp(optarg, "pinned")) die(EXIT_USAGE, "--placement %s: expected pinned, free or yield", optarg);
             break;
         case 'p': a->probe = optarg; break;
         case 'S': a->probe_s = strtod(optarg, NULL); break;
@@ -1034,6 +1102,7 @@ static void start_workers(void) {
         w->statcap = ((size_t)w->cpu + 3) * 256;
         w->statbuf = malloc(w->statcap);
         w->statfd = g.free_placement ? -1 : open("/proc/stat", O_RDONLY | O_CLOEXEC);
+        w->schedfd = -1;                 /* opened by the worker itself (thread-self) */
         for (int r = 0; r < RING; r++) w->ring[r].segs = xcalloc(max_seg, sizeof(struct seg_result), "a worker's results");
         if (pthread_create(&w->tid, NULL, worker_main, w)) die(EXIT_FAILED, "cannot create thread %u", k);
     }
@@ -1203,6 +1272,13 @@ int main(int argc, char **argv) {
         snprintf(o.detail, sizeof o.detail, "%s", strsignal(g.stop_sig));
     }
     for (uint32_t k = 0; k < g.sch.K; k++) pthread_join(g.w[k].tid, NULL);
+    if (g.yield_placement) {
+        /* thread-windows in which a worker left its CPU (the "Placement" note) */
+        uint64_t yielded = 0;
+        for (uint32_t k = 0; k < g.sch.K; k++) yielded += g.w[k].yielded;
+        out("info yielded %llu of %llu thread-windows\n", (unsigned long long)yielded,
+            (unsigned long long)g.sch.E * g.sch.K);
+    }
     out("exit %s %s\n", o.why, o.detail);
     fflush(stdout);
     /* Stopped by a signal: scratch files are already unlinked and the kernel frees memory

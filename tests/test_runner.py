@@ -13,6 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mimesys.errors import RunnerError
@@ -437,8 +438,47 @@ def test_an_unknown_placement_is_refused(catalog, tmp_path):
     from mimesys.errors import ConfigError
     bad = tmp_path / "agent.toml"
     bad.write_text('[agent]\nplacement = "spread"\n')
-    with pytest.raises(ConfigError, match=r"agent.placement = 'spread'; expected one of pinned, free"):
+    with pytest.raises(ConfigError, match=r"agent.placement = 'spread'; expected one of pinned, free, yield"):
         load_config(bad)
     out = subprocess.run([str(runner_or_skip()), "--schedule", "-", "--placement", "spread"], capture_output=True,
                          text=True, stdin=subprocess.DEVNULL)
-    assert out.returncode == 2 and "--placement spread: expected pinned or free" in out.stderr
+    assert out.returncode == 2 and "--placement spread: expected pinned, free or yield" in out.stderr
+
+
+@pytest.mark.serial   # a process of its own keeps CPU 0 busy; another test's would count as one
+def test_yield_leaves_a_cpu_another_process_keeps_busy_and_stays_on_its_own_alone(catalog):
+    """agent.placement = "yield": a worker whose CPU another process keeps busy (here a spinning
+    process pinned to it) leaves it for the rest of the window and gets the compute it planned
+    from the CPU the plan leaves idle; pinned, it shares its CPU and gets about half. Alone on the
+    host the same plan stays pinned (its per-core split and hold intact)."""
+    if len(CPUS) < 2:
+        pytest.skip("needs two CPUs")
+    T, W = 6, 0.25
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.8}, T=T, K=1, window_s=W)   # one thread, on CPUS[0]
+
+    def run(placement):
+        async def go():
+            handle = await start_runner(plan, RunnerConfig(cpus=CPUS, placement=placement))
+            dones = [ev for ev in [ev async for ev in handle.events()] if isinstance(ev, WindowDone)]
+            return dones, dict(handle.info)
+        dones, info = asyncio.run(go())
+        assert len(dones) == T
+        return np.array([d.thread_cpu_ns[0] for d in dones]) / (0.8 * W * 1e9), info
+
+    alone, info = run("yield")
+    yielded = int(info["yielded"].split()[0])
+    assert info["yielded"].endswith(f"of {T} thread-windows") and yielded <= 1, info
+    assert info["hold"] == "proc-stat"
+    spin = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{CPUS[0]}}})\nwhile True: pass"])
+    try:
+        time.sleep(0.2)
+        pinned, _ = run("pinned")
+        moved, info = run("yield")
+    finally:
+        spin.kill()
+        spin.wait()
+    assert int(info["yielded"].split()[0]) >= T - 1, info
+    # the compute each window planned, as CPU time of the worker (the first window may start late)
+    assert np.median(moved) >= 0.85, moved
+    assert np.median(pinned) <= 0.7, pinned
+    assert np.median(alone) >= 0.85, alone

@@ -68,7 +68,9 @@ from ._common import config_options, friendly_errors, load
                    "(work that no longer fits a window is dropped and reported).")
 @click.option("--placement", type=click.Choice(PLACEMENTS), default=None,
               help="How the runner places the plan's threads (default: agent.placement): pinned, one per "
-                   "core, or free, moved by the scheduler as an application's are (no per-core hold).")
+                   "core, free, moved by the scheduler as an application's are (no per-core hold), or yield, pinned "
+                   "until something else on the host keeps a thread waiting for its core, then free for "
+                   "the rest of that window.")
 @click.option("--via-agent", is_flag=True,
               help="Hand the plan to this host's running agent (URL and token from --config): it measures "
                    "everything the unit may (perf events), the command runs here as you.")
