@@ -1,10 +1,10 @@
-"""One method's replays with the runner's threads pinned against the same plans with them free
-(agent.placement), per mix, from a fidelity bench's evaluations (bench/fidelity_real.py run twice
-on one work directory, the second time with --placement free).
+"""One method's replays with the runner's threads pinned against the same plans replayed with
+another agent.placement (free, yield), per mix, from a fidelity bench's evaluations
+(bench/fidelity_real.py run on one work directory once per placement, --placement P).
 
-    python bench/compare_placements.py --fidelity WORK [--method inverse] [--replays 2]
+    python bench/compare_placements.py --fidelity WORK [--method inverse] [--replays 2] [--placements pinned,free]
 
-WORK is OUT/LABEL; its eval-rep<R> (pinned) and eval-rep<R>-free (free) hold the runs. Per mix
+WORK is OUT/LABEL; its eval-rep<R> (pinned) and eval-rep<R>-<placement> hold the runs. Per mix
 and placement, the mean over replays of each run's own-scale scores (controller/evaluate/own_scale):
 per-core CPU, host-wide CPU, used memory (DTW on the target's range), the resource mean, the CPU
 PSI and migrations; then their means over the mixes. One JSON line on stdout.
@@ -28,14 +28,15 @@ def score(run: dict, key: str) -> float:
     return own[key] if key in own else own["per_metric"].get(key, float("nan"))
 
 
-def compare(work: Path, method: str, replays: int) -> dict:
+def compare(work: Path, method: str, replays: int, placements: tuple[str, ...] = ("pinned", "free")) -> dict:
     per: dict = {}
-    for placement, suffix in (("pinned", ""), ("free", "-free")):
+    for placement in placements:
+        suffix = "" if placement == "pinned" else f"-{placement}"
         for r in range(replays):
             path = work / f"eval-rep{r}{suffix}" / "results.json"
             if not path.exists():
                 raise SystemExit(f"no {path}: run bench/fidelity_real.py on {work.parent} "
-                                 f"{'with --placement free ' if suffix else ''}first")
+                                 f"{f'with --placement {placement} ' if suffix else ''}first")
             for run in json.loads(path.read_text())["runs"]:
                 if run["method"] == method:
                     per.setdefault(run["trace"], {}).setdefault(placement, []).append(run)
@@ -43,7 +44,7 @@ def compare(work: Path, method: str, replays: int) -> dict:
                  | {"memory_windows_added_by_plan": int(sum(x["own_scale"]["memory"]["added_by_plan"] for x in runs))}
                  for p, runs in by.items()} for mix, by in sorted(per.items())}
     out["mean"] = {p: {k: round(float(np.mean([out[m][p][k] for m in per])), 4) for k in SCORES}
-                   for p in ("pinned", "free")}
+                   for p in placements}
     return out
 
 
@@ -52,9 +53,11 @@ def main() -> None:
     ap.add_argument("--fidelity", type=Path, required=True, help="a fidelity bench's work directory (OUT/LABEL)")
     ap.add_argument("--method", default="inverse")
     ap.add_argument("--replays", type=int, default=2)
+    ap.add_argument("--placements", default="pinned,free", help="comma-separated agent.placement values")
     args = ap.parse_args()
     print(json.dumps({"bench": "compare_placements", "method": args.method, "simulated": False,
-                      "by_mix": compare(args.fidelity, args.method, args.replays)}))
+                      "placements": args.placements.split(","),
+                      "by_mix": compare(args.fidelity, args.method, args.replays, tuple(args.placements.split(",")))}))
 
 
 if __name__ == "__main__":

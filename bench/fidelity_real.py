@@ -495,9 +495,10 @@ def parse_args() -> argparse.Namespace:
                     help="Mixes to record and replay (comma-separated; bench/workloads/mixes.py --list): the five "
                          "by default; held-out kinds only when named.")
     ap.add_argument("--replays", type=int, default=2)
-    ap.add_argument("--placement", choices=["pinned", "free"], default="pinned",
-                    help="agent.placement of the replaying agent; free: the runner's threads move among the CPUs "
-                         "(evaluations then go to eval-rep<R>-free, the summary to fidelity-free.json)")
+    ap.add_argument("--placement", choices=["pinned", "free", "yield"], default="pinned",
+                    help="agent.placement of the replaying agent; free: the runner's threads move among the CPUs, "
+                         "yield: pinned until another process keeps one waiting (evaluations then go to "
+                         "eval-rep<R>-<placement>, the summary to fidelity-<placement>.json)")
     ap.add_argument("--methods", default="single,nearest,knn,diffusion,inverse,select",
                     help="Rows: single, nearest, knn, diffusion (alias model), inverse, inverse-first-order, select, "
                          "and the diffusion ablation steered, taught, taught-steered, ddpo-forward, ddpo-live.")
