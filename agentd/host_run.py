@@ -5,6 +5,7 @@ runner stopped however the run ends, before the lock is released."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import AsyncIterator
 
 from mimesys.backend import ExecutedWindow, RunOptions
@@ -15,6 +16,8 @@ from mimesys.plan import Plan
 from .hostlock import host_run_lock
 from .sampler_thread import SamplerThread
 from .window_alignment import WindowAligner
+
+log = logging.getLogger(__name__)
 
 async def run_on_host(backend, plan: Plan, options: RunOptions) -> AsyncIterator[ExecutedWindow]:
     """The plan's windows as measured on `backend` (the HostBackend whose run this is); the
@@ -55,6 +58,9 @@ async def _run_locked(plan: Plan, options: RunOptions, cfg, catalog: Catalog, sa
                     aligner.end(ev, await sampling.read())
                 aligner.window_done(ev)
             elif isinstance(ev, RunnerExit):
+                if "yielded" in handle.info:
+                    # agent.placement = "yield": how often something else on the host took a core
+                    log.info("placement yield: the runner's threads left their cores in %s", handle.info["yielded"])
                 if not ev.ok:
                     raise RunnerError(f"mimesys-runner {ev.status}: {ev.detail}"
                                       + (f" ({ev.stderr_tail})" if ev.stderr_tail else ""))
