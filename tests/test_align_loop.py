@@ -103,3 +103,53 @@ def test_alignment_resumes_from_its_checkpoint_exactly(tmp_path):
     np.testing.assert_allclose([h.reward_mean for h in resumed], [h.reward_mean for h in full], rtol=1e-5)
     for p, q in zip(full_run.policy.parameters(), resumed_run.policy.parameters()):
         torch.testing.assert_close(p, q)
+
+
+def test_an_executor_that_sees_unobservable_stressors_has_their_share_taken_off_the_reward(tmp_path):
+    """AlignConfig.unobserved_penalty: where the executor says how much of each window's thread
+    time a plan spends in stressors no metric observes (the forward model does), the reward is
+    lowered by penalty × that share; the same rollouts otherwise score as before."""
+    from controller.align.rollout import collect_rollouts
+    from controller.align.targets import draw_segments
+
+    run, _ = _run(tmp_path, 1)
+    mem = [i for i, n in enumerate(run.policy.catalog_names) if n.startswith("mem_")]
+    run.executor.unobserved_share = lambda plan: np.asarray(plan.compositions)[:, mem, :].sum(axis=1).mean(axis=1)
+    segs = draw_segments(run.targets, 2, 4, 1, np.random.default_rng(0))
+
+    def rollouts(penalty):
+        return collect_rollouts(run.policy, run.targets, segs, run.executor, run.reward_fn,
+                                torch.Generator().manual_seed(5), seed=11, unobserved_penalty=penalty)[0]
+    plain, penalised = rollouts(0.0), rollouts(0.5)
+    assert plain.keys == penalised.keys
+    drop = plain.rewards - penalised.rewards
+    assert (drop >= 0).all() and drop.max() > 0.01, drop       # an untrained model proposes memory traffic
+
+
+def test_the_forward_executor_counts_the_time_in_stressors_its_model_cannot_observe(tmp_path, catalog):
+    """ForwardExecutor.unobserved_share: on a host model without a memory metric (no PMU), the
+    memory-class stressors' share of each window's thread time, mean over threads."""
+    import json
+
+    from mimesys.forward.firstorder import FirstOrder
+    from mimesys.forward.model import ForwardModel
+    from mimesys.plan import Plan
+    from controller.align.executors import ForwardExecutor
+
+    names, units, M = ["cpu.util.core0", "cpu.util.core1", "disk.write_Bps"], ["fraction", "fraction", "B/s"], len(catalog)
+    R = np.zeros((M, 3))
+    R[catalog.by_class("disk"), 2] = 2e8
+    first = FirstOrder(names, units, list(catalog.names), [0, 1], np.array([0.0, 0.0, 1e4]), R, own=np.ones(M),
+                       other=np.zeros(M), capacity=np.array([1.0, 1.0, 1e9]),
+                       classes=[catalog.stressors[m].resource_class for m in range(M)])
+    fm = ForwardModel(first, np.where(first.fraction, 1.0, first.capacity), catalog.hash, simulated=True)
+    (tmp_path / "fm").mkdir()
+    (tmp_path / "fm" / "manifest.json").write_text(json.dumps(fm.manifest()))
+    ex = ForwardExecutor(tmp_path / "fm")
+    a = np.zeros((2, M, K), np.float32)
+    a[:, catalog.by_class("memory")[0], 0] = 0.4
+    a[:, catalog.by_class("disk")[0], 1] = 0.3           # observed: a disk metric sees it
+    a[1, catalog.by_class("cache")[0], 1] = 0.2
+    share = ex.unobserved_share(Plan(a, list(catalog.names), catalog.hash))
+    assert ex.unobserved[catalog.by_class("memory")].all() and not ex.unobserved[catalog.by_class("disk")].any()
+    assert np.allclose(share, [0.2, 0.3])
