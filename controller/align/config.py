@@ -34,11 +34,6 @@ class AlignConfig:
     # (pattern, weight) pairs matched with fnmatch against metric names, applied in order on
     # top of the default: equal total weight per resource type (name prefix: cpu, mem, disk, ...).
     reward_weights: tuple[tuple[str, float], ...] = ()
-    # Taken off each window's reward per unit of the plan's thread time (mean over threads) in
-    # stressors whose resource no metric observes (memory bandwidth and cache without a PMU), where
-    # the executor can tell (the forward model): nothing a target records can confirm them, yet a
-    # colocated service feels them (issue 42). 0 = off.
-    unobserved_penalty: float = 0.0
 
     # -- advantages: normalized per target window with running statistics --------------------
     stat_buffer: int = 32              # rewards kept per target window (trace, window index)
@@ -77,7 +72,6 @@ class AlignConfig:
             ("adv_clip", self.adv_clip > 0, "must be > 0"),
             ("clip_range", 0 < self.clip_range < 1, "must be in (0, 1)"),
             ("kl_coef", self.kl_coef >= 0, "must be ≥ 0"),
-            ("unobserved_penalty", self.unobserved_penalty >= 0, "must be ≥ 0"),
             ("timestep_fraction", 0 < self.timestep_fraction <= 1, "must be in (0, 1]"),
             ("inner_epochs", self.inner_epochs >= 1, "must be ≥ 1"),
             ("train_batch_size", self.train_batch_size >= 1, "must be ≥ 1"),
@@ -137,9 +131,8 @@ PRESETS: dict[str, dict] = {
                  "repeats_per_segment": 4, "train_batch_size": 32},
     # Against the host's forward model (`--forward`): rollouts cost microseconds, so many more
     # segments per epoch than agents could run; sim-fast's step sizes.
-    # A full thread of unobservable traffic costs 0.5, about what DDPO gains in 30 epochs.
     "forward": {"lr": 3e-4, "clip_range": 0.2, "segment_windows": 8, "segments_per_epoch": 16,
-                "repeats_per_segment": 4, "train_batch_size": 64, "epochs": 30, "unobserved_penalty": 0.5},
+                "repeats_per_segment": 4, "train_batch_size": 64, "epochs": 30},
 }
 
 

@@ -172,13 +172,6 @@ class ForwardExecutor:
         self.forward = load_forward_model(forward_dir)
         self.noise = float(noise)
         self.label = f"forward model {forward_dir} (predicted, not executed)"
-        self.unobserved = self.forward.first.unobserved()
-
-    def unobserved_share(self, plan: Plan) -> np.ndarray:
-        """[T] each window's mean thread time in stressors whose resource no metric of the model
-        observes (AlignConfig.unobserved_penalty)."""
-        a = np.asarray(plan.compositions, np.float64)
-        return a[:, self.unobserved, :].sum(axis=1).mean(axis=1)
 
     def check_model(self, catalog_hash: str, threads: int) -> None:
         from mimesys.errors import ConfigError

@@ -148,8 +148,7 @@ def align(run: AlignRun, *, restart: bool = False, progress: bool = True,
         bar.set_description(f"align ({run.executor.label}): epoch {epoch + 1} rollouts")
         batch, report = collect_rollouts(run.policy, run.targets, segs, run.executor, run.reward_fn,
                                          generator, seed=cfg.seed * 100_003 + epoch,
-                                         provenance={"align_epoch": epoch},
-                                         unobserved_penalty=cfg.unobserved_penalty)
+                                         provenance={"align_epoch": epoch})
         adv, adv_stats = tracker.update(batch.keys, batch.rewards)
         batch.advantages = torch.from_numpy(adv)
         # ------------------------------------------------------------------ TRAINING

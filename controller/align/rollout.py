@@ -82,12 +82,9 @@ def generate_segments(policy: AlignPolicy, targets: list[TargetTrace], segs: lis
 
 def collect_rollouts(policy: AlignPolicy, targets: list[TargetTrace], segs: list[Segment],
                      executor: Executor, reward_fn: RewardFunction, generator: torch.Generator,
-                     *, seed: int, provenance: dict | None = None,
-                     unobserved_penalty: float = 0.0) -> tuple[RolloutBatch, RolloutReport]:
+                     *, seed: int, provenance: dict | None = None) -> tuple[RolloutBatch, RolloutReport]:
     """SAMPLING for one epoch: generate every segment's plan, execute them all, score the
-    non-context windows. Windows without a reward are dropped (and counted). An executor that
-    can tell which stressors no metric observes (`unobserved_share`) has `unobserved_penalty`
-    per unit of their share taken off each window's reward."""
+    non-context windows. Windows without a reward are dropped (and counted)."""
     conds, paths = generate_segments(policy, targets, segs, generator)
 
     # one plan per rollout: [context + length, M, K]
@@ -99,8 +96,6 @@ def collect_rollouts(policy: AlignPolicy, targets: list[TargetTrace], segs: list
                           provenance={"kind": "align-rollout", "target": targets[s.trace].name,
                                       "windows": [s.first, s.start + s.length], **(provenance or {})}))
     results = executor.execute(plans, list(policy.metric_names))
-    share_of = getattr(executor, "unobserved_share", None) if unobserved_penalty else None
-    shares = [share_of(p) for p in plans] if share_of else [np.zeros(p.T) for p in plans]
 
     rows_cond, rows_path, rewards, keys = [], [], [], []
     unscored = 0
@@ -110,7 +105,7 @@ def collect_rollouts(policy: AlignPolicy, targets: list[TargetTrace], segs: list
                                f"{len(s.windows)}-window rollout plan")
         for i in range(s.context, len(s.windows)):
             w = s.first + i
-            rew = float(reward_fn(res.values[i], targets[s.trace].values[w])) - unobserved_penalty * float(shares[r][i])
+            rew = float(reward_fn(res.values[i], targets[s.trace].values[w]))
             if not np.isfinite(rew):
                 unscored += 1
                 continue
