@@ -49,6 +49,7 @@ class ScriptedRunner:
         self._events = events
         self.exit = None
         self.stopped = False
+        self.info = {}
 
     async def events(self):
         for ev in self._events:
