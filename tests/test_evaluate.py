@@ -231,6 +231,28 @@ def test_added_activity_flags_what_the_target_left_idle():
     assert added_activity(target, target, [s.name for s in specs], peaks={"net.lo.tx_Bps": 4e9}) == {}
 
 
+def test_added_activity_is_the_plans_only_where_a_stressor_of_it_drives_that_resource(catalog):
+    """A plan of pure CPU cannot have put packets on a real interface or loopback: those go to
+    the host's background; CPU above an idle target is the plan's; a plan running the loopback
+    stressor did add loopback traffic."""
+    from controller.evaluate.added_activity import added_activity, split_by_plan
+    from mimesys.plan import Plan
+    specs = [MetricSpec("net.rx_pps", "1/s"), MetricSpec("net.lo.tx_Bps", "B/s"), MetricSpec("cpu.util", "fraction")]
+    target = Trace(np.array([[0.0, 0.0, 0.0]] * 10, np.float32), specs)
+    executed = Trace(np.array([[40.0, 1e9, 0.5]] * 10, np.float32), specs)
+    added = added_activity(target, executed, [s.name for s in specs], peaks={"net.lo.tx_Bps": 4e9})
+    assert set(added) == {"net.rx_pps", "net.lo.tx_Bps", "cpu.util"}
+
+    def plan_of(name):
+        a = np.zeros((10, len(catalog), 1), np.float32)
+        a[:, catalog.index(name), 0] = 0.5
+        return Plan.from_catalog(a, catalog)
+    by_plan, background = split_by_plan(added, plan_of("cpu_int_crc32"))
+    assert set(by_plan) == {"cpu.util"} and set(background) == {"net.rx_pps", "net.lo.tx_Bps"}
+    by_plan, background = split_by_plan(added, plan_of("net_tcp_loopback"))
+    assert set(by_plan) == {"cpu.util", "net.lo.tx_Bps"} and set(background) == {"net.rx_pps"}
+
+
 def test_default_scores_every_metric_the_target_carries_once():
     from controller.evaluate.driver import EvalOptions, scored_metrics
     specs = [MetricSpec(n, u) for n, u in (("cpu.util.core0", "fraction"), ("disk.read_Bps", "B/s"),

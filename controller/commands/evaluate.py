@@ -110,6 +110,10 @@ def evaluate(ctx, fleet_file, agent, token_file, allow_plain_http, traces, metho
         if r.get("added_activity"):
             added = ", ".join(f"{m} {v['executed_mean']:.0%} of scale" for m, v in r["added_activity"].items())
             click.echo(f"added where {r['trace']} was idle, by {r['method']}: {added}", err=as_json)
+        if r.get("added_background"):
+            seen = ", ".join(f"{m} {v['executed_mean']:.0%} of scale" for m, v in r["added_background"].items())
+            click.echo(f"seen where {r['trace']} was idle during {r['method']}'s replay, not from its plan "
+                       f"(no stressor of it drives that; the host's background): {seen}", err=as_json)
     errors = [r for r in results.runs if r.get("error")]
     for r in errors:
         click.echo(f"FAILED {r['trace']} / {r['method']}: {r['error']}", err=True)

@@ -35,7 +35,7 @@ from mimesys.trace import Trace
 
 from ..importers.base import ImportReport
 from ..mapping import HostProfile, MappingOptions, map_trace
-from .added_activity import added_activity
+from .added_activity import added_activity, split_by_plan
 from .own_scale import (attribute_to_plan, idle_window_additions, memory_added_by_plan, memory_range_score,
                         own_scale, own_scale_scores, resource_mean)
 from .dtw import DEFAULT_BAND, compare
@@ -152,7 +152,8 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
                 results.add(tname, mname, level, scores)
                 finite = [r.distance for r in scores.values() if math.isfinite(r.distance)]
                 entry["mean_dtw"] = float(np.mean(finite)) if finite else None
-                entry["added_activity"] = added_activity(target, ex, metrics, peaks=host.peaks)
+                entry["added_activity"], entry["added_background"] = split_by_plan(
+                    added_activity(target, ex, metrics, peaks=host.peaks), plan)
                 own = own_scale_scores(target, ex, metrics, band=options.band)
                 cpu, res = resource_mean(own)
                 fin = [v for v in own.values() if math.isfinite(v)]
