@@ -20,8 +20,10 @@ so that a drift of the host's background hits every condition alike:
     mix             next to the real mix (bench/workloads/mixes.py), twice: the floor is one
                     run against the other
     <method>        next to the method's plan replayed (`mimesys-agent replay --no-record`), twice
-    <method>@free   the same plan replayed with agent.placement = "free": the runner's threads
-                    move among the CPUs as an application's do, instead of each pinned to its core
+    <method>@P      the same plan replayed with agent.placement = P (agentd/config.py): "free",
+                    the runner's threads move among the CPUs as an application's do; "yield",
+                    each pinned to its core until another process keeps it waiting there;
+                    "pinned"; without @, the agent's default
 
 Degradation of a run, per interval i: (alone_i − with_i) / alone_i × 100 (alone_i: the mean of
 the alone runs' interval i), and overall on the run's mean. A method's error: over every (mix

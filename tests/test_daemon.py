@@ -158,6 +158,14 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     with start_agent(tmp_path, cfg) as agent:
         background = per_core_busy(1.0)
         steal_before = steal_seconds()
+        agent_proc = psutil.Process(agent.proc.pid)
+
+        def own_cpu_s() -> float:
+            """CPU seconds so far of the agent (its sampling and streaming, not its runner child)
+            and of this test (the client): the host's work during the run that the plan is not."""
+            a, t = agent_proc.cpu_times(), os.times()
+            return a.user + a.system + t.user + t.system
+        own_cpu = []
 
         async def main():
             async with aiohttp.ClientSession(headers=AUTH) as s:
@@ -167,6 +175,7 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
                 async with s.ws_connect(agent.url + f"/v1/runs/{created['run_id']}/trace") as ws:
                     async for msg in ws:
                         frames.append(msgpack.unpackb(msg.data))
+                        own_cpu.append(own_cpu_s())
                 async with s.get(agent.url + f"/v1/runs/{created['run_id']}/trace.msgpack") as r:
                     assert r.status == 200
                     recorded = tracestream.read_messages(await r.read(), "recorded trace", max_bytes=1 << 24)
@@ -179,6 +188,10 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
         assert alignment["boundary_samples"] == 7  # 6 starts + the end of the last window
 
     header, windows, end = frames[0], [f for f in frames if f["type"] == "window"], frames[-1]
+    # the agent's and the test's CPU in each window: between the frames that close it (a window's
+    # frame arrives just after its end)
+    at = [c for f, c in zip(frames, own_cpu) if f["type"] in ("header", "window")]
+    own = np.diff(np.array(at))[:len(windows)]
     assert header["type"] == "header" and header["simulated"] is False
     assert end["type"] == "end" and end["state"] == "done", end
     assert [w["window"] for w in windows] == list(range(6))  # one row per window, in order
@@ -193,7 +206,8 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     np.testing.assert_array_equal(tr.values[:, cols], measured)
     report = (f"planned per core:\n{fractions}\nmeasured (trace):\n{np.round(measured, 3)}\n"
               f"runner executed:\n{np.round(ran / 1e9, 3)}\nbackground busy before the run: {np.round(background, 3)}\n"
-              f"boundary sample lag: {alignment}\nsteal during the run (s per core): {np.round(steal, 3)}")
+              f"boundary sample lag: {alignment}\nsteal during the run (s per core): {np.round(steal, 3)}\n"
+              f"the agent's and this test's CPU per window (s): {np.round(own, 3)}")
     print(report)
     # What contention cannot explain away: the runner did the planned work (preemption can
     # only stretch a segment past its deadline), and every core was at least as busy as planned,
@@ -214,13 +228,15 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
     # core (seen in CI: 0.24-0.27 for 0.2 where the 0.7 cells read 0.70 and the runner ran
     # exactly the plan; the host's background before the run 0.036 of a core in all). So every
     # cell, and each window's cores together, may exceed the plan by the whole host's background
-    # and 0.05; one 1-s burst of some other process may land in one window (seen: 0.76 for
+    # and 0.05, and by what the agent and this test used in that window (measured: their
+    # sampling, streaming and recording; once in CI 0.08 of a core landed on the 0.2 core in
+    # two windows); one 1-s burst of some other process may land in one window (seen: 0.76 for
     # 0.70), up to 0.15; and each window's busiest core, where nothing else goes, reads its plan
     # within ±0.02 typically.
     err = measured - fractions
-    room = float(np.sum(background)) + 0.05
+    room = float(np.sum(background)) + 0.05 + own[:, None]
     assert (err > room).sum() <= 1 and err.max() <= 0.15, report
-    assert (err.sum(axis=1) > room).sum() <= 1 and err.sum(axis=1).max() <= 0.15, report
+    assert (err.sum(axis=1) > room[:, 0]).sum() <= 1 and err.sum(axis=1).max() <= 0.15, report
     busiest = fractions == fractions.max(axis=1, keepdims=True)
     assert np.median(np.abs(err[busiest])) <= 0.02, report
 
