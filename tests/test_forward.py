@@ -1211,3 +1211,23 @@ def test_adapting_from_the_rehosted_first_order_needs_fewer_samples():
     moved = heldout_error(fm, a[10:], prev[10:], obs[10:], fm.scales)["per_metric"][j]
     assert unadapted > 5.0 and rehosted < 0.03, (unadapted, rehosted)
     assert moved < 0.8 * plain, (moved, plain)
+
+
+def test_inverse_adds_no_cpu_pressure_the_target_did_not_have():
+    """A kernel that keeps a second thread runnable on its core (solo psi.cpu.some 0.99) is the
+    only one that fits a metric the target has (context switches): where the target's CPU ran
+    without pressure the plan uses it no more than the slack allows and the compute filler keeps
+    the core as busy; where the target was under pressure half of the window, it may."""
+    names = ["cpu.util.core0", "cpu.util", "psi.cpu.some", "perf.ctx_switches_per_s"]
+    units = ["fraction", "fraction", "fraction", "1/s"]
+    R = np.array([[0.0, 0.5, 0.004, 0.0], [0.0, 0.5, 0.99, 4000.0]])
+    fo = FirstOrder(names, units, ["cpu_plain", "cpu_contend"], [0], np.zeros(4), R, np.array([1.0, 1.0]),
+                    np.zeros(2), np.array([1.0, 1.0, 1.0, 1e4]), classes=["cpu", "cpu"])
+    fm = ForwardModel(fo, np.array([1.0, 1.0, 1.0, 1e4]), "sha256:toy")
+    vals = np.full((8, 4), [0.6, 0.3, 0.0, 2000.0], np.float32)
+    vals[4:, 2] = 0.5
+    plan = InversePlanner(fm).generate(Trace(vals, [MetricSpec(n, u) for n, u in zip(names, units)]))
+    a = plan.compositions[:, :, 0]
+    assert a[:4, 1].max() * 0.99 <= 0.02 + 1e-3, a[:, 1]                 # no pressure: contend within the slack
+    assert a[4:, 1].mean() > 0.3, a[:, 1]                                 # under pressure: it fits ctx switches
+    assert a[:, 0].sum() > 0 and (a.sum(axis=1) == pytest.approx(0.6, abs=0.05)), a   # the core as busy throughout

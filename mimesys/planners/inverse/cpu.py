@@ -15,6 +15,9 @@ BUSY_AS_FILLER = 0.05
 # profile: a kernel that keeps a second thread runnable on its core is contention, not compute
 # (measured here: cpu_contend_2x 0.99, sched_futex_pingpong 0.58; the plain kernels ≤ 0.02).
 FILLER_PRESSURE = 0.05
+# How far above the target's own CPU pressure (over its idle level) a plan's contending kernels
+# may put the window: the host's sampling noise on psi.cpu.some, not activity.
+PRESSURE_SLACK = 0.02
 
 
 class CoreMatch:
@@ -28,6 +31,7 @@ class CoreMatch:
         self.cores = [(n, core_index(name)) for n, name in enumerate(first.metric_names)
                       if core_index(name) is not None]
         n = first.metric_names.index("psi.cpu.some") if "psi.cpu.some" in first.metric_names else None
+        self.psi = n
         self.pressure = np.zeros(first.M) if n is None else np.nan_to_num(first.response[:, n])   # [M]
 
     def thread_of(self, core: int) -> int | None:
@@ -58,6 +62,30 @@ class CoreMatch:
         if not ok.any():
             return None
         return int(np.argmax(np.where(ok, first.own, -1.0)))
+
+    def cap_pressure(self, a: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """No CPU pressure the target did not have: in each window, the kernels that keep a
+        second thread runnable on their core (solo pressure above FILLER_PRESSURE) are scaled
+        down until what their solo profiles predict fits under the target's psi.cpu.some over
+        its idle level (+ PRESSURE_SLACK); `match` then gives the time they leave to the filler.
+        Pressure is derived, not fitted (rules.is_derived), so nothing in the solve weighs it:
+        measured, inverse plans spent 0.25-0.43 of each thread in cpu_contend_2x for targets at
+        0.05-0.12 pressure, and their replays ran at 0.26-0.46 (a key-value server and a database
+        on the 2-vCPU VM)."""
+        n = self.psi
+        contended = self.pressure > FILLER_PRESSURE
+        if n is None or not contended.any() or not np.isfinite(values[:, n]).any():
+            return a
+        target = values[:, n].astype(np.float64)
+        idle = min(float(self.first.idle[n]), float(np.nanpercentile(target, 1)))
+        room = np.where(np.isfinite(target), np.clip(target - idle, 0.0, None), np.inf) + PRESSURE_SLACK
+        added = a[:, contended, :].sum(axis=2) @ self.pressure[contended]            # [T]
+        f = np.where(added > room, room / np.maximum(added, 1e-12), 1.0)
+        if (f >= 1.0).all():
+            return a
+        a = a.copy()
+        a[:, contended, :] *= f[:, None, None].astype(a.dtype)
+        return a
 
     def match(self, a: np.ndarray, values: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         """CPU first: each plan thread's core is brought to the target's busy fraction — short

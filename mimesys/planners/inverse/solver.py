@@ -118,7 +118,7 @@ class Solver:
                                   allowed[:, use], left=None if left is None else left[use])
             if s.rms_reweight and i < passes - 1:
                 reweight = self.metric_reweight(first.planned(a), y, observed, use_corr, scales, prev0).astype(np.float32)
-        a = self.segments.shape(a, self.cpu.busy_target(values))
+        a = self.segments.shape(self.cpu.cap_pressure(a, values), self.cpu.busy_target(values))
         if s.cpu_first:   # then rounded again: the filler's top-up is no exception (≤ 5 ms of CPU)
             a = self.segments.round_to_quanta(self.cpu.match(a, values, allowed))
         pred = self._predict(a, prev0, use_corr) / scales
