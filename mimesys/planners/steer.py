@@ -130,7 +130,8 @@ class ForwardSteer:
         # inverse planner's FISTA): a step of weight 1 never overshoots in any window
         absg = np.abs(gs).reshape(first.M * first.K, first.N) * np.sqrt(w.max(axis=0, initial=0.0))
         curv = 2.0 * (absg @ absg.sum(axis=0)) + 1e-9
-        return SteerTarget(values, np.nan_to_num(values / scales, nan=0.0), w, inv.rules.allowed(values), gs,
+        allowed = inv.rules.allowed(values) & inv.cpu.pressure_allowed(values)
+        return SteerTarget(values, np.nan_to_num(values / scales, nan=0.0), w, allowed, gs,
                            first.idle / scales, lam, (1.0 / curv).reshape(first.M, first.K))
 
     def nudge(self, a: np.ndarray, t: int, target: SteerTarget) -> np.ndarray:

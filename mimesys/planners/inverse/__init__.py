@@ -149,7 +149,7 @@ class InversePlanner:
         chunk's, not T × M × K arrays several times over (gigabytes at /v1/generate's window
         cap), and `progress(done, T)` after each chunk lets the caller stop it. `start` [T, M, K]:
         effective shares to start from (zeros otherwise), e.g. a learned generator's plan."""
-        allowed = self.rules.allowed(values)
+        allowed = self.rules.allowed(values) & self.cpu.pressure_allowed(values)
         if restrict is not None:
             allowed &= restrict
         return self.solver.solve(values, self.rules.scales(values), self.fit_mask(values), allowed,

@@ -18,6 +18,8 @@ FILLER_PRESSURE = 0.05
 # How far above the target's own CPU pressure (over its idle level) a plan's contending kernels
 # may put the window: the host's sampling noise on psi.cpu.some, not activity.
 PRESSURE_SLACK = 0.02
+# The least share of a thread a contending kernel is let into a window's solve for.
+MIN_CONTENDED_SHARE = 0.1
 
 
 class CoreMatch:
@@ -63,6 +65,28 @@ class CoreMatch:
             return None
         return int(np.argmax(np.where(ok, first.own, -1.0)))
 
+    def pressure_room(self, values: np.ndarray) -> np.ndarray | None:
+        """float64 [T]: the CPU pressure a plan may add in each window (the target's psi.cpu.some
+        over its idle level, + PRESSURE_SLACK; inf where the target has none), or None."""
+        n = self.psi
+        if n is None or not (self.pressure > FILLER_PRESSURE).any() or not np.isfinite(values[:, n]).any():
+            return None
+        target = values[:, n].astype(np.float64)
+        idle = min(float(self.first.idle[n]), float(np.nanpercentile(target, 1)))
+        return np.where(np.isfinite(target), np.clip(target - idle, 0.0, None), np.inf) + PRESSURE_SLACK
+
+    def pressure_allowed(self, values: np.ndarray) -> np.ndarray:
+        """bool [T, M]: a contending kernel (cap_pressure) enters the solve only in the windows whose
+        pressure leaves it room for a tenth of a thread: decided before the solve, so the fit of the
+        rest is made without it (scaled down after the solve instead, measured, the loopback RPC it
+        had shared a core with ran faster alone: kv_grow's loopback bytes 0.27 of their range off)."""
+        room = self.pressure_room(values)
+        out = np.ones((values.shape[0], self.first.M), bool)
+        if room is not None:
+            contended = self.pressure > FILLER_PRESSURE
+            out[:, contended] = room[:, None] >= MIN_CONTENDED_SHARE * self.pressure[contended][None, :]
+        return out
+
     def cap_pressure(self, a: np.ndarray, values: np.ndarray) -> np.ndarray:
         """No CPU pressure the target did not have: in each window, the kernels that keep a
         second thread runnable on their core (solo pressure above FILLER_PRESSURE) are scaled
@@ -72,13 +96,10 @@ class CoreMatch:
         measured, inverse plans spent 0.25-0.43 of each thread in cpu_contend_2x for targets at
         0.05-0.12 pressure, and their replays ran at 0.26-0.46 (a key-value server and a database
         on the 2-vCPU VM)."""
-        n = self.psi
-        contended = self.pressure > FILLER_PRESSURE
-        if n is None or not contended.any() or not np.isfinite(values[:, n]).any():
+        room = self.pressure_room(values)
+        if room is None:
             return a
-        target = values[:, n].astype(np.float64)
-        idle = min(float(self.first.idle[n]), float(np.nanpercentile(target, 1)))
-        room = np.where(np.isfinite(target), np.clip(target - idle, 0.0, None), np.inf) + PRESSURE_SLACK
+        contended = self.pressure > FILLER_PRESSURE
         added = a[:, contended, :].sum(axis=2) @ self.pressure[contended]            # [T]
         f = np.where(added > room, room / np.maximum(added, 1e-12), 1.0)
         if (f >= 1.0).all():
