@@ -228,7 +228,7 @@ def test_io_that_costs_the_core_less_than_planned_yields_to_the_tail(catalog):
     plan.core_busy_target = None
     plain_busy, _ = _run(runner, plan, catalog, cpu)
     assert plain_busy < target - 0.08, (plain_busy, target)
-    # The check runs between segments, at the first reader's rate; the second (1 MiB sequential)
-    # costs its core less per second than the first (4 KiB random), so the tail can land a few
-    # hundredths short (0.695-0.70 of 0.75 in some runs here, counted as wall time less idle).
-    assert abs(busy - target) < 0.07 and busy - plain_busy > 0.1, (busy, target, plain_busy)
+    # The second reader (1 MiB sequential) costs its core less per second than the first (4 KiB
+    # random): checked only at segment starts the tail landed 0.68-0.70 of 0.75 here; checked
+    # every 20 ms during the IO, 0.745.
+    assert abs(busy - target) < 0.05 and busy - plain_busy > 0.1, (busy, target, plain_busy)
