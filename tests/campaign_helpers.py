@@ -49,6 +49,6 @@ def small_campaign(path, **config):
 @pytest.fixture
 def agents(tmp_path):
     pytest.importorskip("agentd.api.app", reason="the agent HTTP API is not in this checkout yet")
-    proc, fleet = start_agents_process(tmp_path, 2, speedup=60.0)
+    proc, fleet = start_agents_process(tmp_path, 2, speedup=240.0)
     yield fleet
     stop_agents(proc)
