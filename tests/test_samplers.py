@@ -254,9 +254,42 @@ def test_mem_used_and_cache_from_recorded_meminfo():
     for line in (FIX / "t1/proc/meminfo").read_text().splitlines():
         k, _, v = line.partition(":")
         kib[k] = int(v.split()[0])
-    assert out["mem.used_B"] == 1024 * (kib["MemTotal"] - kib["MemFree"] - kib["Buffers"] - kib["Cached"]
-                                        - kib["SReclaimable"])
+    # t1 has a zoneinfo: the free pages on the per-CPU lists are not used memory
+    pcp = sum(int(line.split()[1]) for line in (FIX / "t1/proc/zoneinfo").read_text().splitlines()
+              if line.strip().startswith("count:")) * os.sysconf("SC_PAGE_SIZE")
+    assert pcp > 0 and b["PcpFree"] == pcp
+    free1 = 1024 * (kib["MemTotal"] - kib["MemFree"] - kib["Buffers"] - kib["Cached"] - kib["SReclaimable"])
+    assert out["mem.used_B"] == free1 - pcp
     assert out["mem.cache_B"] == 1024 * (kib["Buffers"] + kib["Cached"])
+    # t0 has none: free(1)'s "used"
+    assert "PcpFree" not in a
+
+
+@pytest.mark.serial   # the host's free memory: another test's allocations would land in it
+def test_memory_an_application_frees_is_not_used_at_the_next_sample():
+    """A process that frees 300 MiB at once: Linux ≥ 6.7 keeps most of the pages on the freeing
+    CPU's per-CPU list and gives them back to MemFree over tens of seconds (measured on the VM:
+    of 400 MiB freed, MemFree had 40 MiB back after 6 s), so free(1)'s "used" still counts them.
+    The sampler's does not: the next reading is at least 250 MiB lower."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = 300 << 20
+    s = MemSampler(HostPaths())
+    assert {m.name for m in s.probe() if m.available} == {"mem.used_B", "mem.cache_B"}
+    p = libc.mmap(None, size, 3, 0x22, -1, 0)          # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
+    assert p not in (None, ctypes.c_void_p(-1).value)
+    try:
+        ctypes.memset(p, 1, size)
+        held = MemSampler.derive({}, s.read(), 1.0)["mem.used_B"]
+    finally:
+        libc.munmap(p, size)
+    after = s.read()
+    s.close()
+    freed = held - MemSampler.derive({}, after, 1.0)["mem.used_B"]
+    assert freed > 250 << 20, (freed / 2**20, after.get("PcpFree", 0) / 2**20)
 
 
 # -- SamplerSet: fixture tree end to end ------------------------------------
@@ -515,3 +548,14 @@ def test_net_totals_count_physical_nics_once_and_never_loopback():
     prev["eth0"] = (10**6, 10**6, 10**3, 10**3)  # interface re-created: counters restarted below
     out = NetSampler.derive(prev, cur, 2.0)
     assert "net.eth0.rx_Bps" not in out and "net.rx_Bps" not in out
+
+
+def test_a_proc_file_longer_than_its_bound_is_an_error_not_a_growing_buffer(tmp_path):
+    from agentd.samplers.base import ProcFile
+    p = tmp_path / "long"
+    p.write_bytes(b"x" * 3000)
+    f = ProcFile(p, 512, max_bytes=1024)
+    with pytest.raises(OSError, match="longer than 1024 bytes"):
+        f.read_bytes()
+    f.close()
+    assert len(ProcFile(p, 512, max_bytes=4096).read_bytes()) == 3000

@@ -101,17 +101,20 @@ class ProcFile:
     on every read from offset 0 anyway.
     """
 
-    def __init__(self, path: os.PathLike | str, bufsize: int = 4096):
+    def __init__(self, path: os.PathLike | str, bufsize: int = 4096, max_bytes: int = 1 << 20):
         self.path = str(path)
         self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         self.bufsize = bufsize
+        self.max_bytes = max_bytes
 
     def read_bytes(self) -> bytes:
         while True:
             data = os.pread(self.fd, self.bufsize, 0)
             if len(data) < self.bufsize:
                 return data
-            self.bufsize *= 2  # a read that fills the buffer may be truncated: grow and retry
+            if self.bufsize >= self.max_bytes:   # a bounded buffer: the sampler says the file is unusable
+                raise OSError(errno.EFBIG, f"{self.path}: longer than {self.max_bytes} bytes")
+            self.bufsize = min(2 * self.bufsize, self.max_bytes)  # a full read may be truncated: grow, retry
 
     def read_text(self) -> str:
         return self.read_bytes().decode("ascii", "replace")

@@ -24,6 +24,8 @@ What becomes what:
   `net.rx_pps`, `net.tx_pps` (loopback and virtual interfaces excluded)
 - node_memory_{MemTotal,MemFree,Buffers,Cached,SReclaimable}_bytes -> `mem.used_B` =
   MemTotal − MemFree − Buffers − Cached − SReclaimable, `mem.cache_B` = Buffers + Cached
+  (node_exporter has no per-CPU free-page counts, which the agent's sampler leaves out: after a
+  large free on Linux ≥ 6.7 this `mem.used_B` stays high for seconds where the agent's drops)
 - node_context_switches_total -> `perf.ctx_switches_per_s`
 - node_pressure_{cpu,io,memory}_waiting_seconds_total -> `psi.<res>.some`,
   node_pressure_{io,memory}_stalled_seconds_total -> `psi.<res>.full` (seconds stalled per
