@@ -505,3 +505,24 @@ def test_yield_does_not_leave_a_cpu_its_own_helper_thread_shares(catalog):
     assert len(dones) == T
     # as alone above: the shared VM's other sessions may still wake on its CPU now and then
     assert info["yielded"].endswith(f"of {T} thread-windows") and int(info["yielded"].split()[0]) <= T // 2, info
+
+
+@pytest.mark.serial   # counts the windows a worker leaves its CPU: another test's CPU would make it leave
+def test_yield_does_not_leave_a_cpu_for_the_runners_own_memory_growth(catalog):
+    """The runner's main thread grows the memory held at each window's start, touching every new
+    page (here 160 MiB a window): with a worker on every CPU it runs beside one of them, which then
+    waits on the run queue for the runner itself. Alone on the host, yield keeps the workers pinned."""
+    if len(CPUS) < 2:
+        pytest.skip("needs two CPUs")
+    T, W = 8, 0.25
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.8}, T=T, K=len(CPUS), window_s=W)
+    plan.mem_held_B = np.arange(1, T + 1, dtype=np.float64) * (160 << 20)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=CPUS, placement="yield"))
+        dones = [ev for ev in [ev async for ev in handle.events()] if isinstance(ev, WindowDone)]
+        return dones, dict(handle.info)
+    dones, info = asyncio.run(go())
+    assert len(dones) == T
+    K = len(CPUS)
+    assert info["yielded"].endswith(f"of {T * K} thread-windows") and int(info["yielded"].split()[0]) <= T // 2, info
