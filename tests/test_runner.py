@@ -486,6 +486,19 @@ def test_yield_leaves_a_cpu_another_process_keeps_busy_and_stays_on_its_own_alon
     assert np.median(alone) >= 0.85, alone
 
 
+def _yielded_alone(plan) -> tuple[int, int]:
+    """(thread-windows a yield replay of `plan` left its CPU in, thread-windows), alone on the host."""
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=CPUS, placement="yield"))
+        dones = [ev for ev in [ev async for ev in handle.events()] if isinstance(ev, WindowDone)]
+        return dones, dict(handle.info)
+    dones, info = asyncio.run(go())
+    assert len(dones) == plan.T
+    yielded, of, total, _ = info["yielded"].split()
+    assert of == "of", info
+    return int(yielded), int(total)
+
+
 @pytest.mark.serial   # counts the windows a worker leaves its CPU: another test's CPU would make it leave
 def test_yield_does_not_leave_a_cpu_its_own_helper_thread_shares(catalog):
     """cpu_contend_2x keeps a second thread of its own runnable on the worker's CPU: the worker
@@ -494,35 +507,22 @@ def test_yield_does_not_leave_a_cpu_its_own_helper_thread_shares(catalog):
     with such kernels lost their per-core split)."""
     if len(CPUS) < 2:
         pytest.skip("needs two CPUs")
-    T, W = 6, 0.25
-    plan = make_plan(catalog, {"cpu_contend_2x": 0.8}, T=T, K=1, window_s=W)
-
-    async def go():
-        handle = await start_runner(plan, RunnerConfig(cpus=CPUS, placement="yield"))
-        dones = [ev for ev in [ev async for ev in handle.events()] if isinstance(ev, WindowDone)]
-        return dones, dict(handle.info)
-    dones, info = asyncio.run(go())
-    assert len(dones) == T
+    T = 6
+    yielded, total = _yielded_alone(make_plan(catalog, {"cpu_contend_2x": 0.8}, T=T, K=1, window_s=0.25))
     # as alone above: the shared VM's other sessions may still wake on its CPU now and then
-    assert info["yielded"].endswith(f"of {T} thread-windows") and int(info["yielded"].split()[0]) <= T // 2, info
+    assert total == T and yielded <= T // 2, (yielded, total)
 
 
 @pytest.mark.serial   # counts the windows a worker leaves its CPU: another test's CPU would make it leave
 def test_yield_does_not_leave_a_cpu_for_the_runners_own_memory_growth(catalog):
     """The runner's main thread grows the memory held at each window's start, touching every new
     page (here 160 MiB a window): with a worker on every CPU it runs beside one of them, which then
-    waits on the run queue for the runner itself. Alone on the host, yield keeps the workers pinned."""
+    waits on the run queue for the runner itself. Alone on the host, yield keeps the workers pinned
+    (before, all 16 thread-windows yielded)."""
     if len(CPUS) < 2:
         pytest.skip("needs two CPUs")
-    T, W = 8, 0.25
-    plan = make_plan(catalog, {"cpu_fp_poly": 0.8}, T=T, K=len(CPUS), window_s=W)
+    T = 8
+    plan = make_plan(catalog, {"cpu_fp_poly": 0.8}, T=T, K=len(CPUS), window_s=0.25)
     plan.mem_held_B = np.arange(1, T + 1, dtype=np.float64) * (160 << 20)
-
-    async def go():
-        handle = await start_runner(plan, RunnerConfig(cpus=CPUS, placement="yield"))
-        dones = [ev for ev in [ev async for ev in handle.events()] if isinstance(ev, WindowDone)]
-        return dones, dict(handle.info)
-    dones, info = asyncio.run(go())
-    assert len(dones) == T
-    K = len(CPUS)
-    assert info["yielded"].endswith(f"of {T * K} thread-windows") and int(info["yielded"].split()[0]) <= T // 2, info
+    yielded, total = _yielded_alone(plan)
+    assert total == T * len(CPUS) and yielded <= T // 2, (yielded, total)
