@@ -152,6 +152,9 @@ def test_driver_end_to_end_on_simulated_agent(tmp_path, catalog):
         assert (out / f).exists(), f
     ex = Trace.read(out / "executed/num_vms_1_7__duty.h5")
     assert ex.simulated and ex.T == imported.T
+    # the overlays are drawn after the last replay, so their memory is in none of them
+    last_replay = max(f.stat().st_mtime_ns for f in (out / "executed").glob("*.h5"))
+    assert min(f.stat().st_mtime_ns for f in out.glob("*.png")) > last_replay
     mapping = next(r["mapping"] for r in res.runs if r["trace"] == "num_vms_1_7")
     assert any("preserve-total" in src for src, _ in mapping["mapped"])
     assert next(r.load_level for r in res.rows if r.trace == "num_vms_1_7") == "low"   # on its own 20-core host

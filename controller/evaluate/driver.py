@@ -13,11 +13,20 @@ plans/<trace>__<method>.h5, executed/<trace>__<method>.h5 and <trace>.png overla
 Every method is also scored on burst structure (mimesys/bursts.py: burst and idle durations and
 burst consumption per resource, target vs executed; bursts.csv and a table in the overlay),
 the same way for every method.
+
+The controller often runs on the host it measures (the demo, a bench with a local agent), and its
+own memory is then in every replay's `mem.used_B`. So nothing it would keep grows while replays
+are still to come: the overlays (matplotlib and its figures, 100+ MiB that Python does not give
+back) are drawn after the last replay, and the heap a plan's generation freed is returned to the
+system before each replay (glibc's malloc_trim), leaving the controller at its import-time size.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
+import gc
 import math
 import re
 import time
@@ -122,6 +131,7 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     outdir = options.outdir
     pairs = [(t, m) for t in targets for m in methods]
+    overlays = []    # drawn after the last replay (the module's docstring says why)
     bar = tqdm(total=len(pairs), desc="evaluate", unit="run", disable=not options.progress)
     for tname, raw_target in targets.items():
         target, mreport = fit_to_host(tname, raw_target, host, options)
@@ -138,6 +148,7 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
                 plan = await asyncio.to_thread(gen.generate, target, seed=options.seed)
                 entry["generate_s"] = round(time.monotonic() - t0, 3)
                 plan.write(outdir / "plans" / f"{key}.h5")
+                release_heap()
                 t1 = time.monotonic()
                 res = await client.run_when_host_free(plan, RunOptions(
                     repetitions=1, warmup_windows=options.warmup_windows, record=False, seed=options.seed))
@@ -173,14 +184,39 @@ async def evaluate(targets: dict[str, Trace], methods: dict, client, options: Ev
             if entry["trace"] == tname and entry["method"] in executed:
                 entry["burst_error"] = _finite(results.burst_errors.get((tname, entry["method"])))
         if options.plots and executed:
-            overlay_png(outdir / f"{safe_name(tname)}.png", f"{tname} ({level} load): target vs executed",
-                        target, executed, metrics or list(PAPER_METRICS), simulated=results.meta["simulated"],
-                        table=table)
-            overview(outdir, tname, level, target, executed, results.runs)
+            overlays.append((tname, level, target, executed, metrics, table))
     bar.close()
+    for tname, level, target, executed, metrics, table in overlays:
+        overlay_png(outdir / f"{safe_name(tname)}.png", f"{tname} ({level} load): target vs executed",
+                    target, executed, metrics or list(PAPER_METRICS), simulated=results.meta["simulated"],
+                    table=table)
+        overview(outdir, tname, level, target, executed, results.runs)
     results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results.write(outdir)
     return results
+
+
+def release_heap() -> None:
+    """Give the memory this process freed back to the system: a collection, then glibc's
+    malloc_trim (absent elsewhere: nothing to do)."""
+    gc.collect()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+_LIBC: list = []
+
+
+def _libc():
+    if not _LIBC:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            lib.malloc_trim.argtypes = [ctypes.c_size_t]
+            _LIBC.append(lib)
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    return _LIBC[0]
 
 
 def overview(outdir: Path, tname: str, level: str, target: Trace, executed: dict, runs: list[dict]) -> Path:
