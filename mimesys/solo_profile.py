@@ -91,9 +91,8 @@ def windows_of(M: int, layout: str = LAYOUT_ONE_THREAD, hold: int = HOLD) -> dic
 
 
 def memory_footprint(entries: list[dict], threads: int) -> list[float]:
-    """Bytes each catalog entry holds for a whole run once a plan uses it (its big buffer: a
-    numeric working_set_bytes / table_bytes, once if shared, else per thread; sizes named after
-    a cache level are small and count as 0). Scratch files are on disk, not in memory."""
+    """Bytes each catalog entry holds for a whole run once a plan uses it on `threads` threads
+    (its buffers, mimesys/catalog.buffer_of: once if shared, else per thread)."""
     from .catalog import buffer_of
     out = []
     for e in entries:

@@ -105,6 +105,41 @@ def test_the_runner_holds_grows_and_gives_back_the_planned_memory(catalog):
     assert after and max(after) < 40 * MiB, max(after) / MiB
 
 
+def test_a_stressor_s_buffers_are_what_the_runner_holds_for_it(catalog, tmp_path):
+    """The buffers the catalog accounts for each stressor (what every planner subtracts from the
+    memory a plan holds) are what the real runner keeps resident: IO buffers for each IO in
+    flight and per submitter, a churned region, nothing for a compute kernel."""
+    from agentd.runner import RunnerConfig, start_runner
+    from mimesys.catalog import buffer_of
+    runner_or_skip()
+
+    async def peak_rss(names):
+        plan = make_plan(catalog, {n: 0.9 / len(names) for n in names}, T=3, K=1, window_s=0.4)
+        handle = await start_runner(plan, RunnerConfig(cpus=(0,), scratch_dir=str(tmp_path)))
+        rss = []
+
+        async def watch():
+            while handle.exit is None:
+                try:
+                    rss.append(_rss_B(handle.pid))
+                except OSError:
+                    break
+                await asyncio.sleep(0.02)
+
+        watcher = asyncio.create_task(watch())
+        async for _ in handle.events():
+            pass
+        await watcher
+        return max(rss)
+
+    base = asyncio.run(peak_rss(["cpu_int_crc32"]))
+    assert buffer_of(catalog.stressors[catalog.index("cpu_int_crc32")].params)[0] == 0
+    for names in (["disk_seq_read_1m_qd32"], ["disk_seq_write_direct_1m_sync2", "mem_page_fault_churn"]):
+        accounted = sum(buffer_of(catalog.stressors[catalog.index(n)].params)[0] for n in names)
+        held = asyncio.run(peak_rss(names)) - base
+        assert accounted >= 4 * MiB and 0.9 * accounted <= held <= 1.2 * accounted + 4 * MiB, (names, held / MiB, accounted / MiB)
+
+
 def test_the_memory_budget_refuses_a_plan_that_holds_more(catalog):
     from agentd.runner import RunnerConfig, start_runner
     runner_or_skip()

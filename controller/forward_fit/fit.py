@@ -92,6 +92,21 @@ def calibration_dead_times(path) -> dict:
     return calibration.segment_dead_s(calibration.read(path))
 
 
+def profile_footprint(meta: dict) -> list[float] | None:
+    """Each stressor's run-long buffers for a profile: this build's catalog's account where the
+    profile was measured with this catalog (the account follows the runner; a profile keeps the
+    one of the build that recorded it), else the profile's own, else this build's by name."""
+    from mimesys.catalog import load_catalog
+    names, threads = meta["catalog_names"], len(meta["thread_cores"])
+    try:
+        same = load_catalog().hash == meta.get("catalog_hash")
+    except ValidationError:
+        same = False
+    if same:
+        return catalog_footprint(names, threads)
+    return meta.get("catalog_footprint_B") or catalog_footprint(names, threads)
+
+
 def catalog_footprint(names: list[str], threads: int) -> list[float] | None:
     """Memory footprints from this build's catalog, for a profile that did not record them."""
     from mimesys.catalog import load_catalog
@@ -137,8 +152,7 @@ def fit(dataset_path: Path | str, profile_path: Path | str | None, out_dir: Path
                             cpu_fraction={**(meta.get("cpu_fraction") or {}), **calibration_fractions(options.calibration)},
                             segment_dead_s={**(meta.get("segment_dead_s") or {}),
                                             **calibration_dead_times(options.calibration)},
-                            footprint=meta.get("catalog_footprint_B") or catalog_footprint(meta["catalog_names"],
-                                                                                          len(meta["thread_cores"])))
+                            footprint=profile_footprint(meta))
     scales = metric_scales(first)
     if ds is not None:
         if ds.catalog_hash != meta["catalog_hash"]:
