@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import functools
 import gc
 import math
 import re
@@ -205,18 +206,14 @@ def release_heap() -> None:
         libc.malloc_trim(0)
 
 
-_LIBC: list = []
-
-
+@functools.cache
 def _libc():
-    if not _LIBC:
-        try:
-            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            lib.malloc_trim.argtypes = [ctypes.c_size_t]
-            _LIBC.append(lib)
-        except (OSError, AttributeError):
-            _LIBC.append(None)
-    return _LIBC[0]
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        lib.malloc_trim.argtypes = [ctypes.c_size_t]
+        return lib
+    except (OSError, AttributeError):
+        return None
 
 
 def overview(outdir: Path, tname: str, level: str, target: Trace, executed: dict, runs: list[dict]) -> Path:

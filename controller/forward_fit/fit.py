@@ -97,24 +97,17 @@ def profile_footprint(meta: dict) -> list[float] | None:
     profile was measured with this catalog (the account follows the runner; a profile keeps the
     one of the build that recorded it), else the profile's own, else this build's by name."""
     from mimesys.catalog import load_catalog
-    names, threads = meta["catalog_names"], len(meta["thread_cores"])
-    try:
-        same = load_catalog().hash == meta.get("catalog_hash")
-    except ValidationError:
-        same = False
-    if same:
-        return catalog_footprint(names, threads)
-    return meta.get("catalog_footprint_B") or catalog_footprint(names, threads)
-
-
-def catalog_footprint(names: list[str], threads: int) -> list[float] | None:
-    """Memory footprints from this build's catalog, for a profile that did not record them."""
-    from mimesys.catalog import load_catalog
-    from mimesys.solo_profile import memory_footprint
     try:
         cat = load_catalog()
     except ValidationError:
-        return None
+        return meta.get("catalog_footprint_B")
+    mine = catalog_footprint(meta["catalog_names"], len(meta["thread_cores"]), cat)
+    return mine if cat.hash == meta.get("catalog_hash") else meta.get("catalog_footprint_B") or mine
+
+
+def catalog_footprint(names: list[str], threads: int, cat) -> list[float] | None:
+    """Memory footprints from this build's catalog `cat` (None where it lacks one of `names`)."""
+    from mimesys.solo_profile import memory_footprint
     by_name = {s.name: s.canonical() for s in cat.stressors}
     return memory_footprint([by_name[n] for n in names], threads) if all(n in by_name for n in names) else None
 
