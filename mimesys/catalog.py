@@ -28,14 +28,16 @@ def default_catalog_path() -> Path:
 
 
 def buffer_of(params: dict) -> tuple[float, bool]:
-    """(bytes, shared): the buffers a stressor with these params allocates and touches when the
-    runner sets it up, held for the whole run, if at least 1 MiB (smaller ones, and sizes named
-    after a cache level, count as 0): a numeric working_set_bytes / table_bytes, once for the
-    run if shared, else once per thread that runs it; or per thread, an IO stressor's buffers
-    (io_bytes for each IO in flight, depth of them, plus one per extra submitter thread:
-    stressors/disk_aio.c, disk_io.c) and a churned region (region_bytes). Measured: a plan's disk
-    variants at depth 4-32 held 82 MiB this way, in every window of its replay. Scratch files are
-    on disk, not in memory."""
+    """(bytes, shared): the buffers a stressor with these params allocates and touches, if at
+    least 1 MiB (smaller ones, and sizes named after a cache level, count as 0): a numeric
+    working_set_bytes / table_bytes, once for the whole run if shared (set up before the first
+    window), else once per thread that runs it; or per thread, an IO stressor's buffers (io_bytes
+    for each IO in flight, depth of them, plus one per extra submitter thread:
+    stressors/disk_aio.c, disk_io.c) and a churned region (region_bytes), which the runner holds
+    only in the windows that thread runs the stressor (runner.c, window_residency;
+    buffers_windowed). Measured: a plan's disk variants at depth 4-32 held 82 MiB this way, in
+    every window of its replay, while the runner kept them from setup to the end. Scratch files
+    are on disk, not in memory."""
     def number(key):
         v = params.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
@@ -45,6 +47,15 @@ def buffer_of(params: dict) -> tuple[float, bool]:
     io = number("io_bytes")
     per_thread = io * (max(1.0, number("depth")) + max(0.0, number("threads") - 1)) + number("region_bytes")
     return (per_thread if per_thread >= (1 << 20) else 0.0), False
+
+
+def buffers_windowed(params: dict) -> bool:
+    """Whether a stressor's buffers (buffer_of) are held only in the windows a thread runs it:
+    IO buffers and churned regions (their kernels' thread_resident, stressors/stressor.h) are;
+    working sets, shared or per thread, are held from setup to the end of the run."""
+    size, _ = buffer_of(params)
+    return size > 0 and not any(isinstance(params.get(k), (int, float)) and not isinstance(params.get(k), bool)
+                                and params.get(k) for k in ("working_set_bytes", "table_bytes"))
 
 
 @dataclass(frozen=True)

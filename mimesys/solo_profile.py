@@ -91,8 +91,9 @@ def windows_of(M: int, layout: str = LAYOUT_ONE_THREAD, hold: int = HOLD) -> dic
 
 
 def memory_footprint(entries: list[dict], threads: int) -> list[float]:
-    """Bytes each catalog entry holds for a whole run once a plan uses it on `threads` threads
-    (its buffers, mimesys/catalog.buffer_of: once if shared, else per thread)."""
+    """Bytes each catalog entry's buffers hold once a plan runs it on `threads` threads
+    (mimesys/catalog.buffer_of: once if shared, for the whole run; else per thread, in the
+    windows that run it)."""
     from .catalog import buffer_of
     out = []
     for e in entries:

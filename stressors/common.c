@@ -144,6 +144,17 @@ void free_touched(void *p, size_t bytes) {
     if (p) munmap(p, bytes);
 }
 
+void buffer_resident(void *p, size_t bytes, int resident, int fill) {
+    if (!p || !bytes) return;
+    if (resident) {
+        memset(p, fill, bytes);
+        return;
+    }
+    /* only the whole pages inside the buffer: a partial page may hold the allocator's data */
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 int fill_range(int fd, uint64_t from, uint64_t to, char *err) {
     size_t chunk = 1 << 20;
     char *buf = malloc(chunk);

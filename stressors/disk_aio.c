@@ -446,6 +446,15 @@ uint64_t aio_pending_bytes(const struct stressor *s, void *ts) {
     return ((const struct aio_state *)ts)->inflight * sh->io_bytes;
 }
 
+void aio_thread_resident(struct stressor *s, void *ts, int resident) {
+    const struct aio_shared *sh = s->shared;
+    struct aio_state *st = ts;
+    buffer_resident(st->bufs, sh->depth * sh->io_bytes, resident, 0x5A);
+    /* the helpers stop at each segment's deadline (pool_step); one's IO still running then
+     * keeps its pages pinned until it completes */
+    for (int i = 0; st->pool && i < st->pool->n; i++) buffer_resident(st->pool->sub[i].buf, sh->io_bytes, resident, 0x5A);
+}
+
 void aio_thread_teardown(struct stressor *s, void *ts) {
     struct aio_state *st = ts;
     if (st->pool) pool_stop(st->pool);

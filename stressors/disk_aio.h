@@ -41,6 +41,8 @@ uint64_t aio_step(struct stressor *s, void *ts, uint64_t units, uint64_t deadlin
 /* bytes of the IOs in flight (kernel_ops.pending_bytes) */
 uint64_t aio_pending_bytes(const struct stressor *s, void *ts);
 void aio_thread_teardown(struct stressor *s, void *ts);
+/* kernel_ops.thread_resident: the IO buffers of the queue and of the helper submitters */
+void aio_thread_resident(struct stressor *s, void *ts, int resident);
 /* CPU time of the helper submitters (kernel_ops.helper_cpu_ns) */
 uint64_t aio_helper_cpu_ns(void *ts);
 void aio_teardown(struct stressor *s);

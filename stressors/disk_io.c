@@ -80,6 +80,11 @@ void *disk_thread_setup_range(struct stressor *s, int thread, char *err) {
     return st;
 }
 
+void disk_thread_resident(struct stressor *s, void *ts, int resident) {
+    const struct disk_shared *sh = s->shared;
+    buffer_resident(((struct disk_state *)ts)->buf, sh->io_bytes, resident, 0x5A);
+}
+
 void disk_thread_teardown(struct stressor *s, void *ts) {
     (void)s;
     struct disk_state *st = ts;

@@ -45,6 +45,8 @@ struct disk_state {
 int disk_setup_file(struct stressor *s, int fill, uint64_t dflt_io, char *err);
 void *disk_thread_setup_range(struct stressor *s, int thread, char *err);
 void disk_thread_teardown(struct stressor *s, void *ts);
+/* kernel_ops.thread_resident: the thread's IO buffer */
+void disk_thread_resident(struct stressor *s, void *ts, int resident);
 void disk_teardown(struct stressor *s);
 uint64_t disk_scratch_bytes(const struct stressor *s);
 #endif

@@ -79,6 +79,13 @@ struct kernel_ops {
      * when it runs none: helpers share the worker's CPU, so the runner counts their time as
      * the worker's (a futex ping-pong keeps its core busy with two threads, each at half) */
     uint64_t (*helper_cpu_ns)(void *ts);
+    /* Release (resident = 0) or touch back (1) the thread's bulk buffers (IO buffers, a churned
+     * region), keeping every other part of its state (positions, latencies, rings, helpers).
+     * The runner releases them at the start of each window the thread does not run the
+     * stressor in, so they are held only in the windows that use them, as
+     * mimesys/catalog.buffer_of accounts them; NULL: held from setup to the end. IOs in flight
+     * keep their pages pinned until they complete, so a release never races the device. */
+    void (*thread_resident)(struct stressor *s, void *ts, int resident);
 };
 
 /* Set by the runner before each step of a paced variant (pace_Bps > 0): the bytes that
@@ -99,6 +106,9 @@ int param_bool(const struct stressor *s, const char *key, int dflt);
 uint64_t cache_bytes(const char *which);   /* "l1d", "l2", "llc"; 0 if unknown */
 void *alloc_touched(size_t bytes, char *err);  /* mmap + touch every page (so RSS shows it) */
 void free_touched(void *p, size_t bytes);
+/* kernel_ops.thread_resident for one buffer: MADV_DONTNEED its whole pages (0), or fill it
+ * with `fill` again (1), which faults them back in */
+void buffer_resident(void *p, size_t bytes, int resident, int fill);
 /* Create a scratch file of `bytes` under env->scratch_dir and unlink it at once, so it
  * disappears with the process whatever way the process ends (SIGKILL included).
  * fill: 0 = leave sparse, 1 = write real data, fsync and drop it from the page cache.

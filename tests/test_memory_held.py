@@ -233,3 +233,87 @@ def test_the_simulated_host_and_the_forward_model_count_memory_held(catalog):
     from mimesys.forward.prediction import with_held
     x = with_held(first, first.predict(np.asarray(plan.compositions)), plan.mem_held_B)
     assert np.allclose(x[:, 0] / MiB, [1000, 1000, 1700, 1700]) and np.allclose(x[:, 1], 0.01)
+
+
+def test_a_stressor_s_buffers_are_held_only_in_the_windows_that_run_it(catalog, tmp_path):
+    """The runner releases a thread's IO buffers at the start of each window that does not run
+    their stressor and touches them back where one does: resident memory of the real runner
+    follows the windows of a deep-queue reader (32 MiB of buffers), not the whole run."""
+    from agentd.runner import RunnerConfig, WindowDone, start_runner
+    from mimesys.catalog import buffer_of
+    runner_or_skip()
+    reader, compute = "disk_seq_read_1m_qd32", "cpu_int_crc32"
+    buffers = buffer_of(catalog.stressors[catalog.index(reader)].params)[0]
+    assert buffers >= 32 * MiB
+    a = np.zeros((5, len(catalog), 1), np.float32)
+    a[[0, 3], catalog.index(reader), 0] = 0.5
+    a[[1, 2, 4], catalog.index(compute), 0] = 0.3
+    plan = Plan.from_catalog(a, catalog, window_s=0.4)
+
+    async def go():
+        handle = await start_runner(plan, RunnerConfig(cpus=(0,), scratch_dir=str(tmp_path)))
+        rss, starts = [], {}
+
+        async def watch():
+            while handle.exit is None:
+                try:
+                    rss.append((time.monotonic_ns(), _rss_B(handle.pid)))
+                except OSError:
+                    break
+                await asyncio.sleep(0.02)
+
+        watcher = asyncio.create_task(watch())
+        async for ev in handle.events():
+            if isinstance(ev, WindowDone):
+                starts[ev.window] = ev.planned_start_ns
+        await watcher
+        return rss, starts
+
+    rss, starts = asyncio.run(go())
+    assert sorted(starts) == [0, 1, 2, 3, 4]
+
+    def during(w):   # samples well inside window w, on the runner's own clock
+        return [b for t, b in rss if starts[w] + 50e6 < t < starts[w] + 350e6]
+
+    held = {w: max(during(w)) for w in range(5)}
+    rest = min(held[1], held[2], held[4])
+    for w in (0, 3):
+        assert held[w] - rest >= 0.9 * buffers, ({k: v / MiB for k, v in held.items()}, buffers / MiB)
+    for w in (1, 2, 4):
+        assert held[w] - rest < 0.2 * buffers, ({k: v / MiB for k, v in held.items()}, buffers / MiB)
+
+
+def test_per_thread_buffers_count_only_in_the_windows_that_run_them(catalog):
+    """The memory planner subtracts a deep-queue reader's IO buffers (32 MiB a thread) from
+    the windows that run it, not from all; the inverse planner leaves it out only of the
+    windows where its buffers exceed what the target held there."""
+    from mimesys.forward.firstorder import FirstOrder
+    from mimesys.forward.model import ForwardModel
+    from mimesys.planners.inverse import InversePlanner
+    from mimesys.planners.memory import held_for, window_buffers, window_scoped
+    from mimesys.solo_profile import memory_footprint
+    reader = "disk_seq_read_1m_qd32"
+    r = catalog.index(reader)
+    assert window_scoped(catalog.hash, catalog.names)[r]
+    assert not window_scoped(catalog.hash, catalog.names)[catalog.index("mem_stream_triad_256M")]
+    a = np.zeros((4, len(catalog), 2), np.float32)
+    a[1, r, :] = 0.3                                  # both threads in window 1
+    a[2, r, 0] = 0.3                                  # one in window 2
+    a[:, catalog.index("mem_stream_triad_256M"), 0] = [0, 0, 0, 0.1]   # a working set: every window
+    plan = Plan.from_catalog(a, catalog, window_s=1.0)
+    assert np.allclose(window_buffers(plan) / MiB, [256, 256 + 64, 256 + 32, 256])
+    assert np.allclose(held_for(np.array([0, 400, 400, 400]) * MiB, 0.0, 32 * MiB, window_buffers(plan), np.inf) / MiB,
+                       [0, 80, 112, 144])
+
+    names, units = ["cpu.util.core0", "disk.read_Bps", "mem.used_B"], ["fraction", "B/s", "B"]
+    M, idle = len(catalog), 2000 * MiB
+    R = np.zeros((M, 3))
+    R[r, 1] = 2e8
+    fo = FirstOrder(names, units, list(catalog.names), [0, 0], np.array([0.0, 0.0, idle]), R, np.ones(M), np.zeros(M),
+                    np.array([1.0, 1e9, 24e9]), classes=[s.resource_class for s in catalog.stressors],
+                    footprint=np.array(memory_footprint([s.canonical() for s in catalog.stressors], 2)),
+                    noise=np.array([0.01, 1e5, 8 * MiB]))
+    planner = InversePlanner(ForwardModel(fo, np.array([1.0, 1e9, 24e9]), catalog.hash))
+    target = np.array([[0.3, 5e7, idle], [0.3, 5e7, idle + 200 * MiB], [0.3, 5e7, idle + 10 * MiB],
+                       [0.3, 5e7, idle + 200 * MiB]])
+    assert planner.rules.allowed(target)[:, r].tolist() == [False, True, False, True]

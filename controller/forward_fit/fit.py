@@ -93,7 +93,7 @@ def calibration_dead_times(path) -> dict:
 
 
 def profile_footprint(meta: dict) -> list[float] | None:
-    """Each stressor's run-long buffers for a profile: this build's catalog's account where the
+    """Each stressor's buffers for a profile: this build's catalog's account where the
     profile was measured with this catalog (the account follows the runner; a profile keeps the
     one of the build that recorded it), else the profile's own, else this build's by name."""
     from mimesys.catalog import load_catalog

@@ -62,7 +62,7 @@ class FirstOrder:
     groups: dict[str, list[int]] = field(default_factory=dict)   # group -> metric indices
     usage: np.ndarray | None = None  # [M, G] in the order of `groups`
     classes: list[str] | None = None  # each stressor's resource class (catalog), when known
-    footprint: np.ndarray | None = None  # [M] bytes of memory a plan holds for its whole run once it uses m
+    footprint: np.ndarray | None = None  # [M] bytes of buffers m holds on all threads (catalog.buffer_of: the run, or its windows)
     noise: np.ndarray | None = None  # [N] spread of the idle windows above their median (p90 − median)
     fixed: np.ndarray | None = None  # [M, N] per-core share m puts on that core from any thread (None: none)
     dead: np.ndarray | None = None   # [M] share of a window each planned segment of m moves nothing (None: none)

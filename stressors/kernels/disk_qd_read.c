@@ -8,7 +8,7 @@ static int qr_setup(struct stressor *s, char *err) { return aio_setup(s, 0, err)
 
 const struct kernel_ops kernel_disk_qd_read = {
     .name = "disk_qd_read", .setup = qr_setup, .thread_setup = aio_thread_setup, .step = aio_step,
-    .thread_teardown = aio_thread_teardown, .teardown = aio_teardown, .scratch_bytes = aio_scratch_bytes,
+    .thread_teardown = aio_thread_teardown, .thread_resident = aio_thread_resident, .teardown = aio_teardown, .scratch_bytes = aio_scratch_bytes,
     .watches_deadline = 1, .pending_bytes = aio_pending_bytes, .file_by_size = 1,
     .helper_cpu_ns = aio_helper_cpu_ns,
 };

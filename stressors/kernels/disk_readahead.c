@@ -60,6 +60,6 @@ static uint64_t rdah_step(struct stressor *s, void *ts, uint64_t units, uint64_t
 
 const struct kernel_ops kernel_disk_readahead = {
     .name = "disk_readahead", .setup = ra_setup, .thread_setup = disk_thread_setup_range, .step = rdah_step,
-    .thread_teardown = disk_thread_teardown, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
+    .thread_teardown = disk_thread_teardown, .thread_resident = disk_thread_resident, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
     .watches_deadline = 1,
 };

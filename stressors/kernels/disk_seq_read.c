@@ -30,6 +30,6 @@ static uint64_t sr_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
 
 const struct kernel_ops kernel_disk_seq_read = {
     .name = "disk_seq_read", .setup = sr_setup, .thread_setup = disk_thread_setup_range, .step = sr_step,
-    .thread_teardown = disk_thread_teardown, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
+    .thread_teardown = disk_thread_teardown, .thread_resident = disk_thread_resident, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
     .watches_deadline = 1,
 };

@@ -52,6 +52,16 @@ static uint64_t pf_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
     return done;
 }
 
+static void pf_thread_resident(struct stressor *s, void *ts, int resident) {
+    (void)s;
+    struct pf_state *st = ts;
+    if (!resident) {
+        madvise(st->p, st->pages * 4096, MADV_DONTNEED);
+        return;
+    }
+    for (uint64_t i = 0; i < st->pages; i++) st->p[i * 4096] = 1;
+}
+
 static void pf_thread_teardown(struct stressor *s, void *ts) {
     (void)s;
     struct pf_state *st = ts;
@@ -61,5 +71,5 @@ static void pf_thread_teardown(struct stressor *s, void *ts) {
 
 const struct kernel_ops kernel_page_fault_churn = {
     .name = "page_fault_churn", .thread_setup = pf_thread_setup, .step = pf_step,
-    .thread_teardown = pf_thread_teardown,
+    .thread_teardown = pf_thread_teardown, .thread_resident = pf_thread_resident,
 };

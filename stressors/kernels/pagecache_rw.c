@@ -34,5 +34,5 @@ static uint64_t pc_step(struct stressor *s, void *ts, uint64_t units, uint64_t d
 
 const struct kernel_ops kernel_pagecache_rw = {
     .name = "pagecache_rw", .setup = pc_setup, .thread_setup = disk_thread_setup_range, .step = pc_step,
-    .thread_teardown = disk_thread_teardown, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
+    .thread_teardown = disk_thread_teardown, .thread_resident = disk_thread_resident, .teardown = disk_teardown, .scratch_bytes = disk_scratch_bytes,
 };

@@ -87,10 +87,14 @@ class TargetRules:
         - A stressor whose buffer is held for the whole run (memory footprint) and whose work no
           metric observes is left out unless the target held that much memory above the host's
           idle: it would only add memory held and traffic nobody can check.
-        - Any stressor whose run-long buffers are more than the target held over the host's idle
-          level in its leanest windows (its 2nd percentile, plus the idle noise) is left out: the
-          runner holds them in every window, so they would add memory where the target rested.
-          Measured: disk variants at depth 16-32 held 82 MiB through a sort's idle windows."""
+        - Buffers may not add memory the target did not hold: a stressor whose buffers are
+          held only in the windows that run it (a thread's IO buffers, a churned region:
+          memory.window_scoped) is left out of each window where they are more than the target
+          held there over the host's idle level, plus the idle noise; one whose buffers are held
+          for the whole run (a working set), of every window when they are more than
+          that in the target's leanest windows (its 2nd percentile). Measured: disk variants at
+          depth 16-32 held 82 MiB through a sort's idle windows while the runner kept every
+          buffer from setup to the end."""
         first = self.model.first
         T = values.shape[0]
         idle = activity.idle_windows(values, first.metric_names, self.thresholds)
@@ -98,9 +102,14 @@ class TargetRules:
         if first.footprint is None:
             return ok
         n = first.memory_metric()
-        excess, room = 0.0, np.inf
+        excess, room, room_t = 0.0, np.inf, np.full(T, np.inf)
         if n is not None and np.isfinite(values[:, n]).any():
             excess = max(0.0, float(np.nanmedian(values[:, n])) - float(first.idle[n]))
             idle, noise, _ = memory.idle_level(values[:, n], first)
             room = max(0.0, memory.least_of(values[:, n]) - idle) + noise
-        return ok & ~(first.unobserved() & (first.footprint > excess))[None, :] & ~(first.footprint > room)[None, :]
+            room_t = np.maximum(0.0, np.nan_to_num(values[:, n] - idle, nan=np.inf)) + noise
+        scoped = memory.window_scoped(self.model.catalog_hash, first.catalog_names)
+        if scoped is None:
+            scoped = np.zeros(first.M, bool)
+        too_big = np.where(scoped[None, :], first.footprint[None, :] > room_t[:, None], (first.footprint > room)[None, :])
+        return ok & ~(first.unobserved() & (first.footprint > excess))[None, :] & ~too_big
