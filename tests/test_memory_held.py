@@ -71,21 +71,19 @@ def _rss_B(pid: int) -> int:
     return 0
 
 
-def test_the_runner_holds_grows_and_gives_back_the_planned_memory(catalog):
-    """Resident memory of the real runner, sampled every 20 ms, follows the plan: up to 160 MiB
-    in the held window, back under 40 MiB once the plan holds nothing."""
-    from agentd.runner import RunnerConfig, WindowDone, start_runner
-    runner_or_skip()
-    plan = _plan(catalog, [0, 160 * MiB, 160 * MiB, 0, 0], window_s=0.4)
+def _watched(plan, config):
+    """Run `plan` on the real runner, its resident memory sampled every 20 ms: ([(monotonic ns,
+    bytes)], [WindowDone, with the monotonic ns its result was read])."""
+    from agentd.runner import WindowDone, start_runner
 
     async def go():
-        handle = await start_runner(plan, RunnerConfig(cpus=(0,)))
+        handle = await start_runner(plan, config)
         rss, done = [], []
 
         async def watch():
             while handle.exit is None:
                 try:
-                    rss.append((time.monotonic(), _rss_B(handle.pid)))
+                    rss.append((time.monotonic_ns(), _rss_B(handle.pid)))
                 except OSError:
                     break
                 await asyncio.sleep(0.02)
@@ -93,15 +91,25 @@ def test_the_runner_holds_grows_and_gives_back_the_planned_memory(catalog):
         watcher = asyncio.create_task(watch())
         async for ev in handle.events():
             if isinstance(ev, WindowDone):
-                done.append((time.monotonic(), ev.window, ev.held_B))
+                done.append((time.monotonic_ns(), ev))
         await watcher
         return rss, done
 
-    rss, done = asyncio.run(go())
-    assert [(w, b) for _, w, b in done] == [(0, 0), (1, 160 * MiB), (2, 160 * MiB), (3, 0), (4, 0)]
+    return asyncio.run(go())
+
+
+def test_the_runner_holds_grows_and_gives_back_the_planned_memory(catalog):
+    """Resident memory of the real runner, sampled every 20 ms, follows the plan: up to 160 MiB
+    in the held window, back under 40 MiB once the plan holds nothing."""
+    from agentd.runner import RunnerConfig
+    runner_or_skip()
+    plan = _plan(catalog, [0, 160 * MiB, 160 * MiB, 0, 0], window_s=0.4)
+    rss, done = _watched(plan, RunnerConfig(cpus=(0,)))
+    assert [(ev.window, ev.held_B) for _, ev in done] == [(0, 0), (1, 160 * MiB), (2, 160 * MiB), (3, 0), (4, 0)]
     peak = max(b for _, b in rss)
     assert 155 * MiB <= peak < 200 * MiB, peak / MiB
-    after = [b for t, b in rss if t > done[3][0]]          # window 4 on: the plan holds nothing
+    window4 = done[4][1].planned_start_ns                 # on: the plan holds nothing (the runner's clock)
+    after = [b for t, b in rss if t > window4 + 50e6]
     assert after and max(after) < 40 * MiB, max(after) / MiB
 
 
@@ -109,34 +117,20 @@ def test_a_stressor_s_buffers_are_what_the_runner_holds_for_it(catalog, tmp_path
     """The buffers the catalog accounts for each stressor (what every planner subtracts from the
     memory a plan holds) are what the real runner keeps resident: IO buffers for each IO in
     flight and per submitter, a churned region, nothing for a compute kernel."""
-    from agentd.runner import RunnerConfig, start_runner
+    from agentd.runner import RunnerConfig
     from mimesys.catalog import buffer_of
     runner_or_skip()
 
-    async def peak_rss(names):
+    def peak_rss(names):
         plan = make_plan(catalog, {n: 0.9 / len(names) for n in names}, T=3, K=1, window_s=0.4)
-        handle = await start_runner(plan, RunnerConfig(cpus=(0,), scratch_dir=str(tmp_path)))
-        rss = []
+        rss, _ = _watched(plan, RunnerConfig(cpus=(0,), scratch_dir=str(tmp_path)))
+        return max(b for _, b in rss)
 
-        async def watch():
-            while handle.exit is None:
-                try:
-                    rss.append(_rss_B(handle.pid))
-                except OSError:
-                    break
-                await asyncio.sleep(0.02)
-
-        watcher = asyncio.create_task(watch())
-        async for _ in handle.events():
-            pass
-        await watcher
-        return max(rss)
-
-    base = asyncio.run(peak_rss(["cpu_int_crc32"]))
+    base = peak_rss(["cpu_int_crc32"])
     assert buffer_of(catalog.stressors[catalog.index("cpu_int_crc32")].params)[0] == 0
     for names in (["disk_seq_read_1m_qd32"], ["disk_seq_write_direct_1m_sync2", "mem_page_fault_churn"]):
         accounted = sum(buffer_of(catalog.stressors[catalog.index(n)].params)[0] for n in names)
-        held = asyncio.run(peak_rss(names)) - base
+        held = peak_rss(names) - base
         assert accounted >= 4 * MiB and 0.9 * accounted <= held <= 1.2 * accounted + 4 * MiB, (names, held / MiB, accounted / MiB)
 
 
@@ -239,7 +233,7 @@ def test_a_stressor_s_buffers_are_held_only_in_the_windows_that_run_it(catalog, 
     """The runner releases a thread's IO buffers at the start of each window that does not run
     their stressor and touches them back where one does: resident memory of the real runner
     follows the windows of a deep-queue reader (32 MiB of buffers), not the whole run."""
-    from agentd.runner import RunnerConfig, WindowDone, start_runner
+    from agentd.runner import RunnerConfig
     from mimesys.catalog import buffer_of
     runner_or_skip()
     reader, compute = "disk_seq_read_1m_qd32", "cpu_int_crc32"
@@ -249,27 +243,8 @@ def test_a_stressor_s_buffers_are_held_only_in_the_windows_that_run_it(catalog, 
     a[[0, 3], catalog.index(reader), 0] = 0.5
     a[[1, 2, 4], catalog.index(compute), 0] = 0.3
     plan = Plan.from_catalog(a, catalog, window_s=0.4)
-
-    async def go():
-        handle = await start_runner(plan, RunnerConfig(cpus=(0,), scratch_dir=str(tmp_path)))
-        rss, starts = [], {}
-
-        async def watch():
-            while handle.exit is None:
-                try:
-                    rss.append((time.monotonic_ns(), _rss_B(handle.pid)))
-                except OSError:
-                    break
-                await asyncio.sleep(0.02)
-
-        watcher = asyncio.create_task(watch())
-        async for ev in handle.events():
-            if isinstance(ev, WindowDone):
-                starts[ev.window] = ev.planned_start_ns
-        await watcher
-        return rss, starts
-
-    rss, starts = asyncio.run(go())
+    rss, done = _watched(plan, RunnerConfig(cpus=(0,), scratch_dir=str(tmp_path)))
+    starts = {ev.window: ev.planned_start_ns for _, ev in done}
     assert sorted(starts) == [0, 1, 2, 3, 4]
 
     def during(w):   # samples well inside window w, on the runner's own clock
