@@ -550,8 +550,12 @@ static void hold_learn(struct worker *w, const int64_t now[2]) {
 /* ---------------------------------------------------------------- workers */
 
 /* Run one stressor until `deadline` (or stop); returns the ns it ran. */
-/* --placement yield ("Placement") */
-#define YIELD_CHECK_NS 2000000ull
+/* --placement yield ("Placement"). The stretch is several scheduler slices long: a neighbour that
+ * wants the CPU keeps the worker waiting in every slice, while the host's own short bursts (a
+ * kworker draining per-CPU lists as the memory held grows, the agent reading the runner's events)
+ * last a few ms. Over 2-ms stretches a replay alone on the host left its CPU in 0-5 of 16
+ * thread-windows; over 16 ms, 0-1, and a neighbour busy half of each ms still moves it every window. */
+#define YIELD_CHECK_NS 16000000ull
 #define YIELD_WAIT_SHARE 0.25
 
 static uint64_t run_queue_wait_ns(struct worker *w) {
