@@ -10,6 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from .config import check_known, read_toml
 from .errors import CatalogError, ConfigError
@@ -27,35 +28,34 @@ def default_catalog_path() -> Path:
     raise CatalogError("no stressor catalog found (looked in mimesys/data, stressors/, /usr/share/mimesys)")
 
 
-def buffer_of(params: dict) -> tuple[float, bool]:
-    """(bytes, shared): the buffers a stressor with these params allocates and touches, if at
-    least 1 MiB (smaller ones, and sizes named after a cache level, count as 0): a numeric
-    working_set_bytes / table_bytes, once for the whole run if shared (set up before the first
-    window), else once per thread that runs it; or per thread, an IO stressor's buffers (io_bytes
-    for each IO in flight, depth of them, plus one per extra submitter thread:
+class Buffers(NamedTuple):
+    """The buffers a stressor allocates and touches (buffer_of)."""
+    bytes: float       # 0 below 1 MiB
+    shared: bool       # once for the whole run (a shared working set), else once per thread
+    windowed: bool     # held only in the windows a thread runs it, else from setup to the end
+
+
+def buffer_of(params: dict) -> Buffers:
+    """The buffers a stressor with these params allocates and touches, if at least 1 MiB
+    (smaller ones, and sizes named after a cache level, count as 0): a numeric working_set_bytes /
+    table_bytes, once for the whole run if shared (set up before the first window), else once per
+    thread that runs it, held from setup to the end; or per thread, an IO stressor's buffers
+    (io_bytes for each IO in flight, depth of them, plus one per extra submitter thread:
     stressors/disk_aio.c, disk_io.c) and a churned region (region_bytes), which the runner holds
-    only in the windows that thread runs the stressor (runner.c, window_residency;
-    buffers_windowed). Measured: a plan's disk variants at depth 4-32 held 82 MiB this way, in
-    every window of its replay, while the runner kept them from setup to the end. Scratch files
-    are on disk, not in memory."""
+    only in the windows that thread runs the stressor (their kernels' thread_resident,
+    stressors/stressor.h; runner.c, window_residency). Measured: a plan's disk variants at depth
+    4-32 held 82 MiB this way, in every window of its replay, while the runner kept them from
+    setup to the end. Scratch files are on disk, not in memory."""
     def number(key):
         v = params.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
     size = number("working_set_bytes") or number("table_bytes")
     if size:
-        return (size if size >= (1 << 20) else 0.0), bool(params.get("shared", True))
+        return Buffers(size if size >= (1 << 20) else 0.0, bool(params.get("shared", True)), False)
     io = number("io_bytes")
     per_thread = io * (max(1.0, number("depth")) + max(0.0, number("threads") - 1)) + number("region_bytes")
-    return (per_thread if per_thread >= (1 << 20) else 0.0), False
-
-
-def buffers_windowed(params: dict) -> bool:
-    """Whether a stressor's buffers (buffer_of) are held only in the windows a thread runs it:
-    IO buffers and churned regions (their kernels' thread_resident, stressors/stressor.h) are;
-    working sets, shared or per thread, are held from setup to the end of the run."""
-    size, _ = buffer_of(params)
-    return size > 0 and not any(isinstance(params.get(k), (int, float)) and not isinstance(params.get(k), bool)
-                                and params.get(k) for k in ("working_set_bytes", "table_bytes"))
+    held = per_thread if per_thread >= (1 << 20) else 0.0
+    return Buffers(held, False, held > 0)
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,8 @@ def memory_footprint(entries: list[dict], threads: int) -> list[float]:
     from .catalog import buffer_of
     out = []
     for e in entries:
-        size, shared = buffer_of(e.get("params") or {})
-        out.append(size * (1 if shared else threads))
+        b = buffer_of(e.get("params") or {})
+        out.append(b.bytes * (1 if b.shared else threads))
     return out
 
 

@@ -35,7 +35,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..catalog import buffer_of, buffers_windowed
+from ..catalog import buffer_of
 
 METRIC = "mem.used_B"
 # Below this a window's used memory counts as the host's idle level whatever the profile says:
@@ -65,9 +65,10 @@ def window_buffers(plan, first=None) -> np.ndarray:
     runs = np.asarray(plan.compositions) > 0                                   # [T, M, K]
     cat = _catalog(plan.catalog_hash)
     if cat is not None and cat.names == list(plan.catalog_names):
-        size = np.array([buffer_of(s.params)[0] for s in cat.stressors])
-        shared = np.array([buffer_of(s.params)[1] for s in cat.stressors])
-        windowed = np.array([buffers_windowed(s.params) for s in cat.stressors])
+        buffers = [buffer_of(s.params) for s in cat.stressors]
+        size = np.array([b.bytes for b in buffers])
+        shared = np.array([b.shared for b in buffers])
+        windowed = np.array([b.windowed for b in buffers])
         threads = runs.any(axis=0).sum(axis=1)                                   # [M] threads that run m
         run_long = np.where(windowed, 0.0, size * np.where(shared, np.minimum(threads, 1), threads)).sum()
         return float(run_long) + runs.sum(axis=2) @ np.where(windowed, size, 0.0)
@@ -78,12 +79,12 @@ def window_buffers(plan, first=None) -> np.ndarray:
 
 def window_scoped(catalog_hash: str, names) -> np.ndarray | None:
     """bool [M]: stressors whose buffers are held only in the windows that run them
-    (catalog.buffers_windowed; the rest are held for the whole run), from this build's catalog
+    (catalog.buffer_of; the rest are held for the whole run), from this build's catalog
     when it is the one named; None where this build does not have it."""
     cat = _catalog(catalog_hash)
     if cat is None or cat.names != list(names):
         return None
-    return np.array([buffers_windowed(s.params) for s in cat.stressors])
+    return np.array([buffer_of(s.params).windowed for s in cat.stressors])
 
 
 def least_of(values: np.ndarray) -> float:
