@@ -486,16 +486,22 @@ def test_yield_leaves_a_cpu_another_process_keeps_busy_and_stays_on_its_own_alon
     assert np.median(alone) >= 0.85, alone
 
 
-def _yielded_alone(plan) -> tuple[int, int]:
-    """(thread-windows a yield replay of `plan` left its CPU in, thread-windows), alone on the host."""
+def _yielded_alone(plan, bound: int) -> tuple[int, int]:
+    """(thread-windows a yield replay of `plan` left its CPU in, thread-windows), alone on the host:
+    the first of two tries within `bound`, else the second. The shared VM's other work now and then
+    keeps a CPU for a few ms in one try (bench/yield_alone.py: 0-6 of 16, mean 1); a rule that
+    counts what it should not moves the workers in every try (16 of 16 before d6af550)."""
     async def go():
         handle = await start_runner(plan, RunnerConfig(cpus=CPUS, placement="yield"))
         dones = [ev for ev in [ev async for ev in handle.events()] if isinstance(ev, WindowDone)]
         return dones, dict(handle.info)
-    dones, info = asyncio.run(go())
-    assert len(dones) == plan.T
-    yielded, of, total, _ = info["yielded"].split()
-    assert of == "of", info
+    for _ in range(2):
+        dones, info = asyncio.run(go())
+        assert len(dones) == plan.T
+        yielded, of, total, _ = info["yielded"].split()
+        assert of == "of", info
+        if int(yielded) <= bound:
+            break
     return int(yielded), int(total)
 
 
@@ -508,7 +514,7 @@ def test_yield_does_not_leave_a_cpu_its_own_helper_thread_shares(catalog):
     if len(CPUS) < 2:
         pytest.skip("needs two CPUs")
     T = 6
-    yielded, total = _yielded_alone(make_plan(catalog, {"cpu_contend_2x": 0.8}, T=T, K=1, window_s=0.25))
+    yielded, total = _yielded_alone(make_plan(catalog, {"cpu_contend_2x": 0.8}, T=T, K=1, window_s=0.25), T // 2)
     # as alone above: the shared VM's other sessions may still wake on its CPU now and then
     assert total == T and yielded <= T // 2, (yielded, total)
 
@@ -524,5 +530,5 @@ def test_yield_does_not_leave_a_cpu_for_the_runners_own_memory_growth(catalog):
     T = 8
     plan = make_plan(catalog, {"cpu_fp_poly": 0.8}, T=T, K=len(CPUS), window_s=0.25)
     plan.mem_held_B = np.arange(1, T + 1, dtype=np.float64) * (160 << 20)
-    yielded, total = _yielded_alone(plan)
+    yielded, total = _yielded_alone(plan, T // 2)
     assert total == T * len(CPUS) and yielded <= T // 2, (yielded, total)
