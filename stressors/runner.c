@@ -553,8 +553,9 @@ static void hold_learn(struct worker *w, const int64_t now[2]) {
 /* --placement yield ("Placement"). The stretch is several scheduler slices long: a neighbour that
  * wants the CPU keeps the worker waiting in every slice, while the host's own short bursts (a
  * kworker draining per-CPU lists as the memory held grows, the agent reading the runner's events)
- * last a few ms. Over 2-ms stretches a replay alone on the host left its CPU in 0-5 of 16
- * thread-windows; over 16 ms, 0-1, and a neighbour busy half of each ms still moves it every window. */
+ * last a few ms. Alone on the host a replay left its CPU in a mean 2.8-3.9 of 16 thread-windows
+ * over 2-ms stretches, 0.8-1.0 over 16 ms (bench/yield_alone.py), and a pinned neighbour busy
+ * half of each 0.1-2 ms still moves it in every window. */
 #define YIELD_CHECK_NS 16000000ull
 #define YIELD_WAIT_SHARE 0.25
 
