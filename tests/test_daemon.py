@@ -567,12 +567,14 @@ def test_replay_placement_free_lets_the_runners_threads_run_on_every_cpu(tmp_pat
     cpu_plan(catalog, [[0.1, 0.1]] * 16, window_s=0.25).write(tmp_path / "plan.h5")
     cfg = write_config(tmp_path)
     # the replay's own runner: a child of the replay process, as this command is (found without
-    # pgrep, which a minimal Debian root lacks). Looked at every 0.2 s for 3 s of the 4-s plan, not
-    # once: on a busy host the workers may not be started (and pinned) by any one moment.
-    show = ('for i in $(seq 15); do sleep 0.2; for p in /proc/[0-9]*; do '
+    # pgrep, which a minimal Debian root lacks). Its threads are looked at every 0.2 s for 3 s of
+    # the 4-s plan, not once: on a busy host the workers may not be started (and pinned) by any
+    # one moment.
+    show = ('r=; for i in $(seq 50); do for p in /proc/[0-9]*; do '
             'if [ "$(cat $p/comm 2>/dev/null)" = mimesys-runner ] && '
-            'grep -q "^PPid:[[:space:]]*$PPID$" $p/status 2>/dev/null; then cat $p/task/*/status; fi; done '
-            '| grep Cpus_allowed_list; done')
+            'grep -q "^PPid:[[:space:]]*$PPID$" $p/status 2>/dev/null; then r=$p; fi; done; '
+            '[ -n "$r" ] && break; sleep 0.1; done; '
+            'for i in $(seq 15); do sleep 0.2; cat $r/task/*/status 2>/dev/null | grep Cpus_allowed_list; done')
     lists = {}
     for placement in ("pinned", "free"):
         out = subprocess.run([sys.executable, "-m", "agentd.cli", "replay", "--config", str(cfg), str(tmp_path / "plan.h5"),
