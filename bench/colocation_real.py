@@ -13,8 +13,9 @@ DIR/plans: every planner the registry can build from those. Everything runs on
 this host, on 127.0.0.1.
 
 The neighbour is PostgreSQL under select-only pgbench (2 clients), its own cluster started once;
-pgbench reports transactions per second every --interval seconds (-P). For each mix, interleaved
-so that a drift of the host's background hits every condition alike:
+pgbench reports transactions per second every --interval seconds (-P). Each repeat measures every
+mix, and for each mix its conditions one after another, so that a drift of the host's background
+hits every condition alike:
 
     alone           the neighbour, nothing else started (twice)
     mix             next to the real mix (bench/workloads/mixes.py), twice: the floor is one
@@ -385,8 +386,10 @@ def main() -> None:
         runs: dict = {}
         conditions = ["alone", "mix", *methods]
         total, done, t0 = len(mixes) * len(conditions) * args.repeats, 0, time.monotonic()
-        for mix in mixes:
-            for n in range(args.repeats):
+        # repeat-major: a run stopped part-way has measured every mix equally often, so it is
+        # summarized with --repeats of what is complete (every run is kept, nothing is measured again)
+        for n in range(args.repeats):
+            for mix in mixes:
                 for c in conditions:
                     path = out / "runs" / f"{mix}__{c}__{n}.json"
                     for j in range(args.retries + 1):
