@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -771,6 +772,8 @@ def summarize(b: Bench, m: Models, targets: list[Path], eval_dirs: list[Path], u
 
 def main() -> None:
     args = parse_args()
+    # A stop (SIGTERM) unwinds like ^C: the bench's agent is stopped, its temporary directory removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     mixes = check_mixes(args)
     args.out.mkdir(parents=True, exist_ok=True)
     b = Bench(args, mixes, args.out, None if args.summarize_only else LocalAgent(args.out / "agent", placement=args.placement))

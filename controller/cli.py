@@ -3,6 +3,8 @@ controller/commands/, registered here by name."""
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from mimesys.lazycli import LazyGroup
@@ -32,5 +34,18 @@ def main():
     """mimesys controller: collect, train, align, export, import and evaluate."""
 
 
-if __name__ == "__main__":
+def _unwind(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def run() -> None:
+    """The `mimesys` command: main() with SIGTERM (kill, systemd, a CI job's timeout) unwinding
+    like ^C, so that what a command started is stopped by its own finally blocks: the demo's
+    agent and its temporary directory, a campaign's open runs. Python's default for SIGTERM is
+    to die on the spot and leave them behind. Not in main(): tests call that in-process."""
+    signal.signal(signal.SIGTERM, _unwind)
     main()
+
+
+if __name__ == "__main__":
+    run()

@@ -117,6 +117,51 @@ def test_replay_interrupted_exits_128_plus_sigint(sim, catalog, tmp_path):
     assert "interrupted" in out
 
 
+def test_sigterm_to_the_demo_stops_its_agent_and_removes_its_temporary_directory(tmp_path):
+    """`kill` (SIGTERM) mid-demo unwinds like ^C: status 143, the agent it started and the step
+    it was running are stopped, the agent's temporary token, state and scratch are removed."""
+    trace = tmp_path / "trace.txt"
+    trace.write_text("")                                  # preflight asks only that it exists
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(MIMESYS + ["demo", "-o", str(tmp_path / "out"), "--trace", str(trace), "--json"],
+                            cwd=ROOT, env={**ENV, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        for line in proc.stderr:                          # the demo's steps, with --json, on stderr
+            seen.append(line)
+            if "$ mimesys-agent calibrate" in line:       # the agent is up and calibrate has started
+                break
+        agent_dirs = list(tmp.glob("mimesys-demo-agent-*"))
+        assert len(agent_dirs) == 1, "".join(seen)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = processes_naming(str(agent_dirs[0]))
+    for pid in left:                                      # a failing test leaves nothing running either
+        os.kill(pid, signal.SIGKILL)
+    assert rc == 128 + signal.SIGTERM and not left, (rc, left, "".join(seen))
+    assert not agent_dirs[0].exists()
+    assert json.loads(proc.stdout.read())["ok"] is False  # the summary is still written
+
+
+def processes_naming(text: str) -> dict[int, str]:
+    """{pid: command line} of the processes whose command line contains `text`."""
+    found = {}
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (p / "cmdline").read_bytes()
+        except OSError:
+            continue                                      # it exited while we looked
+        if text.encode() in cmdline:
+            found[int(p.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
 @pytest.mark.slow
 def test_fleet_probe_with_an_agent_down_is_a_partial_failure(tmp_path):
     tok = tmp_path / "token"

@@ -264,12 +264,30 @@ class Demo:
         cmd = [sys.executable, "-m", module, *map(str, args)]
         shown = ("mimesys-agent " if module == AGENT_CLI else "mimesys ") + " ".join(map(str, args))
         click.echo(f"    $ {shown}")
-        proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=self.child_stdout)
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=self.child_stdout)
+        try:
+            proc.wait()
+        except BaseException:
+            # The demo is stopped (^C, SIGTERM): the step gets SIGTERM and time to clean up (a
+            # campaign closes its runs, calibrate stops its runner), unlike subprocess.run's SIGKILL.
+            stop_child(proc)
+            raise
         if proc.returncode != 0:
             raise DemoFailed(f"step {step!r}: `{shown}` exited with status {proc.returncode}")
 
 
 # -- the local agent ------------------------------------------------------------------------
+
+def stop_child(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGTERM, `grace_s` to exit, then SIGKILL."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -349,13 +367,8 @@ class LocalAgent:
         return self.fleet_file
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_child(self.proc)
         if self.log is not None:
             self.log.close()
         if self.tmp is not None:
