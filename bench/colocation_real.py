@@ -54,6 +54,9 @@ So the bench now watches the host and measures a disturbed run again:
     --metric M         tps (default), or p50 / p95 / p99: the latency percentile of the
                        transactions that ended in each interval (pgbench -l, kept in every run),
                        degradation then being the latency added, (with − alone)/alone × 100
+    --retries N        how often a disturbed run, or one whose workload failed (kept as
+                       runs/<mix>__<condition>__<n>.failed<j>.json with its output), is measured
+                       again (default 2)
     --repeats N        each condition N times (default 2). With N runs the floor is the mean,
                        over every split of the mix's runs into two disjoint groups of N//2, of the
                        difference between the groups' mean degradations, and a method's error is
@@ -91,14 +94,14 @@ PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 
 
 def finish(work: subprocess.Popen | None, seconds: int) -> str:
-    """Wait for the workload beside the neighbour (killed 2 minutes past its time): its stderr."""
+    """Wait for the workload beside the neighbour (killed 2 minutes past its time): its output."""
     if work is None:
         return ""
     try:
-        return work.communicate(timeout=seconds + 120)[1]
+        return work.communicate(timeout=seconds + 120)[0]
     except subprocess.TimeoutExpired:
         work.kill()
-        return work.communicate()[1]
+        return work.communicate()[0]
 
 
 def neighbour_tps(conn: list[str], seconds: int, interval: int, server_pid: int | None = None,
@@ -200,17 +203,19 @@ def pin_server(server_pid: int, pin: set[int]) -> None:
 def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: Path, config: Path,
             server_pid: int | None = None, pin: set[int] | None = None) -> dict:
     argv = workload_argv(condition, mix, seconds, plans, config)
-    work = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    # stdout too: replay --no-progress says there why its plan did not finish
+    work = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True) if argv else None
     try:
         time.sleep(1.0)     # the recording a plan follows started a second before its mix
         tps, noise = neighbour_tps(conn, seconds - 2, interval, server_pid, work.pid if work else None, pin)
     finally:
         err = finish(work, seconds)
-    if work is not None and work.returncode != 0:
-        raise SystemExit(f"{condition} for {mix} exited {work.returncode}: {err.strip()[-400:]}")
+    failed = {"workload_failed": f"exited {work.returncode}: {err.strip()[-400:]}"} \
+        if work is not None and work.returncode != 0 else {}
     return {"mix": mix, "condition": condition, "tps": tps, "interval_s": interval, "at": time.time(),
-            "start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds)), **noise}
+            "start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds)), **noise,
+            **failed}
 
 
 def degradations(alone: np.ndarray, tps: list[float], cost: bool = False) -> tuple[float, np.ndarray]:
@@ -346,7 +351,7 @@ def main() -> None:
     ap.add_argument("--max-foreign", type=float, default=10.0,
                     help="measure a run again when steal + other processes' CPU took more than this %% of the "
                          "CPUs in an interval")
-    ap.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
+    ap.add_argument("--retries", type=int, default=2, help="how often a disturbed or failed run is measured again")
     ap.add_argument("--pin", help="CPUs (e.g. 0) to pin the neighbour to, server and client: what it feels is then "
                                   "the share of those CPUs the load takes, not how the load wakes the others")
     ap.add_argument("--regenerate", action="store_true",
@@ -397,6 +402,15 @@ def main() -> None:
                             break
                         with held(args.lock):
                             r = measure(conn, c, mix, args.seconds, args.interval, plans, config, server.pid, pin)
+                        if "workload_failed" in r:
+                            # the run says nothing of the plan's effect; kept with why, measured again
+                            path.with_suffix(f".failed{j}.json").write_text(json.dumps(r))
+                            if j == args.retries:
+                                raise SystemExit(f"{c} for {mix} #{n} failed {j + 1} times, last: "
+                                                 f"{r['workload_failed']}")
+                            print(f"  {mix} {c} #{n}: the workload {r['workload_failed']}: measured again",
+                                  file=sys.stderr, flush=True)
+                            continue
                         noisy = host_noise_pct(r)
                         if noisy > args.max_foreign and j < args.retries:
                             print(f"  {mix} {c} #{n}: steal + other processes took {noisy:.1f} % of the CPUs "

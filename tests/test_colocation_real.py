@@ -135,3 +135,17 @@ def test_a_placed_condition_replays_its_methods_plan_with_that_agent_config(tmp_
     assert free[free.index("--config") + 1] == str(config.with_name("agent-free.toml"))
     assert pinned[pinned.index("--config") + 1] == str(config)
     assert c.workload_argv("alone", "kv_grow", 60, plans, config) is None
+
+
+def test_a_workload_that_fails_is_kept_with_what_it_said_not_scored(monkeypatch, tmp_path):
+    """A replay that exits non-zero (4: its plan did not finish) marks the run failed with the
+    workload's own output, stdout included (replay --no-progress says why there), so the bench
+    measures it again instead of stopping the whole campaign of runs."""
+    c = _bench()
+    said = "workload: 3 windows executed (plan of 60), state failed"
+    monkeypatch.setattr(c, "workload_argv", lambda *a: ["sh", "-c", f"echo '{said}'; echo oops >&2; exit 4"])
+    monkeypatch.setattr(c, "neighbour_tps", lambda *a: ([1.0], {"noise_pct": [0.0]}))
+    r = c.measure([], "inverse@yield", "kv_grow", 1, 1, tmp_path, tmp_path / "agent.toml")
+    assert r["workload_failed"].startswith("exited 4:") and said in r["workload_failed"] and "oops" in r["workload_failed"]
+    monkeypatch.setattr(c, "workload_argv", lambda *a: ["true"])
+    assert "workload_failed" not in c.measure([], "inverse@yield", "kv_grow", 1, 1, tmp_path, tmp_path / "agent.toml")
