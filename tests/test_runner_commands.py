@@ -86,7 +86,7 @@ def test_calibrate_writes_rates_and_peaks(tmp_path):
     out = tmp_path / "calibration.json"
     only = ["cpu_fp_poly", "mem_stream_triad_256M", "net_tcp_loopback", "disk_seq_read_direct"]
     # no host-peak probes here (3 minutes at the default --probe-seconds; the probes and reach
-    # are test_stressors_reach.py's): the rates and the catalog's own peaks
+    # are test_host_probes.py's): the rates and the catalog's own peaks
     args = ["--out", str(out), "--window-s", "0.2", "--cpus", CPUS, "--scratch-dir", str(tmp_path / "s"),
             "--probe-seconds", "0"]
     for n in only:
