@@ -11,6 +11,9 @@ import pytest
 from mimesys.errors import RunnerError
 from mimesys.plan import Plan
 
+# Scratch for the stressors and probes whose IO must reach a real block device (/tmp may be tmpfs).
+SCRATCH = Path("/var/tmp")
+
 
 def runner_or_skip() -> Path:
     from agentd.runner import find_runner

@@ -19,9 +19,8 @@ from mimesys.errors import PlanError
 from mimesys.plan import Plan
 
 from agentd.samplers.cpu import CpuSampler, parse_proc_stat
-from runner_helpers import make_plan, runner_or_skip
+from runner_helpers import SCRATCH, make_plan, runner_or_skip
 
-SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
 IO, COMPUTE = "disk_rand_read_4k", "cpu_int_crc32"
 # The core's busy fraction as /proc/stat counts it: another test's CPU would land on it.
 pytestmark = pytest.mark.serial

@@ -9,15 +9,13 @@ whose shapes are asserted to reach a bandwidth."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from runner_helpers import runner_or_skip
+from runner_helpers import SCRATCH, runner_or_skip
 
 CPU = (os.cpu_count() or 1) - 1
-SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import pytest
 
 from agentd.runner import RunnerConfig, WindowDone, WindowStarted, start_runner
 
-from runner_helpers import (device_of, diskstats, make_plan, net_bytes, proc_stat_cpu, runner_or_skip,
+from runner_helpers import (SCRATCH, device_of, diskstats, make_plan, net_bytes, proc_stat_cpu, runner_or_skip,
                             thread_schedstat, worker_schedstat)
 
 CPU = (os.cpu_count() or 1) - 1   # the last CPU: thread 0 of the single-thread plans
@@ -247,7 +247,7 @@ def test_a_stalled_disk_does_not_hold_the_thread_past_its_segment(catalog):
     blkio = Path("/sys/fs/cgroup/blkio")
     if os.geteuid() != 0 or not (blkio / "blkio.throttle.write_bps_device").exists():
         pytest.skip("needs root and the cgroup-v1 block throttle (/sys/fs/cgroup/blkio)")
-    scratch = Path("/var/tmp")
+    scratch = SCRATCH
     disk = _whole_disk(scratch)
     if disk is None:
         pytest.skip(f"{scratch} is not on a block device")
@@ -282,7 +282,7 @@ def test_a_stalled_disk_does_not_hold_the_thread_past_its_segment(catalog):
 
 
 def test_disk_stressors_move_diskstats(catalog):
-    scratch = Path("/var/tmp")      # on a real block device here (/tmp may be tmpfs elsewhere)
+    scratch = SCRATCH
     dev = device_of(scratch)
     names = ["disk_seq_read_direct", "disk_rand_read_4k", "disk_readahead", "disk_seq_write_fdatasync",
              "disk_fallocate_punch"]

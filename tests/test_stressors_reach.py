@@ -18,10 +18,9 @@ from mimesys.errors import PlanError
 from agentd.runner import RunnerConfig, WindowDone, start_runner
 from agentd.schedule import compile_plan
 
-from runner_helpers import device_of, make_plan, net_bytes, runner_or_skip
+from runner_helpers import SCRATCH, device_of, make_plan, net_bytes, runner_or_skip
 
 CPU = (os.cpu_count() or 1) - 1
-SCRATCH = Path("/var/tmp")      # a real block device here (/tmp may be tmpfs elsewhere)
 # Device, loopback and per-thread counters, paced rates and the host's peaks: another test's
 # IO or CPU would land in them.
 pytestmark = pytest.mark.serial
