@@ -29,7 +29,10 @@ hits every condition alike:
 Degradation of a run, per interval i: (alone_i − with_i) / alone_i × 100 (alone_i: the mean of
 the alone runs' interval i), and overall on the run's mean. A method's error: over every (mix
 run, replay) pair, |overall degradation difference| in points and the mean |per-interval
-difference|; the floor: the two mix runs against each other. Every run is kept in
+difference|; the floor: the two mix runs against each other; "nothing": the alone runs scored
+as a replay against the mix runs, what a plan the neighbour does not feel would score (a method
+is worth something only under it: where a mix barely touches the neighbour, nothing is under
+the bars too). Every run is kept in
 DIR/runs/<mix>__<condition>__<n>.json once measured (a rerun resumes); DIR/colocation.json and
 DIR/colocation.png hold the summary; one JSON line on stdout.
 
@@ -267,8 +270,7 @@ def summarize(runs: dict, mixes: list[str], methods: list[str], metric: str = "t
         alone = [np.asarray(series(r, metric)) for r in runs[mix]["alone"]]
         n = min(len(a) for a in alone)
         base = np.mean([a[:n] for a in alone], axis=0)
-        deg = {c: [degradations(base, series(r, metric), cost) for r in rs] for c, rs in runs[mix].items()
-               if c != "alone"}
+        deg = {c: [degradations(base, series(r, metric), cost) for r in rs] for c, rs in runs[mix].items()}
         k = max(1, len(deg["mix"]) // 2)
         fl = floor_errors(deg["mix"], k)
         floor = float(np.mean([p[0] for p in fl])), float(np.mean([p[1] for p in fl]))
@@ -280,6 +282,12 @@ def summarize(runs: dict, mixes: list[str], methods: list[str], metric: str = "t
                "host_noise_pct": {"max": max(host_noise_pct(r) for r in every),
                                   "mean": float(np.mean([host_noise_pct(r) for r in every]))},
                "mix_series_pct": [d[1].tolist() for d in deg["mix"]], "methods": {}}
+        # "nothing": the neighbour's alone runs scored as if they were a replay, i.e. what a plan
+        # the neighbour does not feel would score. Where the real mix barely touches the neighbour
+        # this is under the bars too, and a method is worth something only below it.
+        nothing = cross_errors(deg["mix"], deg["alone"], min(k, len(deg["alone"])))
+        row["nothing"] = {"overall_pp": float(np.mean([p[0] for p in nothing])),
+                          "per_interval_pp": float(np.mean([p[1] for p in nothing]))}
         for m in methods:
             pairs = cross_errors(deg["mix"], deg[m], min(k, len(deg[m])))
             row["methods"][m] = {"degradation_pct": [d[0] for d in deg[m]],
@@ -287,8 +295,8 @@ def summarize(runs: dict, mixes: list[str], methods: list[str], metric: str = "t
                                  "per_interval_pp": float(np.mean([p[1] for p in pairs])),
                                  "series_pct": [d[1].tolist() for d in deg[m]]}
         out["by_mix"][mix] = row
-    for m in ["floor", *methods]:
-        get = (lambda r: r["floor"]) if m == "floor" else (lambda r, m=m: r["methods"][m])
+    for m in ["floor", "nothing", *methods]:
+        get = (lambda r, m=m: r[m]) if m in ("floor", "nothing") else (lambda r, m=m: r["methods"][m])
         out["methods"][m] = {k: float(np.mean([get(out["by_mix"][x])[k] for x in mixes]))
                              for k in ("overall_pp", "per_interval_pp")}
     return out
@@ -309,7 +317,8 @@ def plot(summary: dict, path: Path, methods: list[str]) -> None:
             for i, s in enumerate(e["series_pct"]):
                 ax.plot(s, color=f"C{j}", lw=1.0, ls="-" if i == 0 else "--",
                         label=f"{m}: {e['overall_pp']:.1f} / {e['per_interval_pp']:.1f} pp" if i == 0 else None)
-        ax.set_title(f"{mix}: floor {row['floor']['overall_pp']:.1f} / {row['floor']['per_interval_pp']:.1f} pp "
+        ax.set_title(f"{mix}: floor {row['floor']['overall_pp']:.1f} / {row['floor']['per_interval_pp']:.1f} pp, "
+                     f"nothing {row['nothing']['overall_pp']:.1f} / {row['nothing']['per_interval_pp']:.1f} pp "
                      f"(overall / per interval)", fontsize=9)
         ax.set_ylabel("degradation %")
         ax.legend(fontsize=7, loc="upper right")

@@ -55,6 +55,23 @@ def test_four_runs_score_means_of_two():
     assert len(cr.cross_errors(degs, degs, 2)) == 36
 
 
+def test_nothing_scores_the_alone_runs_as_a_replay():
+    """A plan the neighbour does not feel scores what the alone runs score against the mix: a
+    mix that degrades the neighbour by 20 % leaves "nothing" 20 points off, one that does not
+    touch it leaves "nothing" at the floor."""
+    cr = _bench()
+    alone = [[100.0, 100], [100, 100]]
+    hurts = cr.summarize(_runs({"alone": alone, "mix": [[80.0, 80], [80, 80]], "x": [[80.0, 80], [80, 80]]}),
+                         ["m"], ["x"])
+    assert hurts["by_mix"]["m"]["nothing"] == {"overall_pp": pytest.approx(20.0), "per_interval_pp": pytest.approx(20.0)}
+    assert hurts["methods"]["nothing"]["overall_pp"] == pytest.approx(20.0)
+    assert hurts["methods"]["x"]["overall_pp"] == pytest.approx(0.0)
+    idle = cr.summarize(_runs({"alone": alone, "mix": [[100.0, 100], [100, 100]], "x": [[80.0, 80], [80, 80]]}),
+                        ["m"], ["x"])
+    assert idle["methods"]["nothing"]["overall_pp"] == pytest.approx(0.0)
+    assert idle["methods"]["x"]["overall_pp"] == pytest.approx(20.0)
+
+
 @pytest.mark.serial   # counts another process's CPU on this host
 def test_host_noise_counts_a_foreign_busy_process():
     cr = _bench()
