@@ -12,7 +12,7 @@ WORK/model-onnx-<row>, the fidelity bench's ablation rows, e.g. ddpo-forward) (s
 DIR/plans: every planner the registry can build from those. Everything runs on
 this host, on 127.0.0.1.
 
-The neighbour is PostgreSQL under select-only pgbench (2 clients), its own cluster started once;
+The neighbour is PostgreSQL under select-only pgbench (--clients, default 2), its own cluster started once;
 pgbench reports transactions per second every --interval seconds (-P). Each repeat measures every
 mix, and for each mix its conditions one after another, so that a drift of the host's background
 hits every condition alike:
@@ -108,15 +108,17 @@ def finish(work: subprocess.Popen | None, seconds: int) -> str:
 
 
 def neighbour_tps(conn: list[str], seconds: int, interval: int, server_pid: int | None = None,
-                  workload_pid: int | None = None, pin: set[int] | None = None) -> tuple[list[float], dict]:
-    """pgbench select-only for `seconds`: transactions per second in each interval, and per
-    interval the transactions' latency percentiles (ms; pgbench's per-transaction log) and the
-    host's noise (HostNoise: steal and foreign CPU, % of the CPUs). `pin`: the CPUs pgbench may
-    run on (the server's are set by pin_server)."""
+                  workload_pid: int | None = None, pin: set[int] | None = None,
+                  clients: int = 2) -> tuple[list[float], dict]:
+    """pgbench select-only with `clients` connections for `seconds`: transactions per second in
+    each interval, and per interval the transactions' latency percentiles (ms; pgbench's
+    per-transaction log) and the host's noise (HostNoise: steal and foreign CPU, % of the CPUs).
+    `pin`: the CPUs pgbench may run on (the server's are set by pin_server)."""
     with tempfile.TemporaryDirectory() as logdir:
         t0 = time.time()
-        p = subprocess.Popen([str(PG_BIN / "pgbench"), *conn, "-S", "-c", "2", "-j", "1", "-T", str(seconds),
-                              "-P", str(interval), "-l", "--log-prefix", f"{logdir}/tx", "postgres"],
+        p = subprocess.Popen([str(PG_BIN / "pgbench"), *conn, "-S", "-c", str(clients),
+                              "-j", str(pgbench_threads(clients)), "-T", str(seconds), "-P", str(interval),
+                              "-l", "--log-prefix", f"{logdir}/tx", "postgres"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
         noise = HostNoise([x for x in (server_pid, workload_pid, p.pid) if x], interval)
@@ -129,6 +131,12 @@ def neighbour_tps(conn: list[str], seconds: int, interval: int, server_pid: int 
         tps = [float(m.group(2)) for m in PROGRESS.finditer(err)]
         latency = latency_percentiles(sorted(Path(logdir).glob("tx*")), t0, interval, len(tps))
     return tps, {"latency_ms": latency, "steal_pct": noise.steal_pct, "foreign_pct": noise.foreign_pct}
+
+
+def pgbench_threads(clients: int) -> int:
+    """pgbench's own threads: one for the two clients of a ping-pong neighbour (its measured
+    default), one per CPU for more, so that the client is not what caps a saturating neighbour."""
+    return 1 if clients <= 2 else min(clients, os.cpu_count() or 1)
 
 
 def latency_percentiles(logs: list[Path], t0: float, interval: int, n: int) -> dict[str, list[float]]:
@@ -204,19 +212,27 @@ def pin_server(server_pid: int, pin: set[int]) -> None:
 
 
 def measure(conn, condition: str, mix: str, seconds: int, interval: int, plans: Path, config: Path,
-            server_pid: int | None = None, pin: set[int] | None = None) -> dict:
+            server_pid: int | None = None, pin: set[int] | None = None, clients: int = 2) -> dict:
     argv = workload_argv(condition, mix, seconds, plans, config)
     # stdout too: replay --no-progress says there why its plan did not finish
     work = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True) if argv else None
     try:
         time.sleep(1.0)     # the recording a plan follows started a second before its mix
-        tps, noise = neighbour_tps(conn, seconds - 2, interval, server_pid, work.pid if work else None, pin)
-    finally:
-        err = finish(work, seconds)
+        tps, noise = neighbour_tps(conn, seconds - 2, interval, server_pid, work.pid if work else None, pin,
+                                   clients)
+    except BaseException:
+        # a stop (^C, SIGTERM) or a failed neighbour: the workload runs in a session of its own,
+        # so it would outlive the bench (a replay holding the CPUs for the rest of its plan)
+        if work is not None and work.poll() is None:
+            os.killpg(work.pid, signal.SIGTERM)
+        finish(work, seconds)
+        raise
+    err = finish(work, seconds)
     failed = {"workload_failed": f"exited {work.returncode}: {err.strip()[-400:]}"} \
         if work is not None and work.returncode != 0 else {}
-    return {"mix": mix, "condition": condition, "tps": tps, "interval_s": interval, "at": time.time(),
+    return {"mix": mix, "condition": condition, "tps": tps, "interval_s": interval, "clients": clients,
+            "at": time.time(),
             "start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds)), **noise,
             **failed}
 
@@ -363,6 +379,9 @@ def main() -> None:
     ap.add_argument("--retries", type=int, default=2, help="how often a disturbed or failed run is measured again")
     ap.add_argument("--pin", help="CPUs (e.g. 0) to pin the neighbour to, server and client: what it feels is then "
                                   "the share of those CPUs the load takes, not how the load wakes the others")
+    ap.add_argument("--clients", type=int, default=2,
+                    help="the neighbour's pgbench clients (default 2: a ping-pong that leaves CPU idle; more, e.g. "
+                         "8, saturate the CPUs: a throughput-bound server that feels every share of CPU a load takes)")
     ap.add_argument("--regenerate", action="store_true",
                     help="make the plans again with this code (into DIR/plans) instead of the fidelity bench's")
     args = ap.parse_args()
@@ -410,7 +429,8 @@ def main() -> None:
                         if path.exists():
                             break
                         with held(args.lock):
-                            r = measure(conn, c, mix, args.seconds, args.interval, plans, config, server.pid, pin)
+                            r = measure(conn, c, mix, args.seconds, args.interval, plans, config, server.pid, pin,
+                                        args.clients)
                         if "workload_failed" in r:
                             # the run says nothing of the plan's effect; kept with why, measured again
                             path.with_suffix(f".failed{j}.json").write_text(json.dumps(r))
@@ -427,7 +447,11 @@ def main() -> None:
                             path.with_suffix(f".disturbed{j}.json").write_text(json.dumps(r))
                         else:
                             path.write_text(json.dumps(r))
-                    runs.setdefault(mix, {}).setdefault(c, []).append(json.loads(path.read_text()))
+                    kept = json.loads(path.read_text())
+                    if kept.get("clients", 2) != args.clients:
+                        raise SystemExit(f"{path} was measured with a neighbour of {kept.get('clients', 2)} "
+                                         f"clients, not --clients {args.clients}: another --out for this design")
+                    runs.setdefault(mix, {}).setdefault(c, []).append(kept)
                     done += 1
                     print(f"[{done}/{total}] {mix} {c} #{n}  ({time.monotonic() - t0:.0f} s)", file=sys.stderr,
                           flush=True)
@@ -438,7 +462,7 @@ def main() -> None:
     summary.update({"bench": "colocation_real", "fidelity": str(args.fidelity), "plans": str(plans),
                     "seconds": args.seconds, "repeats": args.repeats, "max_foreign_pct": args.max_foreign,
                     "lock": str(args.lock) if args.lock else None, "pin": sorted(pin) if pin else None,
-                    "interval_s": args.interval, "neighbour": "PostgreSQL select-only pgbench, 2 clients",
+                    "interval_s": args.interval, "neighbour": f"PostgreSQL select-only pgbench, {args.clients} clients",
                     "simulated": False})
     (out / "colocation.json").write_text(json.dumps(summary, indent=1))
     plot(summary, out / "colocation.png", methods)

@@ -166,3 +166,42 @@ def test_a_workload_that_fails_is_kept_with_what_it_said_not_scored(monkeypatch,
     assert r["workload_failed"].startswith("exited 4:") and said in r["workload_failed"] and "oops" in r["workload_failed"]
     monkeypatch.setattr(c, "workload_argv", lambda *a: ["true"])
     assert "workload_failed" not in c.measure([], "inverse@yield", "kv_grow", 1, 1, tmp_path, tmp_path / "agent.toml")
+
+
+def test_a_stop_mid_run_takes_the_workloads_whole_session_down(monkeypatch, tmp_path):
+    """The workload runs in a session of its own (so that the bench's ^C reaches it only through
+    the bench); a stop while the neighbour is measured must still end it, children included: a
+    replay left running would hold the CPUs for the rest of its plan."""
+    c = _bench()
+    pids = tmp_path / "pids"
+    monkeypatch.setattr(c, "workload_argv",
+                        lambda *a: ["sh", "-c", f"sleep 60 & echo $$ $! > {pids}; wait"])
+
+    def stopped(*a):
+        deadline = time.monotonic() + 10
+        while not (pids.exists() and len(pids.read_text().split()) == 2) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(c, "neighbour_tps", stopped)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        c.measure([], "inverse", "kv_grow", 60, 5, tmp_path, tmp_path / "agent.toml")
+    assert time.monotonic() - t0 < 10          # not the workload's 60 s, nor finish()'s grace
+    shell, child = map(int, pids.read_text().split())
+    for pid in (shell, child):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"process {pid} of the workload outlived the stop")
+
+
+def test_the_neighbours_client_threads_follow_its_clients():
+    c = _bench()
+    assert c.pgbench_threads(2) == 1            # the ping-pong neighbour as measured until now
+    assert c.pgbench_threads(8) == min(8, os.cpu_count() or 1)
