@@ -75,6 +75,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -157,8 +158,24 @@ LATENCY_Q = ("50", "95", "99")
 
 
 def plan_method(condition: str) -> str:
-    """The planner a condition's plan comes from: "inverse@free" replays inverse's plan."""
-    return condition.split("@", 1)[0]
+    """The planner a condition's plan comes from: "inverse@free" and "inverse*4" replay inverse's plan."""
+    return condition.split("@", 1)[0].split("*", 1)[0]
+
+
+def split_plan(src: Path, copies: int) -> Path:
+    """The plan's work cut into `copies` equal plans (every intensity and the memory held divided
+    by `copies`, no per-core busy target: each copy would hold its core to the whole plan's), kept
+    beside it: run side by side, they use the CPU the plan uses alone on `copies` times its threads."""
+    from dataclasses import replace
+
+    from mimesys.plan import Plan
+    dst = src.with_name(f"{src.stem}__x{copies}.h5")
+    if not dst.exists():
+        plan = Plan.read(src)
+        held = None if plan.mem_held_B is None else plan.mem_held_B / copies
+        replace(plan, compositions=(plan.compositions / copies).astype(np.float32), core_busy_target=None,
+                mem_held_B=held, provenance={**plan.provenance, "split_from": src.name, "copies": copies}).write(dst)
+    return dst
 
 
 def regenerate(work: Path, mixes: list[str], methods: list[str], out: Path) -> Path:
@@ -194,11 +211,24 @@ def workload_argv(condition: str, mix: str, seconds: int, plans: Path, config: P
         return None
     if condition == "mix":
         return [sys.executable, str(REPO / "bench/workloads/mixes.py"), mix, "--seconds", str(seconds)]
-    method, _, placement = condition.partition("@")
+    head, _, placement = condition.partition("@")
+    method, _, copies = head.partition("*")
     if placement:
         config = config.with_name(f"agent-{placement}.toml")
-    return [sys.executable, "-m", "agentd.cli", "replay", str(plans / f"{mix}__{method}.h5"), "--config",
-            str(config), "--no-record", "--no-progress"]
+    replay = [sys.executable, "-m", "agentd.cli", "replay", "--no-record", "--no-progress", "--config"]
+    if not copies:
+        return [*replay, str(config), str(plans / f"{mix}__{method}.h5")]
+    # "<method>*N": the plan's work on N times its threads, N replays of a split plan side by side
+    # (each with a run lock of its own: the agent's is host-wide), the first failure's status kept
+    plan = split_plan(plans / f"{mix}__{method}.h5", int(copies))
+    script = ""
+    for i in range(int(copies)):
+        own = config.with_name(f"{config.stem}-copy{i}.toml")
+        if not own.exists():
+            own.write_text(config.read_text() + f'run_lock = "{config.parent / f"run-copy{i}.lock"}"\n')
+        script += " ".join(shlex.quote(a) for a in [*replay, str(own), str(plan)]) + " & pids=\"$pids $!\"\n"
+    script += 'rc=0\nfor p in $pids; do wait "$p"; s=$?; [ "$rc" = 0 ] && rc=$s; done\nexit "$rc"\n'
+    return ["sh", "-c", script]
 
 
 def pin_server(server_pid: int, pin: set[int]) -> None:

@@ -205,3 +205,44 @@ def test_the_neighbours_client_threads_follow_its_clients():
     c = _bench()
     assert c.pgbench_threads(2) == 1            # the ping-pong neighbour as measured until now
     assert c.pgbench_threads(8) == min(8, os.cpu_count() or 1)
+
+
+def test_a_split_condition_runs_the_plans_work_on_more_threads(tmp_path):
+    """"inverse*3": three replays side by side of inverse's plan cut in three (every intensity and
+    the memory held a third, no per-core busy target), each agent with a run lock of its own."""
+    from mimesys.catalog import load_catalog
+    from mimesys.plan import Plan
+    from runner_helpers import make_plan
+
+    c = _bench()
+    catalog = load_catalog()
+    plans, config = tmp_path / "plans", tmp_path / "agent" / "agent.toml"
+    plans.mkdir()
+    config.parent.mkdir()
+    config.write_text('[agent]\nbackend = "host"\n')
+    plan = make_plan(catalog, {"cpu_int_crc32": 0.9, "mem_stream_triad_256M": 0.3}, T=4, K=2, window_s=1.0)
+    plan.core_busy_target = np.full((4, 2), 0.95, np.float32)
+    plan.mem_held_B = np.full(4, 600 * 2**20, np.float64)
+    plan.write(plans / "kv_grow__inverse.h5")
+
+    assert c.plan_method("inverse*3") == "inverse" and c.plan_method("inverse*3@free") == "inverse"
+    argv = c.workload_argv("inverse*3", "kv_grow", 60, plans, config)
+    assert argv[:2] == ["sh", "-c"]
+    lines = [ln for ln in argv[2].splitlines() if "agentd.cli replay" in ln]
+    assert len(lines) == 3
+    split = Plan.read(plans / "kv_grow__inverse__x3.h5")
+    np.testing.assert_allclose(split.compositions, plan.compositions / 3, rtol=1e-6)
+    np.testing.assert_allclose(split.mem_held_B, plan.mem_held_B / 3)
+    assert split.core_busy_target is None and split.provenance["copies"] == 3
+    locks = set()
+    for i, line in enumerate(lines):
+        own = config.with_name(f"agent-copy{i}.toml")
+        assert str(own) in line and str(plans / "kv_grow__inverse__x3.h5") in line
+        locks.add([ln for ln in own.read_text().splitlines() if ln.startswith("run_lock")][0])
+    assert len(locks) == 3
+
+    # the script waits for every copy and exits with the first one's failure
+    script = argv[2].replace(f"{sys.executable} -m agentd.cli replay", "false")
+    assert subprocess.run(["sh", "-c", script]).returncode == 1
+    assert subprocess.run(["sh", "-c", argv[2].replace(f"{sys.executable} -m agentd.cli replay", "true")]
+                          ).returncode == 0
