@@ -610,13 +610,11 @@ static void yield_check(struct worker *w, uint64_t t) {
     w->yq_help = help;
 }
 
-static uint64_t g_seg_cap[1024];   /* EXPERIMENT: each worker's window end */
 static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t deadline,
                             uint64_t *ops, uint64_t *bytes) {
     struct adapt *a = &w->adapt[st->index];
     void *ts = w->ts[st->index];
     uint64_t start = now_ns(), t = start, bytes0 = *bytes, held_check = start;
-    uint64_t wc_t = start, wc_wait = w->schedfd >= 0 ? run_queue_wait_ns(w) : 0;   /* EXPERIMENT */
     while (t < deadline && !stopping()) {
         uint64_t left = deadline - t, n = a->units;
         if (a->ns_per_unit > 0 && !st->ops->watches_deadline) {
@@ -644,13 +642,6 @@ static uint64_t run_segment(struct worker *w, struct stressor *st, uint64_t dead
             break;
         }
         uint64_t t2 = now_ns();
-        if (w->schedfd >= 0 && t2 - wc_t >= 1000000ull) {   /* EXPERIMENT: run-queue wait does not count */
-            uint64_t wq = run_queue_wait_ns(w);
-            uint64_t cap = g_seg_cap[w->k];
-            deadline = deadline + (wq - wc_wait) < cap ? deadline + (wq - wc_wait) : cap;
-            wc_wait = wq;
-            wc_t = t2;
-        }
         if (g.yield_placement) yield_check(w, t2);
         if (w->held_io.hold != HOLD_NONE && t2 - held_check >= HOLD_RECHECK_NS && t2 < deadline) {
             deadline = hold_io_recheck(w, t2, deadline);
@@ -722,7 +713,7 @@ static void *worker_main(void *arg) {
                  g.free_placement ? "run on the --cpus set with" : "pin to", w->cpu);
         fail = 1;
     }
-    if (!fail && (w->schedfd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) < 0) {
+    if (!fail && g.yield_placement && (w->schedfd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) < 0) {
         snprintf(w->err, ERRLEN, "thread %d: --placement yield needs /proc/thread-self/schedstat: %s", w->k,
                  strerror(errno));
         fail = 1;
@@ -778,7 +769,6 @@ static void *worker_main(void *arg) {
         int nseg = s->seg_n[(size_t)stored * s->K + w->k];
         int ntail = s->tail_n[(size_t)stored * s->K + w->k];
         uint32_t hold = s->hold[(size_t)stored * s->K + w->k];
-        hold = HOLD_NONE;   /* EXPERIMENT: no hold */
         int64_t at_start[2] = {0, 0};
         int ticks = (hold != HOLD_NONE || w->held_last) && w->statfd >= 0 && w->statbuf &&
                     !core_time(w, &at_start[0], &at_start[1]);
@@ -833,7 +823,6 @@ static void *worker_main(void *arg) {
                 w->held_io.io_after_ns = (uint64_t)((double)io_after * io_scale);
                 w->held_io.win_end = win_end;
             }
-            g_seg_cap[w->k] = win_end;
             sr->ran = run_segment(w, &s->stressors[sg->stressor], deadline, &sr->ops, &sr->bytes);
             w->held_io.hold = HOLD_NONE;
             t = now_ns();
