@@ -769,7 +769,6 @@ static void *worker_main(void *arg) {
         int nseg = s->seg_n[(size_t)stored * s->K + w->k];
         int ntail = s->tail_n[(size_t)stored * s->K + w->k];
         uint32_t hold = s->hold[(size_t)stored * s->K + w->k];
-        hold = HOLD_NONE;   /* EXPERIMENT: no hold */
         int64_t at_start[2] = {0, 0};
         int ticks = (hold != HOLD_NONE || w->held_last) && w->statfd >= 0 && w->statbuf &&
                     !core_time(w, &at_start[0], &at_start[1]);
