@@ -25,6 +25,8 @@ hits every condition alike:
                     the runner's threads move among the CPUs as an application's do; "yield",
                     each pinned to its core until another process keeps it waiting there;
                     "pinned"; without @, the agent's default
+    <method>*N      the plan cut into N plans (intensities and memory held / N, no busy target)
+                    replayed side by side: the same CPU alone on N times the threads
 
 Degradation of a run, per interval i: (alone_i − with_i) / alone_i × 100 (alone_i: the mean of
 the alone runs' interval i), and overall on the run's mean. A method's error: over every (mix
