@@ -96,10 +96,11 @@ def test_a_core_busy_target_survives_every_format_and_bad_ones_are_refused(catal
         plan.validate(catalog)
 
 
-def _run(runner: Path, plan: Plan, catalog, cpu: int, *, since: int = 0) -> tuple[float, dict[int, list[tuple[int, int]]]]:
+def _run(runner: Path, plan: Plan, catalog, cpu: int, *, since: int = 0,
+         leave_out: int | None = None) -> tuple[float, dict[int, list[tuple[int, int]]]]:
     """(the CPU's busy fraction from window `since`'s start to the last one's end, as the cpu
-    sampler counts it; per window the compute segment's (planned, ran) ns as the runner reports
-    them)."""
+    sampler counts it, less the CPU process `leave_out` ran in that time (its schedstat); per
+    window the compute segment's (planned, ran) ns as the runner reports them)."""
     sched = compile_plan(plan, catalog)
     p = subprocess.Popen([str(runner), "--schedule", "-", "--cpus", str(cpu), "--scratch-dir", str(SCRATCH),
                           "--start-delay-ms", "300"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -115,22 +116,25 @@ def _run(runner: Path, plan: Plan, catalog, cpu: int, *, since: int = 0) -> tupl
         elif f[0] == "ready":
             time.sleep(max(0.0, (int(f[1]) - time.monotonic_ns()) / 1e9))
             if since == 0:
-                start = stat_now()
+                start = stat_now(leave_out)
         elif f[0] == "done" and int(f[1]) == since - 1:
-            start = stat_now()
+            start = stat_now(leave_out)
         elif f[0] == "seg" and catalog.names[int(f[3])] == COMPUTE:
             ran.setdefault(int(f[1]), []).append((int(f[4]), int(f[5])))
         elif f[0] == "done" and int(f[1]) == plan.T - 1:
-            end = stat_now()
+            end = stat_now(leave_out)
     assert p.wait(timeout=120) == 0, p.stderr.read()
     assert "info hold proc-stat" in info, info
-    return CpuSampler.derive(start[1], end[1], (end[0] - start[0]) / 1e9)[f"cpu.util.core{cpu}"], ran
+    busy = CpuSampler.derive(start[1], end[1], (end[0] - start[0]) / 1e9)[f"cpu.util.core{cpu}"]
+    return busy - (end[2] - start[2]) / (end[0] - start[0]), ran
 
 
-def stat_now() -> tuple[int, dict]:
-    """(CLOCK_MONOTONIC ns, /proc/stat's cpu lines): one reading as the agent's sampler takes it."""
+def stat_now(pid: int | None = None) -> tuple[int, dict, int]:
+    """(CLOCK_MONOTONIC ns, /proc/stat's cpu lines, the CPU ns process `pid` has run or 0): one
+    reading as the agent's sampler takes it."""
     stat = parse_proc_stat(Path("/proc/stat").read_text())
-    return time.monotonic_ns(), stat
+    ran = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) if pid else 0
+    return time.monotonic_ns(), stat, ran
 
 
 def held_cpu() -> int:
@@ -191,12 +195,13 @@ def test_the_reserve_fills_the_core_a_window_of_io_alone_leaves_short(catalog):
     assert abs(busy - target) < 0.05, (busy, target, plain_busy)
 
 
-def test_the_hold_learns_the_cpu_that_lands_on_its_core_after_its_reading(catalog):
-    """Another process on the core, busy a third of the time, adds CPU after the tail that the
-    reading at the tail's start cannot see (a stand-in for writeback, softirqs, a neighbour):
-    sized from the reading alone each window would overshoot by about a third of its idle rest.
-    The runner learns the overshoot from the windows before, so once it has a few windows the
-    core lands on the target."""
+def test_the_hold_leaves_another_process_s_cpu_on_its_core_out(catalog):
+    """Another process on the core, busy about a third of the time (an application the replay
+    runs next to), is not the workload's: the runner holds the core's busy time less that
+    process's at the target, as it would alone, instead of backing its compute off by whatever
+    the neighbour runs there (runner.c, "Other tenants"). The neighbour also takes part of the
+    compute tail's time: the runner learns that over the first windows (post_frac), so the core
+    is read from the ninth window on."""
     runner = runner_or_skip()
     cpu = held_cpu()
     T, W, target = 20, 0.5, 0.5
@@ -209,11 +214,12 @@ def test_the_hold_learns_the_cpu_that_lands_on_its_core_after_its_reading(catalo
     neighbour = subprocess.Popen([sys.executable, "-c", spin])
     try:
         time.sleep(0.3)
-        busy, ran = _run(runner, held_plan(catalog, 0.3, 0.2, target, T=T, window_s=W), catalog, cpu, since=8)
+        busy, ran = _run(runner, held_plan(catalog, 0.3, 0.2, target, T=T, window_s=W), catalog, cpu, since=8,
+                         leave_out=neighbour.pid)
     finally:
         neighbour.kill()
         neighbour.wait()
-    assert abs(busy - target) < 0.04, (busy, target, ran)
+    assert abs(busy - target) < 0.05, (busy, target, ran)
 
 
 def test_io_that_costs_the_core_less_than_planned_yields_to_the_tail(catalog):
