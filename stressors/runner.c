@@ -514,8 +514,6 @@ static int core_time(struct worker *w, int64_t at[3]) {
 #define HOLD_LEARN 0.2               /* weight of one window in post_frac (about five windows) */
 #define HOLD_POST_MAX 0.25           /* |post_frac| at most: one odd window cannot starve the tail */
 
-/* The core's busy time less other tenants' (core_time) and its wall time since at_start (ns), and
- * one counter unit's ns; -1: unreadable. */
 /* Other programs' time below this share of the wall time is the host's own background (the
  * agent and the host's daemons; the daemons took at most 2.1 % of the CPUs in any 5-s interval of
  * 40 colocation runs, bench/results/colocation-floor) and the tick's noise (its unit, 10 ms, is
@@ -523,6 +521,7 @@ static int core_time(struct worker *w, int64_t at[3]) {
  * with it. */
 #define OTHER_TENANTS_MIN 0.05
 
+/* Between two core_time readings: the core's busy time less other tenants' (ns), and the wall time. */
 static void busy_between(const int64_t a[3], const int64_t b[3], double *busy_ns, double *total_ns) {
     double other = (double)(b[2] - a[2]), busy = (double)(b[0] - a[0]), total = (double)(b[1] - a[1]);
     if (other > OTHER_TENANTS_MIN * total) busy -= other;
@@ -530,6 +529,7 @@ static void busy_between(const int64_t a[3], const int64_t b[3], double *busy_ns
     *total_ns = total;
 }
 
+/* busy_between from at_start to now, and one counter unit's ns; -1: unreadable. */
 static int core_since(struct worker *w, const int64_t at_start[3], double *busy_ns, double *total_ns, double *tick_ns) {
     int64_t now[3];
     if (core_time(w, now)) return -1;
