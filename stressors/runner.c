@@ -159,6 +159,7 @@ static struct {
     int nice;                        /* --nice: worker threads' nice value (0 = inherit) */
     int free_placement;              /* --placement free: each worker may run on any of --cpus */
     int yield_placement;             /* --placement yield: pinned until kept waiting ("Placement") */
+    int parent_statfd;               /* /proc/<parent>/stat: the agent's CPU is the replay's, or -1 */
     clockid_t main_clock;            /* the main thread's CPU clock (it sets the memory held) */
     int main_clock_ok;
     uint64_t printed;
@@ -424,9 +425,9 @@ static void window_order(const struct schedule *s, uint32_t i, uint32_t k, int n
         }
 }
 
-/* The calling thread's user time in USER_HZ ticks, from its /proc/thread-self/stat (field 14;
- * the command name before it may hold spaces and parentheses). */
-static int own_user_ticks(int fd, unsigned long long *ticks) {
+/* A thread's or a process's user time (all its threads) in USER_HZ ticks, from its stat file in
+ * /proc (field 14; the command name before it may hold spaces and parentheses). */
+static int user_ticks(int fd, unsigned long long *ticks) {
     char buf[1024];
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
     if (n <= 0) return -1;
@@ -449,7 +450,12 @@ static int own_user_ticks(int fd, unsigned long long *ticks) {
  *
  * The third figure is the core's time in other programs' own code (ns, "Other tenants"): its
  * sampled user and nice time less the worker's own sampled user time (the same ticks charge
- * both) and its helper threads' CPU. Only user time: the kernel's time on this core is the
+ * both), its helper threads' CPU and the user time of the runner's parent, the agent, wherever it
+ * ran (its threads move among the CPUs; the targets were recorded with an agent sampling them, so
+ * its CPU is the replay's: counted as another tenant's, inverse's replays alone on the host followed
+ * their targets' per-core CPU 0.013 off, DTW on the target's scale, 0.034 on a mix whose core 0 was
+ * 0.17 busy, where the old hold had them 0.005 and 0.006 off; bench/results/fidelity/
+ * other-tenants-2026-12-07). Only user time: the kernel's time on this core is the
  * workload's as much as anyone's (its IO is dispatched and completed by kernel threads and
  * softirqs, 0.14-0.20 of the core in bench/hold.py's serve mix), and the kernel cannot say
  * whose. The hold leaves it out (core_since). */
@@ -470,9 +476,11 @@ static int core_time(struct worker *w, int64_t at[3]) {
     at[0] = t - (int64_t)(v[3] + v[4] + v[7]) * tick_ns;
     at[1] = t;
     at[2] = 0;
-    unsigned long long own = 0;
-    if (w->selfstatfd >= 0 && !own_user_ticks(w->selfstatfd, &own))
-        at[2] = (int64_t)(v[0] + v[1] - own) * tick_ns - (int64_t)helpers_cpu_ns(w);
+    unsigned long long own = 0, agent = 0;
+    if (w->selfstatfd >= 0 && !user_ticks(w->selfstatfd, &own)) {
+        if (g.parent_statfd >= 0 && user_ticks(g.parent_statfd, &agent)) agent = 0;
+        at[2] = ((int64_t)(v[0] + v[1]) - (int64_t)own - (int64_t)agent) * tick_ns - (int64_t)helpers_cpu_ns(w);
+    }
     return 0;
 }
 
@@ -1401,6 +1409,9 @@ int main(int argc, char **argv) {
     init_shared_sync();
     print_host_info(scratch);
     setup_stressors(used, a.memory_budget);
+    char ppath[64];
+    snprintf(ppath, sizeof ppath, "/proc/%d/stat", (int)getppid());
+    g.parent_statfd = open(ppath, O_RDONLY | O_CLOEXEC);
     start_workers();
 
     struct outcome o = {EXIT_DONE, "done", ""};
